@@ -1,0 +1,11 @@
+//! Drover's vocabulary, shared by every other crate.
+//!
+//! ```text
+//! slurm.conf ──► conf::parse ──► Config { nodes, partitions, limits }
+//! user input ──► hostlist / duration / memory parsers ──► typed values ──► job::JobSpec
+//! ```
+//!
+//! Nothing here performs I/O except [`conf::parse_file`], which reads the file it is handed (and
+//! its `Include`s). Times are plain Unix seconds handed in by the caller; no clock is read.
+
+pub mod hostlist;
