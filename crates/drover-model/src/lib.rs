@@ -9,3 +9,8 @@
 //! its `Include`s). Times are plain Unix seconds handed in by the caller; no clock is read.
 
 pub mod hostlist;
+pub mod conf;
+pub mod duration;
+pub mod job;
+pub mod memsize;
+pub mod state;

@@ -1,0 +1,744 @@
+//! `slurm.conf` in Slurm's syntax: `Key=Value` pairs, case-insensitive keys, `#` comments,
+//! `\` continuation, `Include` files, `NodeName=DEFAULT`/`PartitionName=DEFAULT`, hostlists in
+//! names. Keys Drover does not support yet are collected in [`Config::unsupported`] with file and
+//! line so the daemon can report each once; malformed lines are errors with file and line.
+
+use crate::duration::{parse_time_limit, TimeLimit};
+use crate::hostlist::Hostlist;
+use crate::memsize::parse_mb;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {msg}")]
+pub struct ConfError {
+    pub file: String,
+    pub line: usize,
+    pub msg: String,
+}
+
+/// A key Drover read but does not act on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unsupported {
+    pub file: String,
+    pub line: usize,
+    pub key: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PartitionState {
+    Up,
+    Down,
+    Drain,
+    Inactive,
+}
+
+impl PartitionState {
+    pub fn name(self) -> &'static str {
+        match self {
+            PartitionState::Up => "UP",
+            PartitionState::Down => "DOWN",
+            PartitionState::Drain => "DRAIN",
+            PartitionState::Inactive => "INACTIVE",
+        }
+    }
+}
+
+/// `EnforcePartLimits`: whether partition limits refuse a job at submit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EnforcePartLimits {
+    No,
+    Any,
+    All,
+}
+
+/// One compute node as configured.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeConf {
+    pub name: String,
+    pub addr: String,
+    pub hostname: String,
+    pub port: u16,
+    pub cpus: u32,
+    pub boards: u32,
+    pub sockets: u32,
+    pub cores_per_socket: u32,
+    pub threads_per_core: u32,
+    pub real_memory_mb: u64,
+    pub tmp_disk_mb: u64,
+    pub features: Vec<String>,
+    pub gres: String,
+    pub weight: u32,
+    /// `State=` from the file (`UNKNOWN`, `DOWN`, `DRAIN`, `FUTURE`, `CLOUD`...), upper-cased.
+    pub state: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionConf {
+    pub name: String,
+    pub nodes: Vec<String>,
+    /// The `Nodes=` text as written (`ALL` expanded), for display.
+    pub nodes_expr: String,
+    pub default: bool,
+    pub max_time: TimeLimit,
+    pub default_time: Option<TimeLimit>,
+    pub max_nodes: Option<u32>,
+    pub min_nodes: u32,
+    pub state: PartitionState,
+    pub hidden: bool,
+    pub allow_groups: Option<Vec<String>>,
+    pub priority_tier: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Config {
+    pub path: String,
+    pub cluster_name: String,
+    pub controller_hosts: Vec<ControllerHost>,
+    pub slurmctld_port: u16,
+    pub slurmd_port: u16,
+    pub state_save_location: String,
+    pub slurmd_spool_dir: String,
+    pub slurmctld_log_file: Option<String>,
+    pub slurmd_log_file: Option<String>,
+    pub max_job_count: u32,
+    pub max_array_size: u32,
+    pub first_job_id: u32,
+    pub kill_wait: u32,
+    pub slurmd_timeout: u32,
+    pub min_job_age: u32,
+    pub return_to_service: u32,
+    pub enforce_part_limits: EnforcePartLimits,
+    pub nodes: Vec<NodeConf>,
+    pub partitions: Vec<PartitionConf>,
+    pub unsupported: Vec<Unsupported>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControllerHost {
+    pub name: String,
+    pub addr: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            path: String::new(),
+            cluster_name: "cluster".into(),
+            controller_hosts: Vec::new(),
+            slurmctld_port: 6817,
+            slurmd_port: 6818,
+            state_save_location: "/var/spool/slurmctld".into(),
+            slurmd_spool_dir: "/var/spool/slurmd".into(),
+            slurmctld_log_file: None,
+            slurmd_log_file: None,
+            max_job_count: 10000,
+            max_array_size: 1001,
+            first_job_id: 1,
+            kill_wait: 30,
+            slurmd_timeout: 300,
+            min_job_age: 300,
+            return_to_service: 0,
+            enforce_part_limits: EnforcePartLimits::No,
+            nodes: Vec::new(),
+            partitions: Vec::new(),
+            unsupported: Vec::new(),
+        }
+    }
+}
+
+impl Config {
+    pub fn node(&self, name: &str) -> Option<&NodeConf> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+    pub fn partition(&self, name: &str) -> Option<&PartitionConf> {
+        self.partitions.iter().find(|p| p.name == name)
+    }
+    pub fn default_partition(&self) -> Option<&PartitionConf> {
+        self.partitions.iter().find(|p| p.default).or_else(|| self.partitions.first())
+    }
+    /// `%n` in paths is the node name, as in Slurm.
+    pub fn spool_dir_for(&self, node: &str) -> String {
+        self.slurmd_spool_dir.replace("%n", node).replace("%h", node)
+    }
+    pub fn slurmd_log_for(&self, node: &str) -> Option<String> {
+        self.slurmd_log_file.as_ref().map(|f| f.replace("%n", node).replace("%h", node))
+    }
+    /// The Unix socket local commands use to reach the controller.
+    pub fn controller_socket(&self) -> PathBuf {
+        Path::new(&self.state_save_location).join("drover-ctld.sock")
+    }
+    /// The controller address agents connect to.
+    pub fn controller_addr(&self) -> String {
+        let host = self.controller_hosts.first().map(|h| h.addr.as_str()).unwrap_or("127.0.0.1");
+        format!("{host}:{}", self.slurmctld_port)
+    }
+}
+
+/// Keys at the top level of slurm.conf that Drover acts on.
+const SUPPORTED: &[&str] = &[
+    "clustername",
+    "slurmctldhost",
+    "controlmachine",
+    "controladdr",
+    "slurmctldport",
+    "slurmdport",
+    "statesavelocation",
+    "slurmdspooldir",
+    "slurmctldlogfile",
+    "slurmdlogfile",
+    "maxjobcount",
+    "maxarraysize",
+    "firstjobid",
+    "killwait",
+    "slurmdtimeout",
+    "minjobage",
+    "returntoservice",
+    "enforcepartlimits",
+];
+
+const NODE_KEYS: &[&str] = &[
+    "nodename",
+    "nodeaddr",
+    "nodehostname",
+    "port",
+    "cpus",
+    "procs",
+    "boards",
+    "socketsperboard",
+    "sockets",
+    "corespersocket",
+    "threadspercore",
+    "realmemory",
+    "tmpdisk",
+    "features",
+    "feature",
+    "gres",
+    "weight",
+    "state",
+];
+
+const PART_KEYS: &[&str] = &[
+    "partitionname",
+    "nodes",
+    "default",
+    "maxtime",
+    "defaulttime",
+    "maxnodes",
+    "minnodes",
+    "state",
+    "hidden",
+    "allowgroups",
+    "prioritytier",
+];
+
+/// Reads and parses a slurm.conf file and its `Include`s.
+pub fn parse_file(path: &Path) -> Result<Config, ConfError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfError {
+        file: path.display().to_string(),
+        line: 0,
+        msg: format!("cannot read: {e}"),
+    })?;
+    let mut lines = Vec::new();
+    collect_lines(path, &text, &mut lines, 0)?;
+    let mut cfg = parse_lines(&lines)?;
+    cfg.path = path.display().to_string();
+    Ok(cfg)
+}
+
+/// Parses slurm.conf text that has no `Include` lines (tests, generated configs).
+pub fn parse_str(name: &str, text: &str) -> Result<Config, ConfError> {
+    let mut lines = Vec::new();
+    collect_lines(Path::new(name), text, &mut lines, 0)?;
+    let mut cfg = parse_lines(&lines)?;
+    cfg.path = name.to_string();
+    Ok(cfg)
+}
+
+struct Line {
+    file: String,
+    line: usize,
+    pairs: Vec<(String, String)>,
+}
+
+fn collect_lines(path: &Path, text: &str, out: &mut Vec<Line>, depth: usize) -> Result<(), ConfError> {
+    let file = path.display().to_string();
+    let mut pending = String::new();
+    let mut start_line = 0;
+    for (idx, raw) in text.lines().enumerate() {
+        let lineno = idx + 1;
+        let no_comment = strip_comment(raw);
+        if pending.is_empty() {
+            start_line = lineno;
+        }
+        let trimmed = no_comment.trim_end();
+        if let Some(body) = trimmed.strip_suffix('\\') {
+            pending.push_str(body);
+            pending.push(' ');
+            continue;
+        }
+        pending.push_str(trimmed);
+        let full = std::mem::take(&mut pending);
+        let full = full.trim();
+        if full.is_empty() {
+            continue;
+        }
+        let err = |msg: String| ConfError { file: file.clone(), line: start_line, msg };
+        // `Include FILE` (no '=').
+        let mut words = full.split_whitespace();
+        if let Some(first) = words.next() {
+            if first.eq_ignore_ascii_case("include") && !first.contains('=') {
+                let target = words.next().ok_or_else(|| err("Include needs a file name".into()))?;
+                if depth > 16 {
+                    return Err(err("Include nested too deeply".into()));
+                }
+                let inc = if Path::new(target).is_absolute() {
+                    PathBuf::from(target)
+                } else {
+                    path.parent().unwrap_or(Path::new(".")).join(target)
+                };
+                let t = std::fs::read_to_string(&inc)
+                    .map_err(|e| err(format!("cannot read included file {}: {e}", inc.display())))?;
+                collect_lines(&inc, &t, out, depth + 1)?;
+                continue;
+            }
+        }
+        let pairs = split_pairs(full).map_err(err)?;
+        out.push(Line { file: file.clone(), line: start_line, pairs });
+    }
+    if !pending.trim().is_empty() {
+        let pairs = split_pairs(pending.trim())
+            .map_err(|msg| ConfError { file: file.clone(), line: start_line, msg })?;
+        out.push(Line { file, line: start_line, pairs });
+    }
+    Ok(())
+}
+
+fn strip_comment(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' && chars.peek() == Some(&'#') {
+            out.push('#');
+            chars.next();
+        } else if c == '#' {
+            break;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Splits `A=1 B="x y" C=z` into pairs; a word without `=` is an error.
+fn split_pairs(s: &str) -> Result<Vec<(String, String)>, String> {
+    let mut pairs = Vec::new();
+    let mut chars = s.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        if chars.peek().is_none() {
+            break;
+        }
+        let mut key = String::new();
+        while let Some(&c) = chars.peek() {
+            if c == '=' || c.is_whitespace() {
+                break;
+            }
+            key.push(c);
+            chars.next();
+        }
+        if chars.peek() != Some(&'=') {
+            return Err(format!("expected Key=Value, found `{key}`"));
+        }
+        chars.next();
+        let mut val = String::new();
+        if chars.peek() == Some(&'"') {
+            chars.next();
+            let mut closed = false;
+            for c in chars.by_ref() {
+                if c == '"' {
+                    closed = true;
+                    break;
+                }
+                val.push(c);
+            }
+            if !closed {
+                return Err(format!("unterminated quote in value of {key}"));
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c.is_whitespace() {
+                    break;
+                }
+                val.push(c);
+                chars.next();
+            }
+        }
+        pairs.push((key, val));
+    }
+    Ok(pairs)
+}
+
+fn parse_bool(v: &str) -> Option<bool> {
+    match v.to_ascii_uppercase().as_str() {
+        "YES" | "TRUE" | "1" => Some(true),
+        "NO" | "FALSE" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
+    let mut cfg = Config::default();
+    let mut node_default: Vec<(String, String)> = Vec::new();
+    let mut part_default: Vec<(String, String)> = Vec::new();
+    let mut raw_parts: Vec<(&Line, Vec<(String, String)>)> = Vec::new();
+    for l in lines {
+        let err = |msg: String| ConfError { file: l.file.clone(), line: l.line, msg };
+        let (k0, v0) = &l.pairs[0];
+        let k0l = k0.to_ascii_lowercase();
+        if k0l == "nodename" {
+            if v0.eq_ignore_ascii_case("default") {
+                merge(&mut node_default, &l.pairs[1..]);
+                continue;
+            }
+            let mut attrs = node_default.clone();
+            merge(&mut attrs, &l.pairs[1..]);
+            for (k, _) in &l.pairs[1..] {
+                if !NODE_KEYS.contains(&k.to_ascii_lowercase().as_str()) {
+                    cfg.unsupported.push(Unsupported { file: l.file.clone(), line: l.line, key: format!("NodeName {k}") });
+                }
+            }
+            let nodes = parse_nodes(v0, &attrs, cfg.slurmd_port).map_err(err)?;
+            cfg.nodes.extend(nodes);
+            continue;
+        }
+        if k0l == "partitionname" {
+            if v0.eq_ignore_ascii_case("default") {
+                merge(&mut part_default, &l.pairs[1..]);
+                continue;
+            }
+            let mut attrs = part_default.clone();
+            merge(&mut attrs, &l.pairs[1..]);
+            for (k, _) in &l.pairs[1..] {
+                if !PART_KEYS.contains(&k.to_ascii_lowercase().as_str()) {
+                    cfg.unsupported.push(Unsupported {
+                        file: l.file.clone(),
+                        line: l.line,
+                        key: format!("PartitionName {k}"),
+                    });
+                }
+            }
+            raw_parts.push((l, attrs));
+            continue;
+        }
+        for (k, v) in &l.pairs {
+            let kl = k.to_ascii_lowercase();
+            let num = |v: &str| v.parse::<u32>().map_err(|_| err(format!("{k}: expected a number, found `{v}`")));
+            match kl.as_str() {
+                "clustername" => cfg.cluster_name = v.to_ascii_lowercase(),
+                "slurmctldhost" => {
+                    // `name(addr)` or `name`.
+                    let (name, addr) = match v.split_once('(') {
+                        Some((n, a)) => (n.to_string(), a.trim_end_matches(')').to_string()),
+                        None => (v.clone(), v.clone()),
+                    };
+                    cfg.controller_hosts.push(ControllerHost { name, addr });
+                }
+                "controlmachine" => cfg.controller_hosts.push(ControllerHost { name: v.clone(), addr: v.clone() }),
+                "controladdr" => {
+                    if let Some(h) = cfg.controller_hosts.last_mut() {
+                        h.addr = v.clone();
+                    }
+                }
+                "slurmctldport" => {
+                    let first = v.split('-').next().unwrap_or(v);
+                    cfg.slurmctld_port =
+                        first.parse().map_err(|_| err(format!("SlurmctldPort: expected a port, found `{v}`")))?
+                }
+                "slurmdport" => {
+                    cfg.slurmd_port = v.parse().map_err(|_| err(format!("SlurmdPort: expected a port, found `{v}`")))?
+                }
+                "statesavelocation" => cfg.state_save_location = v.clone(),
+                "slurmdspooldir" => cfg.slurmd_spool_dir = v.clone(),
+                "slurmctldlogfile" => cfg.slurmctld_log_file = Some(v.clone()),
+                "slurmdlogfile" => cfg.slurmd_log_file = Some(v.clone()),
+                "maxjobcount" => cfg.max_job_count = num(v)?,
+                "maxarraysize" => cfg.max_array_size = num(v)?,
+                "firstjobid" => cfg.first_job_id = num(v)?,
+                "killwait" => cfg.kill_wait = num(v)?,
+                "slurmdtimeout" => cfg.slurmd_timeout = num(v)?,
+                "minjobage" => cfg.min_job_age = num(v)?,
+                "returntoservice" => cfg.return_to_service = num(v)?,
+                "enforcepartlimits" => {
+                    cfg.enforce_part_limits = match v.to_ascii_uppercase().as_str() {
+                        "NO" => EnforcePartLimits::No,
+                        "ANY" => EnforcePartLimits::Any,
+                        "ALL" | "YES" => EnforcePartLimits::All,
+                        _ => return Err(err(format!("EnforcePartLimits: expected NO, ANY or ALL, found `{v}`"))),
+                    }
+                }
+                _ => {
+                    debug_assert!(!SUPPORTED.contains(&kl.as_str()));
+                    cfg.unsupported.push(Unsupported { file: l.file.clone(), line: l.line, key: k.clone() })
+                }
+            }
+        }
+    }
+    let all_nodes: Vec<String> = cfg.nodes.iter().map(|n| n.name.clone()).collect();
+    for (l, attrs) in raw_parts {
+        let err = |msg: String| ConfError { file: l.file.clone(), line: l.line, msg };
+        let p = parse_partition(&l.pairs[0].1, &attrs, &all_nodes).map_err(err)?;
+        cfg.partitions.push(p);
+    }
+    Ok(cfg)
+}
+
+fn merge(into: &mut Vec<(String, String)>, from: &[(String, String)]) {
+    for (k, v) in from {
+        if let Some(e) = into.iter_mut().find(|(ek, _)| ek.eq_ignore_ascii_case(k)) {
+            e.1 = v.clone();
+        } else {
+            into.push((k.clone(), v.clone()));
+        }
+    }
+}
+
+fn get<'a>(attrs: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    attrs.iter().rev().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v.as_str())
+}
+
+fn parse_nodes(names: &str, attrs: &[(String, String)], default_port: u16) -> Result<Vec<NodeConf>, String> {
+    let hl = Hostlist::parse(names).map_err(|e| e.to_string())?;
+    let names = hl.names();
+    let expand = |key: &str| -> Result<Option<Vec<String>>, String> {
+        match get(attrs, key) {
+            None => Ok(None),
+            Some(v) => {
+                let list = Hostlist::parse(v).map_err(|e| format!("{key}: {e}"))?.names();
+                if list.len() != 1 && list.len() != names.len() {
+                    return Err(format!("{key} has {} entries for {} nodes", list.len(), names.len()));
+                }
+                Ok(Some(list))
+            }
+        }
+    };
+    let addrs = expand("NodeAddr")?;
+    let hosts = expand("NodeHostname")?;
+    let ports: Option<Vec<u16>> = match get(attrs, "Port") {
+        None => None,
+        Some(v) => {
+            let mut out = Vec::new();
+            for part in v.split(',') {
+                let (lo, hi) = match part.split_once('-') {
+                    Some((a, b)) => (a, b),
+                    None => (part, part),
+                };
+                let lo: u16 = lo.parse().map_err(|_| format!("Port: expected a port or range, found `{v}`"))?;
+                let hi: u16 = hi.parse().map_err(|_| format!("Port: expected a port or range, found `{v}`"))?;
+                out.extend(lo..=hi);
+            }
+            if out.len() != 1 && out.len() != names.len() {
+                return Err(format!("Port has {} entries for {} nodes", out.len(), names.len()));
+            }
+            Some(out)
+        }
+    };
+    let num = |key: &str, def: u32| -> Result<u32, String> {
+        match get(attrs, key) {
+            None => Ok(def),
+            Some(v) => v.parse().map_err(|_| format!("{key}: expected a number, found `{v}`")),
+        }
+    };
+    let boards = num("Boards", 1)?;
+    let sockets = match get(attrs, "SocketsPerBoard") {
+        Some(_) => num("SocketsPerBoard", 1)? * boards,
+        None => num("Sockets", 1)?,
+    };
+    let cores = num("CoresPerSocket", 1)?;
+    let threads = num("ThreadsPerCore", 1)?;
+    let cpus = match get(attrs, "CPUs").or_else(|| get(attrs, "Procs")) {
+        Some(v) => v.parse().map_err(|_| format!("CPUs: expected a number, found `{v}`"))?,
+        None => sockets * cores * threads,
+    };
+    // With only CPUs given, Slurm treats each CPU as a core of one socket.
+    let (sockets, cores) = if get(attrs, "CPUs").is_some()
+        && get(attrs, "Sockets").is_none()
+        && get(attrs, "SocketsPerBoard").is_none()
+        && get(attrs, "CoresPerSocket").is_none()
+    {
+        (cpus / threads.max(1), 1)
+    } else {
+        (sockets, cores)
+    };
+    let real_memory_mb = match get(attrs, "RealMemory") {
+        Some(v) => parse_mb(v).map_err(|e| format!("RealMemory: {e}"))?,
+        None => 1,
+    };
+    let tmp_disk_mb = match get(attrs, "TmpDisk") {
+        Some(v) => parse_mb(v).map_err(|e| format!("TmpDisk: {e}"))?,
+        None => 0,
+    };
+    let features: Vec<String> = get(attrs, "Features")
+        .or_else(|| get(attrs, "Feature"))
+        .map(|f| f.split(',').filter(|s| !s.is_empty()).map(String::from).collect())
+        .unwrap_or_default();
+    let weight = num("Weight", 1)?;
+    let state = get(attrs, "State").unwrap_or("UNKNOWN").to_ascii_uppercase();
+    let pick = |list: &Option<Vec<String>>, i: usize, def: &str| -> String {
+        match list {
+            Some(l) if l.len() == 1 => l[0].clone(),
+            Some(l) => l[i].clone(),
+            None => def.to_string(),
+        }
+    };
+    Ok(names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let addr = pick(&addrs, i, &pick(&hosts, i, name));
+            NodeConf {
+                name: name.clone(),
+                addr,
+                hostname: pick(&hosts, i, name),
+                port: match &ports {
+                    Some(p) if p.len() == 1 => p[0],
+                    Some(p) => p[i],
+                    None => default_port,
+                },
+                cpus,
+                boards,
+                sockets,
+                cores_per_socket: cores,
+                threads_per_core: threads,
+                real_memory_mb,
+                tmp_disk_mb,
+                features: features.clone(),
+                gres: get(attrs, "Gres").unwrap_or("").to_string(),
+                weight,
+                state: state.clone(),
+            }
+        })
+        .collect())
+}
+
+fn parse_partition(name: &str, attrs: &[(String, String)], all_nodes: &[String]) -> Result<PartitionConf, String> {
+    let (nodes, nodes_expr) = match get(attrs, "Nodes") {
+        None => (Vec::new(), String::new()),
+        Some(v) if v.eq_ignore_ascii_case("ALL") => {
+            let hl: Hostlist = all_nodes.iter().collect();
+            (all_nodes.to_vec(), hl.ranged())
+        }
+        Some(v) => {
+            let hl = Hostlist::parse(v).map_err(|e| format!("Nodes: {e}"))?;
+            let names = hl.names();
+            for n in &names {
+                if !all_nodes.contains(n) {
+                    return Err(format!("Nodes: node {n} of partition {name} is not defined"));
+                }
+            }
+            (names, hl.ranged())
+        }
+    };
+    let limit = |key: &str| -> Result<Option<TimeLimit>, String> {
+        match get(attrs, key) {
+            None => Ok(None),
+            Some(v) if v.eq_ignore_ascii_case("NONE") => Ok(None),
+            Some(v) => parse_time_limit(v).map(Some).map_err(|_| format!("{key}: invalid time `{v}`")),
+        }
+    };
+    let opt_num = |key: &str| -> Result<Option<u32>, String> {
+        match get(attrs, key) {
+            None => Ok(None),
+            Some(v) if v.eq_ignore_ascii_case("UNLIMITED") || v.eq_ignore_ascii_case("INFINITE") => Ok(None),
+            Some(v) => v.parse().map(Some).map_err(|_| format!("{key}: expected a number, found `{v}`")),
+        }
+    };
+    let state = match get(attrs, "State").map(|s| s.to_ascii_uppercase()) {
+        None => PartitionState::Up,
+        Some(s) => match s.as_str() {
+            "UP" => PartitionState::Up,
+            "DOWN" => PartitionState::Down,
+            "DRAIN" => PartitionState::Drain,
+            "INACTIVE" => PartitionState::Inactive,
+            _ => return Err(format!("State: expected UP, DOWN, DRAIN or INACTIVE, found `{s}`")),
+        },
+    };
+    let flag = |key: &str| -> Result<bool, String> {
+        match get(attrs, key) {
+            None => Ok(false),
+            Some(v) => parse_bool(v).ok_or_else(|| format!("{key}: expected YES or NO, found `{v}`")),
+        }
+    };
+    Ok(PartitionConf {
+        name: name.to_string(),
+        nodes,
+        nodes_expr,
+        default: flag("Default")?,
+        max_time: limit("MaxTime")?.flatten(),
+        default_time: limit("DefaultTime")?,
+        max_nodes: opt_num("MaxNodes")?,
+        min_nodes: opt_num("MinNodes")?.unwrap_or(0),
+        state,
+        hidden: flag("Hidden")?,
+        allow_groups: get(attrs, "AllowGroups")
+            .filter(|g| !g.eq_ignore_ascii_case("ALL"))
+            .map(|g| g.split(',').map(String::from).collect()),
+        priority_tier: opt_num("PriorityTier")?.unwrap_or(1),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LAB: &str = "ClusterName=lab\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=16817\n\
+        NodeName=DEFAULT RealMemory=1000\n\
+        NodeName=node[1-4] NodeHostname=localhost NodeAddr=127.0.0.1 Port=17001-17004 CPUs=2 \\\n  Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=4000 Gres=gpu:fake:2 State=UNKNOWN\n\
+        PartitionName=cpu Nodes=node[1-4] Default=YES MaxTime=INFINITE State=UP # main\n\
+        PartitionName=gpu Nodes=ALL MaxTime=1-00:00:00 State=UP\n\
+        MpiDefault=none\n";
+
+    #[test]
+    fn parses_the_lab_config() {
+        let c = parse_str("slurm.conf", LAB).unwrap();
+        assert_eq!(c.cluster_name, "lab");
+        assert_eq!(c.controller_hosts[0].addr, "127.0.0.1");
+        assert_eq!(c.nodes.len(), 4);
+        assert_eq!(c.nodes[3].port, 17004);
+        assert_eq!(c.nodes[0].cpus, 2);
+        assert_eq!(c.nodes[0].real_memory_mb, 4000);
+        assert_eq!(c.partitions[0].nodes_expr, "node[1-4]");
+        assert!(c.partitions[0].default);
+        assert_eq!(c.partitions[0].max_time, None);
+        assert_eq!(c.partitions[1].max_time, Some(86400));
+        assert_eq!(c.unsupported.len(), 1);
+        assert_eq!(c.unsupported[0].key, "MpiDefault");
+        assert_eq!(c.unsupported[0].line, 9);
+    }
+
+    #[test]
+    fn malformed_lines_name_file_and_line() {
+        let e = parse_str("x.conf", "ClusterName=a\nbogus line\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.to_string().starts_with("x.conf:2: expected Key=Value"), "{e}");
+        let e = parse_str("x.conf", "NodeName=n1 CPUs=abc\n").unwrap_err();
+        assert!(e.to_string().contains("CPUs"), "{e}");
+        let e = parse_str("x.conf", "PartitionName=p Nodes=n9\n").unwrap_err();
+        assert!(e.to_string().contains("not defined"), "{e}");
+    }
+
+    #[test]
+    fn include_files_are_read_relative_to_the_config() {
+        let dir = std::env::temp_dir().join(format!("drover-conf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("nodes.conf"), "NodeName=a[1-2] CPUs=4\n").unwrap();
+        std::fs::write(dir.join("slurm.conf"), "ClusterName=x\nInclude nodes.conf\nPartitionName=p Nodes=ALL\n").unwrap();
+        let c = parse_file(&dir.join("slurm.conf")).unwrap();
+        assert_eq!(c.nodes.len(), 2);
+        assert_eq!(c.nodes[0].cpus, 4);
+        assert_eq!(c.partitions[0].nodes, ["a1", "a2"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,283 @@
+//! Job and node states with the names and short codes Slurm prints.
+
+use serde::{Deserialize, Serialize};
+
+/// The state of a job as Slurm names it (`JobState=` in scontrol, `%T`/`%t` in squeue).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum JobState {
+    Pending,
+    Running,
+    Suspended,
+    Completing,
+    Completed,
+    Cancelled,
+    Failed,
+    Timeout,
+    NodeFail,
+    Preempted,
+    BootFail,
+    Deadline,
+    OutOfMemory,
+}
+
+impl JobState {
+    pub const ALL: [JobState; 13] = [
+        JobState::Pending,
+        JobState::Running,
+        JobState::Suspended,
+        JobState::Completing,
+        JobState::Completed,
+        JobState::Cancelled,
+        JobState::Failed,
+        JobState::Timeout,
+        JobState::NodeFail,
+        JobState::Preempted,
+        JobState::BootFail,
+        JobState::Deadline,
+        JobState::OutOfMemory,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            JobState::Pending => "PENDING",
+            JobState::Running => "RUNNING",
+            JobState::Suspended => "SUSPENDED",
+            JobState::Completing => "COMPLETING",
+            JobState::Completed => "COMPLETED",
+            JobState::Cancelled => "CANCELLED",
+            JobState::Failed => "FAILED",
+            JobState::Timeout => "TIMEOUT",
+            JobState::NodeFail => "NODE_FAIL",
+            JobState::Preempted => "PREEMPTED",
+            JobState::BootFail => "BOOT_FAIL",
+            JobState::Deadline => "DEADLINE",
+            JobState::OutOfMemory => "OUT_OF_MEMORY",
+        }
+    }
+
+    pub fn short(self) -> &'static str {
+        match self {
+            JobState::Pending => "PD",
+            JobState::Running => "R",
+            JobState::Suspended => "S",
+            JobState::Completing => "CG",
+            JobState::Completed => "CD",
+            JobState::Cancelled => "CA",
+            JobState::Failed => "F",
+            JobState::Timeout => "TO",
+            JobState::NodeFail => "NF",
+            JobState::Preempted => "PR",
+            JobState::BootFail => "BF",
+            JobState::Deadline => "DL",
+            JobState::OutOfMemory => "OOM",
+        }
+    }
+
+    /// Parses a name or short code as `squeue -t` accepts them (case-insensitive).
+    pub fn parse(s: &str) -> Option<JobState> {
+        let u = s.to_ascii_uppercase();
+        JobState::ALL.into_iter().find(|st| st.name() == u || st.short() == u)
+    }
+
+    /// A job in this state has ended and holds nothing.
+    pub fn is_finished(self) -> bool {
+        !matches!(self, JobState::Pending | JobState::Running | JobState::Suspended | JobState::Completing)
+    }
+}
+
+/// Why a pending job waits, with Slurm's reason names (`Reason=` / squeue `%r`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PendingReason {
+    None,
+    Priority,
+    Resources,
+    Dependency,
+    DependencyNeverSatisfied,
+    BeginTime,
+    JobHeldUser,
+    JobHeldAdmin,
+    PartitionTimeLimit,
+    PartitionNodeLimit,
+    PartitionDown,
+    PartitionInactive,
+    ReqNodeNotAvail,
+    BadConstraints,
+    NodeDown,
+    InvalidAccount,
+}
+
+impl PendingReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            PendingReason::None => "None",
+            PendingReason::Priority => "Priority",
+            PendingReason::Resources => "Resources",
+            PendingReason::Dependency => "Dependency",
+            PendingReason::DependencyNeverSatisfied => "DependencyNeverSatisfied",
+            PendingReason::BeginTime => "BeginTime",
+            PendingReason::JobHeldUser => "JobHeldUser",
+            PendingReason::JobHeldAdmin => "JobHeldAdmin",
+            PendingReason::PartitionTimeLimit => "PartitionTimeLimit",
+            PendingReason::PartitionNodeLimit => "PartitionNodeLimit",
+            PendingReason::PartitionDown => "PartitionDown",
+            PendingReason::PartitionInactive => "PartitionInactive",
+            PendingReason::ReqNodeNotAvail => "ReqNodeNotAvail",
+            PendingReason::BadConstraints => "BadConstraints",
+            PendingReason::NodeDown => "NodeDown",
+            PendingReason::InvalidAccount => "InvalidAccount",
+        }
+    }
+}
+
+/// The base state of a node; flags are kept beside it in [`NodeState`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum NodeBase {
+    Unknown,
+    Idle,
+    Mixed,
+    Allocated,
+    Down,
+    Future,
+}
+
+/// A node state: base plus the flags Slurm prints beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct NodeState {
+    pub base: NodeBase,
+    pub drain: bool,
+    pub completing: bool,
+    pub not_responding: bool,
+}
+
+impl NodeState {
+    pub fn new(base: NodeBase) -> Self {
+        NodeState { base, drain: false, completing: false, not_responding: false }
+    }
+
+    /// `sinfo`'s compact name (`%t`): `idle`, `mix`, `alloc`, `drain`, `drng`, `comp`, `down*`.
+    pub fn short(&self) -> String {
+        let base = if self.drain {
+            match self.base {
+                NodeBase::Allocated | NodeBase::Mixed => "drng",
+                NodeBase::Down => "down",
+                _ if self.completing => "drng",
+                _ => "drain",
+            }
+        } else if self.completing {
+            "comp"
+        } else {
+            match self.base {
+                NodeBase::Unknown => "unk",
+                NodeBase::Idle => "idle",
+                NodeBase::Mixed => "mix",
+                NodeBase::Allocated => "alloc",
+                NodeBase::Down => "down",
+                NodeBase::Future => "futr",
+            }
+        };
+        if self.not_responding {
+            format!("{base}*")
+        } else {
+            base.to_string()
+        }
+    }
+
+    /// `sinfo`'s long name (`%T`, `-l`): `idle`, `mixed`, `allocated`, `drained`, `draining`.
+    pub fn long(&self) -> String {
+        let base = if self.drain {
+            match self.base {
+                NodeBase::Allocated | NodeBase::Mixed => "draining",
+                NodeBase::Down => "down",
+                _ if self.completing => "draining",
+                _ => "drained",
+            }
+        } else if self.completing {
+            "completing"
+        } else {
+            match self.base {
+                NodeBase::Unknown => "unknown",
+                NodeBase::Idle => "idle",
+                NodeBase::Mixed => "mixed",
+                NodeBase::Allocated => "allocated",
+                NodeBase::Down => "down",
+                NodeBase::Future => "future",
+            }
+        };
+        if self.not_responding {
+            format!("{base}*")
+        } else {
+            base.to_string()
+        }
+    }
+
+    /// `scontrol show node`'s `State=`: `IDLE`, `MIXED`, `IDLE+DRAIN`, `DOWN+NOT_RESPONDING`.
+    pub fn scontrol(&self) -> String {
+        let mut s = match self.base {
+            NodeBase::Unknown => "UNKNOWN",
+            NodeBase::Idle => "IDLE",
+            NodeBase::Mixed => "MIXED",
+            NodeBase::Allocated => "ALLOCATED",
+            NodeBase::Down => "DOWN",
+            NodeBase::Future => "FUTURE",
+        }
+        .to_string();
+        if self.completing {
+            s.push_str("+COMPLETING");
+        }
+        if self.drain {
+            s.push_str("+DRAIN");
+        }
+        if self.not_responding {
+            s.push_str("+NOT_RESPONDING");
+        }
+        s
+    }
+
+    /// Whether `sinfo -t NAME` selects this state.
+    pub fn matches(&self, name: &str) -> bool {
+        let n = name.to_ascii_lowercase();
+        let short = self.short();
+        let short = short.trim_end_matches('*');
+        let long = self.long();
+        let long = long.trim_end_matches('*');
+        n == short
+            || n == long
+            || (n == "drain" && self.drain)
+            || (n == "down" && self.base == NodeBase::Down)
+            || (n == "no_respond" && self.not_responding)
+            || (n == "responding" && !self.not_responding)
+            || (n == "alloc" && matches!(self.base, NodeBase::Allocated))
+            || (n == "mix" && matches!(self.base, NodeBase::Mixed))
+    }
+
+    /// The node can take new work.
+    pub fn schedulable(&self) -> bool {
+        !self.drain && !self.not_responding && matches!(self.base, NodeBase::Idle | NodeBase::Mixed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_state_names() {
+        let mut s = NodeState::new(NodeBase::Idle);
+        assert_eq!((s.short(), s.long(), s.scontrol()), ("idle".into(), "idle".into(), "IDLE".into()));
+        s.drain = true;
+        assert_eq!((s.short(), s.long(), s.scontrol()), ("drain".into(), "drained".into(), "IDLE+DRAIN".into()));
+        s.base = NodeBase::Mixed;
+        assert_eq!(s.short(), "drng");
+        let mut d = NodeState::new(NodeBase::Down);
+        d.not_responding = true;
+        assert_eq!(d.short(), "down*");
+        assert_eq!(d.scontrol(), "DOWN+NOT_RESPONDING");
+    }
+
+    #[test]
+    fn job_state_parse() {
+        assert_eq!(JobState::parse("pd"), Some(JobState::Pending));
+        assert_eq!(JobState::parse("RUNNING"), Some(JobState::Running));
+        assert_eq!(JobState::parse("x"), None);
+    }
+}
