@@ -1,0 +1,623 @@
+//! The core's state, its events and the scheduling pass.
+
+use crate::alloc::{Allocation, NodeAlloc};
+use drover_model::duration::TimeLimit;
+use drover_model::job::{Constraint, Dependency, DependencyKind, JobId};
+use drover_model::state::PendingReason;
+use std::collections::{BTreeSet, HashMap};
+
+/// A node as the scheduler sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRes {
+    pub name: String,
+    pub cpus: u32,
+    pub mem_mb: u64,
+    pub features: Vec<String>,
+    pub weight: u32,
+    /// Up, responding and not drained.
+    pub schedulable: bool,
+    used: Vec<bool>,
+    used_mem: u64,
+    jobs: u32,
+}
+
+impl NodeRes {
+    pub fn new(name: &str, cpus: u32, mem_mb: u64, features: Vec<String>, weight: u32) -> Self {
+        NodeRes {
+            name: name.to_string(),
+            cpus,
+            mem_mb,
+            features,
+            weight,
+            schedulable: false,
+            used: vec![false; cpus as usize],
+            used_mem: 0,
+            jobs: 0,
+        }
+    }
+    pub fn alloc_cpus(&self) -> u32 {
+        self.used.iter().filter(|u| **u).count() as u32
+    }
+    pub fn alloc_mem(&self) -> u64 {
+        self.used_mem
+    }
+    pub fn job_count(&self) -> u32 {
+        self.jobs
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionRes {
+    pub name: String,
+    pub nodes: Vec<String>,
+    /// `None` when the partition accepts work; otherwise why it does not.
+    pub down: Option<PendingReason>,
+    pub max_time: TimeLimit,
+    pub default_time: Option<TimeLimit>,
+    pub max_nodes: Option<u32>,
+    pub min_nodes: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    User,
+    Admin,
+}
+
+/// A pending job, reduced to what placement needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchedJob {
+    pub id: JobId,
+    /// Higher runs first. Submit order for now (the multifactor seam).
+    pub priority: u64,
+    pub partitions: Vec<String>,
+    pub min_nodes: u32,
+    /// `None`: as many nodes as the tasks need.
+    pub max_nodes: Option<u32>,
+    pub ntasks: u32,
+    pub ntasks_per_node: Option<u32>,
+    pub cpus_per_task: u32,
+    pub mem_per_node_mb: Option<u64>,
+    pub mem_per_cpu_mb: Option<u64>,
+    /// `None`: not given (the partition's default applies).
+    pub time_limit: Option<TimeLimit>,
+    pub nodelist: Vec<String>,
+    pub exclude: Vec<String>,
+    pub constraint: Option<Constraint>,
+    pub exclusive: bool,
+    pub hold: Option<Hold>,
+    pub begin_time: Option<i64>,
+    pub dependency: Vec<Dependency>,
+}
+
+impl SchedJob {
+    /// The limit the job runs with in a partition.
+    pub fn effective_limit(&self, part: &PartitionRes) -> TimeLimit {
+        match self.time_limit {
+            Some(l) => l,
+            None => part.default_time.unwrap_or(part.max_time),
+        }
+    }
+}
+
+/// How an ended job ended, for dependencies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Succeeded,
+    Failed,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Adds or replaces a node's definition (at start and on reconfigure).
+    NodeDefined(NodeRes),
+    NodeSchedulable { node: String, schedulable: bool },
+    PartitionDefined(PartitionRes),
+    Submitted(SchedJob),
+    /// A pending job changed (hold, release, update).
+    Updated(SchedJob),
+    /// A pending job left the queue without running (cancelled).
+    Withdrawn(JobId),
+    /// A job holds these resources (recovery after a restart).
+    Running { job: JobId, alloc: Allocation },
+    Ended { job: JobId, outcome: Outcome },
+    /// The job's record is gone (MinJobAge); dependencies on it count as satisfied.
+    Forgotten(JobId),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    Start { job: JobId, alloc: Allocation, time_limit: TimeLimit },
+    /// The job's pending reason changed.
+    Reason { job: JobId, reason: PendingReason },
+}
+
+/// Why a job could never run here; the controller refuses it at submit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubmitCheck {
+    Ok,
+    /// `Requested node configuration is not available`.
+    NodeConfigUnavailable,
+    /// Nodes named with `-w` are not in the partition.
+    NodesNotInPartition,
+    /// A partition limit refuses the job (only with `EnforcePartLimits`).
+    PartitionLimit(PendingReason),
+}
+
+#[derive(Default)]
+pub struct Core {
+    nodes: Vec<NodeRes>,
+    node_idx: HashMap<String, usize>,
+    partitions: Vec<PartitionRes>,
+    queue: BTreeSet<(std::cmp::Reverse<u64>, JobId)>,
+    pending: HashMap<JobId, (SchedJob, PendingReason)>,
+    running: HashMap<JobId, Allocation>,
+    ended: HashMap<JobId, Outcome>,
+}
+
+enum DepState {
+    Satisfied,
+    Waiting,
+    Never,
+}
+
+impl Core {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn nodes(&self) -> &[NodeRes] {
+        &self.nodes
+    }
+
+    pub fn node(&self, name: &str) -> Option<&NodeRes> {
+        self.node_idx.get(name).map(|&i| &self.nodes[i])
+    }
+
+    pub fn allocation(&self, job: JobId) -> Option<&Allocation> {
+        self.running.get(&job)
+    }
+
+    pub fn pending_count(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn handle(&mut self, ev: Event) {
+        match ev {
+            Event::NodeDefined(n) => {
+                if let Some(&i) = self.node_idx.get(&n.name) {
+                    let old = &self.nodes[i];
+                    let mut n = n;
+                    n.schedulable = old.schedulable;
+                    n.used_mem = old.used_mem;
+                    n.jobs = old.jobs;
+                    let mut used = vec![false; n.cpus as usize];
+                    for (k, u) in old.used.iter().enumerate() {
+                        if k < used.len() {
+                            used[k] = *u;
+                        }
+                    }
+                    n.used = used;
+                    self.nodes[i] = n;
+                } else {
+                    self.node_idx.insert(n.name.clone(), self.nodes.len());
+                    self.nodes.push(n);
+                }
+            }
+            Event::NodeSchedulable { node, schedulable } => {
+                if let Some(&i) = self.node_idx.get(&node) {
+                    self.nodes[i].schedulable = schedulable;
+                }
+            }
+            Event::PartitionDefined(p) => {
+                if let Some(e) = self.partitions.iter_mut().find(|e| e.name == p.name) {
+                    *e = p;
+                } else {
+                    self.partitions.push(p);
+                }
+            }
+            Event::Submitted(j) | Event::Updated(j) => {
+                if let Some((old, _)) = self.pending.get(&j.id) {
+                    self.queue.remove(&(std::cmp::Reverse(old.priority), old.id));
+                }
+                self.queue.insert((std::cmp::Reverse(j.priority), j.id));
+                let reason = self.pending.get(&j.id).map(|p| p.1).unwrap_or(PendingReason::None);
+                self.pending.insert(j.id, (j, reason));
+            }
+            Event::Withdrawn(id) => {
+                if let Some((j, _)) = self.pending.remove(&id) {
+                    self.queue.remove(&(std::cmp::Reverse(j.priority), id));
+                }
+            }
+            Event::Running { job, alloc } => {
+                if let Some((j, _)) = self.pending.remove(&job) {
+                    self.queue.remove(&(std::cmp::Reverse(j.priority), job));
+                }
+                self.take(&alloc);
+                self.running.insert(job, alloc);
+            }
+            Event::Ended { job, outcome } => {
+                if let Some(alloc) = self.running.remove(&job) {
+                    self.give_back(&alloc);
+                }
+                if let Some((j, _)) = self.pending.remove(&job) {
+                    self.queue.remove(&(std::cmp::Reverse(j.priority), job));
+                }
+                self.ended.insert(job, outcome);
+            }
+            Event::Forgotten(job) => {
+                self.ended.remove(&job);
+            }
+        }
+    }
+
+    fn take(&mut self, alloc: &Allocation) {
+        for na in &alloc.nodes {
+            if let Some(&i) = self.node_idx.get(&na.node) {
+                let n = &mut self.nodes[i];
+                for &c in &na.cpu_ids {
+                    if let Some(u) = n.used.get_mut(c as usize) {
+                        *u = true;
+                    }
+                }
+                n.used_mem += na.mem_mb;
+                n.jobs += 1;
+            }
+        }
+    }
+
+    fn give_back(&mut self, alloc: &Allocation) {
+        for na in &alloc.nodes {
+            if let Some(&i) = self.node_idx.get(&na.node) {
+                let n = &mut self.nodes[i];
+                for &c in &na.cpu_ids {
+                    if let Some(u) = n.used.get_mut(c as usize) {
+                        *u = false;
+                    }
+                }
+                n.used_mem = n.used_mem.saturating_sub(na.mem_mb);
+                n.jobs = n.jobs.saturating_sub(1);
+            }
+        }
+    }
+
+    fn dep_state(&self, deps: &[Dependency]) -> DepState {
+        let mut waiting = false;
+        for d in deps {
+            let ended = self.ended.get(&d.job).copied();
+            let running = self.running.contains_key(&d.job);
+            let pending = self.pending.contains_key(&d.job);
+            let st = match (d.kind, ended) {
+                (_, None) if !running && !pending => DepState::Satisfied,
+                (DependencyKind::After, _) if running => DepState::Satisfied,
+                (_, None) => DepState::Waiting,
+                (DependencyKind::After | DependencyKind::AfterAny, Some(_)) => DepState::Satisfied,
+                (DependencyKind::AfterOk, Some(o)) => {
+                    if o == Outcome::Succeeded {
+                        DepState::Satisfied
+                    } else {
+                        DepState::Never
+                    }
+                }
+                (DependencyKind::AfterNotOk, Some(o)) => {
+                    if o == Outcome::Failed {
+                        DepState::Satisfied
+                    } else {
+                        DepState::Never
+                    }
+                }
+            };
+            match st {
+                DepState::Never => return DepState::Never,
+                DepState::Waiting => waiting = true,
+                DepState::Satisfied => {}
+            }
+        }
+        if waiting {
+            DepState::Waiting
+        } else {
+            DepState::Satisfied
+        }
+    }
+
+    /// Whether a job could ever run on this cluster (checked at submit).
+    pub fn check_submit(&self, job: &SchedJob, enforce_part_limits: bool) -> SubmitCheck {
+        let mut any = false;
+        let mut limit_reason = None;
+        for pname in &job.partitions {
+            let Some(part) = self.partitions.iter().find(|p| &p.name == pname) else { continue };
+            if job.nodelist.iter().any(|n| !part.nodes.contains(n)) {
+                return SubmitCheck::NodesNotInPartition;
+            }
+            if let Some(r) = partition_limit(job, part) {
+                limit_reason.get_or_insert(r);
+                if enforce_part_limits {
+                    continue;
+                }
+            }
+            // Per-node fit on an empty node: cores, memory and features.
+            let fits = |n: &NodeRes| {
+                let cpt = job.cpus_per_task.max(1);
+                let per = job.ntasks_per_node.unwrap_or(1);
+                let cpus = per * cpt;
+                let mem = job.mem_per_node_mb.unwrap_or(0).max(job.mem_per_cpu_mb.unwrap_or(0) * cpus as u64);
+                n.cpus >= cpus
+                    && n.mem_mb >= mem
+                    && job.constraint.as_ref().is_none_or(|c| c.matches(&n.features))
+                    && !job.exclude.contains(&n.name)
+            };
+            let usable: Vec<&NodeRes> =
+                part.nodes.iter().filter_map(|n| self.node(n)).filter(|n| fits(n)).collect();
+            if usable.is_empty() {
+                continue;
+            }
+            if job.nodelist.iter().any(|w| !usable.iter().any(|n| &n.name == w)) {
+                continue;
+            }
+            // Enough CPUs across the usable nodes for all tasks (node counts beyond the
+            // partition's size are a pending reason, not a refusal, as in Slurm).
+            let total: u64 = usable.iter().map(|n| (n.cpus / job.cpus_per_task.max(1)) as u64).sum();
+            if total < job.ntasks as u64 && job.min_nodes as usize <= part.nodes.len() {
+                continue;
+            }
+            any = true;
+        }
+        if any {
+            SubmitCheck::Ok
+        } else if let (true, Some(r)) = (enforce_part_limits, limit_reason) {
+            SubmitCheck::PartitionLimit(r)
+        } else {
+            SubmitCheck::NodeConfigUnavailable
+        }
+    }
+
+    /// One scheduling pass: starts every job that fits now, in priority order, and reports
+    /// pending reasons that changed.
+    pub fn schedule(&mut self, now: i64) -> Vec<Decision> {
+        let mut out = Vec::new();
+        let mut blocked: Vec<String> = Vec::new();
+        let order: Vec<JobId> = self.queue.iter().map(|(_, id)| *id).collect();
+        for id in order {
+            let Some((job, old_reason)) = self.pending.get(&id) else { continue };
+            let old_reason = *old_reason;
+            let job = job.clone();
+            let reason = match self.evaluate(&job, now, &blocked) {
+                Ok((alloc, limit)) => {
+                    self.take(&alloc);
+                    self.queue.remove(&(std::cmp::Reverse(job.priority), id));
+                    self.pending.remove(&id);
+                    self.running.insert(id, alloc.clone());
+                    out.push(Decision::Start { job: id, alloc, time_limit: limit });
+                    continue;
+                }
+                Err(r) => r,
+            };
+            if reason == PendingReason::Resources {
+                for p in &job.partitions {
+                    if !blocked.contains(p) {
+                        blocked.push(p.clone());
+                    }
+                }
+            }
+            if reason != old_reason {
+                if let Some(e) = self.pending.get_mut(&id) {
+                    e.1 = reason;
+                }
+                out.push(Decision::Reason { job: id, reason });
+            }
+        }
+        out
+    }
+
+    fn evaluate(&self, job: &SchedJob, now: i64, blocked: &[String]) -> Result<(Allocation, TimeLimit), PendingReason> {
+        match job.hold {
+            Some(Hold::User) => return Err(PendingReason::JobHeldUser),
+            Some(Hold::Admin) => return Err(PendingReason::JobHeldAdmin),
+            None => {}
+        }
+        match self.dep_state(&job.dependency) {
+            DepState::Never => return Err(PendingReason::DependencyNeverSatisfied),
+            DepState::Waiting => return Err(PendingReason::Dependency),
+            DepState::Satisfied => {}
+        }
+        if job.begin_time.is_some_and(|b| b > now) {
+            return Err(PendingReason::BeginTime);
+        }
+        let mut best_reason: Option<PendingReason> = None;
+        for pname in &job.partitions {
+            let Some(part) = self.partitions.iter().find(|p| &p.name == pname) else { continue };
+            let r = if let Some(r) = part.down {
+                r
+            } else if let Some(r) = partition_limit(job, part) {
+                r
+            } else if blocked.contains(pname) {
+                PendingReason::Priority
+            } else {
+                match self.place(job, part) {
+                    Ok(alloc) => return Ok((alloc, job.effective_limit(part))),
+                    Err(r) => r,
+                }
+            };
+            // Prefer the most actionable reason across partitions.
+            best_reason = Some(match best_reason {
+                None => r,
+                Some(PendingReason::Resources) => PendingReason::Resources,
+                Some(_) if r == PendingReason::Resources => r,
+                Some(b) => b,
+            });
+        }
+        Err(best_reason.unwrap_or(PendingReason::PartitionDown))
+    }
+
+    /// Tasks that fit on node `n` now, and the memory for `t` tasks there.
+    fn capacity(&self, job: &SchedJob, n: &NodeRes) -> u32 {
+        let cpt = job.cpus_per_task.max(1);
+        if job.exclusive {
+            if n.jobs > 0 {
+                return 0;
+            }
+            let mem = job.mem_per_node_mb.unwrap_or(0);
+            if mem > n.mem_mb {
+                return 0;
+            }
+            let cap = n.cpus / cpt;
+            return job.ntasks_per_node.map_or(cap, |p| if p <= cap { p } else { 0 });
+        }
+        let free_cpus = n.cpus - n.alloc_cpus();
+        let free_mem = n.mem_mb.saturating_sub(n.used_mem);
+        let mut cap = free_cpus / cpt;
+        if let Some(m) = job.mem_per_node_mb {
+            if m > free_mem {
+                return 0;
+            }
+        }
+        if let Some(m) = job.mem_per_cpu_mb {
+            if m > 0 {
+                cap = cap.min((free_mem / (m * cpt as u64)) as u32);
+            }
+        }
+        match job.ntasks_per_node {
+            Some(p) if p > cap => 0,
+            Some(p) => p,
+            None => cap,
+        }
+    }
+
+    fn place(&self, job: &SchedJob, part: &PartitionRes) -> Result<Allocation, PendingReason> {
+        let mut cands: Vec<usize> = Vec::new();
+        for name in &part.nodes {
+            let Some(&i) = self.node_idx.get(name) else { continue };
+            let n = &self.nodes[i];
+            if job.exclude.contains(&n.name) {
+                continue;
+            }
+            if job.constraint.as_ref().is_some_and(|c| !c.matches(&n.features)) {
+                continue;
+            }
+            cands.push(i);
+        }
+        for w in &job.nodelist {
+            match self.node_idx.get(w) {
+                Some(&i) if self.nodes[i].schedulable && cands.contains(&i) => {}
+                _ => return Err(PendingReason::ReqNodeNotAvail),
+            }
+        }
+        // Required nodes first, then by weight, keeping configuration order among equals.
+        cands.retain(|&i| self.nodes[i].schedulable);
+        cands.sort_by_key(|&i| (!job.nodelist.contains(&self.nodes[i].name), self.nodes[i].weight, i));
+        let k_min = job.min_nodes.max(job.nodelist.len() as u32).max(1);
+        let k_max = job.max_nodes.unwrap_or(u32::MAX).max(k_min);
+        let mut picked: Vec<(usize, u32)> = Vec::new();
+        let mut sum: u64 = 0;
+        for &i in &cands {
+            let required = job.nodelist.contains(&self.nodes[i].name);
+            if picked.len() as u32 >= k_min && sum >= job.ntasks as u64 && !required {
+                break;
+            }
+            if picked.len() as u32 >= k_max {
+                break;
+            }
+            let cap = self.capacity(job, &self.nodes[i]);
+            if cap == 0 {
+                if required {
+                    return Err(PendingReason::Resources);
+                }
+                continue;
+            }
+            picked.push((i, cap));
+            sum += cap as u64;
+        }
+        if (picked.len() as u32) < k_min || sum < job.ntasks as u64 {
+            return Err(PendingReason::Resources);
+        }
+        // Tasks: one per node (or the per-node count), then fill in order.
+        let mut tasks: Vec<u32> = picked.iter().map(|(_, cap)| job.ntasks_per_node.unwrap_or(1).min(*cap)).collect();
+        let mut left = (job.ntasks as i64) - tasks.iter().map(|t| *t as i64).sum::<i64>();
+        if job.ntasks_per_node.is_none() {
+            for (k, (_, cap)) in picked.iter().enumerate() {
+                if left <= 0 {
+                    break;
+                }
+                let add = ((*cap - tasks[k]) as i64).min(left);
+                tasks[k] += add as u32;
+                left -= add;
+            }
+        }
+        let cpt = job.cpus_per_task.max(1);
+        let nodes = picked
+            .iter()
+            .zip(tasks)
+            .map(|(&(i, _), t)| {
+                let n = &self.nodes[i];
+                let want = if job.exclusive { n.cpus } else { t * cpt };
+                let cpu_ids: Vec<u32> = n
+                    .used
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, u)| !**u)
+                    .map(|(k, _)| k as u32)
+                    .take(want as usize)
+                    .collect();
+                let mem_mb = match (job.mem_per_node_mb, job.mem_per_cpu_mb) {
+                    (Some(m), _) => m,
+                    (None, Some(m)) => m * cpu_ids.len() as u64,
+                    (None, None) => 0,
+                };
+                NodeAlloc { node: n.name.clone(), cpu_ids, mem_mb, tasks: t }
+            })
+            .collect();
+        Ok(Allocation { partition: part.name.clone(), nodes })
+    }
+
+    /// Checks the core's bookkeeping; tests call it after every step.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut cpu_owner: HashMap<(String, u32), JobId> = HashMap::new();
+        let mut mem: HashMap<String, u64> = HashMap::new();
+        for (job, alloc) in &self.running {
+            for na in &alloc.nodes {
+                for &c in &na.cpu_ids {
+                    if let Some(other) = cpu_owner.insert((na.node.clone(), c), *job) {
+                        return Err(format!("cpu {c} of {} held by {other} and {job}", na.node));
+                    }
+                }
+                *mem.entry(na.node.clone()).or_default() += na.mem_mb;
+            }
+            if self.pending.contains_key(job) {
+                return Err(format!("job {job} both pending and running"));
+            }
+        }
+        for n in &self.nodes {
+            let m = mem.get(&n.name).copied().unwrap_or(0);
+            if m != n.used_mem {
+                return Err(format!("node {} memory books {} != {}", n.name, n.used_mem, m));
+            }
+            if m > n.mem_mb {
+                return Err(format!("node {} memory oversubscribed", n.name));
+            }
+            let held = cpu_owner.keys().filter(|(nn, _)| nn == &n.name).count() as u32;
+            if held != n.alloc_cpus() {
+                return Err(format!("node {} cpu books {} != {}", n.name, n.alloc_cpus(), held));
+            }
+        }
+        if self.queue.len() != self.pending.len() {
+            return Err("queue and pending differ".into());
+        }
+        Ok(())
+    }
+}
+
+fn partition_limit(job: &SchedJob, part: &PartitionRes) -> Option<PendingReason> {
+    if let (Some(Some(l)), Some(max)) = (job.time_limit, part.max_time) {
+        if l > max {
+            return Some(PendingReason::PartitionTimeLimit);
+        }
+    }
+    if job.time_limit == Some(None) && part.max_time.is_some() {
+        return Some(PendingReason::PartitionTimeLimit);
+    }
+    let nodes = part.nodes.len() as u32;
+    if job.min_nodes > nodes || part.max_nodes.is_some_and(|m| job.min_nodes > m) || job.min_nodes < part.min_nodes {
+        return Some(PendingReason::PartitionNodeLimit);
+    }
+    None
+}

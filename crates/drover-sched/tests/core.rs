@@ -1,0 +1,221 @@
+//! Scheduler behaviour and invariants, asserted on decisions (no sockets, no clocks).
+
+use drover_model::state::PendingReason;
+use drover_sched::{Core, Decision, Event, NodeRes, Outcome, PartitionRes, SchedJob};
+use proptest::prelude::*;
+
+fn cluster(nodes: u32, cpus: u32, mem: u64) -> Core {
+    let mut c = Core::new();
+    let mut names = Vec::new();
+    for i in 1..=nodes {
+        let name = format!("node{i}");
+        c.handle(Event::NodeDefined(NodeRes::new(&name, cpus, mem, vec![], 1)));
+        c.handle(Event::NodeSchedulable { node: name.clone(), schedulable: true });
+        names.push(name);
+    }
+    c.handle(Event::PartitionDefined(PartitionRes {
+        name: "cpu".into(),
+        nodes: names,
+        down: None,
+        max_time: None,
+        default_time: None,
+        max_nodes: None,
+        min_nodes: 0,
+    }));
+    c
+}
+
+fn job(id: u32) -> SchedJob {
+    SchedJob {
+        id,
+        priority: u64::from(u32::MAX - id),
+        partitions: vec!["cpu".into()],
+        min_nodes: 1,
+        max_nodes: None,
+        ntasks: 1,
+        ntasks_per_node: None,
+        cpus_per_task: 1,
+        mem_per_node_mb: None,
+        mem_per_cpu_mb: None,
+        time_limit: None,
+        nodelist: vec![],
+        exclude: vec![],
+        constraint: None,
+        exclusive: false,
+        hold: None,
+        begin_time: None,
+        dependency: vec![],
+    }
+}
+
+fn started(d: &[Decision]) -> Vec<u32> {
+    d.iter().filter_map(|d| if let Decision::Start { job, .. } = d { Some(*job) } else { None }).collect()
+}
+
+fn reason(d: &[Decision], id: u32) -> Option<PendingReason> {
+    d.iter().find_map(|d| match d {
+        Decision::Reason { job, reason } if *job == id => Some(*reason),
+        _ => None,
+    })
+}
+
+#[test]
+fn small_jobs_share_a_node() {
+    let mut c = cluster(1, 4, 1000);
+    for i in 1..=4 {
+        c.handle(Event::Submitted(job(i)));
+    }
+    let d = c.schedule(0);
+    assert_eq!(started(&d), [1, 2, 3, 4]);
+    c.check_invariants().unwrap();
+}
+
+#[test]
+fn a_two_node_job_waits_for_two_free_nodes_and_holds_nothing() {
+    let mut c = cluster(2, 2, 1000);
+    let mut a = job(1);
+    a.ntasks = 2;
+    c.handle(Event::Submitted(a));
+    assert_eq!(started(&c.schedule(0)), [1]);
+    let mut big = job(2);
+    big.min_nodes = 2;
+    big.max_nodes = Some(2);
+    big.ntasks = 2;
+    c.handle(Event::Submitted(big));
+    c.handle(Event::Submitted(job(3)));
+    let d = c.schedule(1);
+    assert!(started(&d).is_empty());
+    assert_eq!(reason(&d, 2), Some(PendingReason::Resources));
+    assert_eq!(reason(&d, 3), Some(PendingReason::Priority));
+    // node2 is free, yet the pending 2-node job holds none of it.
+    assert_eq!(c.node("node2").unwrap().alloc_cpus(), 0);
+    c.handle(Event::Ended { job: 1, outcome: Outcome::Succeeded });
+    let d = c.schedule(2);
+    assert_eq!(started(&d)[0], 2);
+    c.check_invariants().unwrap();
+}
+
+#[test]
+fn exclusive_takes_whole_nodes() {
+    let mut c = cluster(1, 4, 1000);
+    let mut e = job(1);
+    e.exclusive = true;
+    c.handle(Event::Submitted(e));
+    c.handle(Event::Submitted(job(2)));
+    let d = c.schedule(0);
+    assert_eq!(started(&d), [1]);
+    assert_eq!(c.allocation(1).unwrap().cpus(), 4);
+}
+
+#[test]
+fn tasks_spread_one_per_node_then_fill() {
+    let mut c = cluster(2, 2, 1000);
+    let mut j = job(1);
+    j.min_nodes = 2;
+    j.max_nodes = Some(2);
+    j.ntasks = 3;
+    c.handle(Event::Submitted(j));
+    c.schedule(0);
+    let a = c.allocation(1).unwrap();
+    assert_eq!(a.nodes.iter().map(|n| n.tasks).collect::<Vec<_>>(), [2, 1]);
+}
+
+#[test]
+fn memory_is_consumable() {
+    let mut c = cluster(1, 4, 1000);
+    for i in 1..=3 {
+        let mut j = job(i);
+        j.mem_per_node_mb = Some(400);
+        c.handle(Event::Submitted(j));
+    }
+    let d = c.schedule(0);
+    assert_eq!(started(&d), [1, 2]);
+    assert_eq!(reason(&d, 3), Some(PendingReason::Resources));
+}
+
+#[test]
+fn held_dependency_and_begin_reasons() {
+    let mut c = cluster(1, 1, 1000);
+    let mut h = job(1);
+    h.hold = Some(drover_sched::Hold::User);
+    c.handle(Event::Submitted(h));
+    let mut b = job(2);
+    b.begin_time = Some(100);
+    c.handle(Event::Submitted(b));
+    let mut d = job(3);
+    d.dependency = drover_model::job::parse_dependency("afterok:4").unwrap();
+    c.handle(Event::Submitted(d));
+    c.handle(Event::Submitted(job(4)));
+    let dec = c.schedule(0);
+    assert_eq!(reason(&dec, 1), Some(PendingReason::JobHeldUser));
+    assert_eq!(reason(&dec, 2), Some(PendingReason::BeginTime));
+    assert_eq!(reason(&dec, 3), Some(PendingReason::Dependency));
+    assert_eq!(started(&dec), [4]);
+    c.handle(Event::Ended { job: 4, outcome: Outcome::Failed });
+    let dec = c.schedule(1);
+    assert_eq!(reason(&dec, 3), Some(PendingReason::DependencyNeverSatisfied));
+    let dec = c.schedule(200);
+    assert_eq!(started(&dec), [2]);
+}
+
+#[test]
+fn partition_node_limit_pends() {
+    let mut c = cluster(4, 2, 1000);
+    let mut j = job(1);
+    j.min_nodes = 5;
+    j.ntasks = 5;
+    c.handle(Event::Submitted(j));
+    let d = c.schedule(0);
+    assert_eq!(reason(&d, 1), Some(PendingReason::PartitionNodeLimit));
+}
+
+#[test]
+fn drained_nodes_take_no_work() {
+    let mut c = cluster(1, 2, 1000);
+    c.handle(Event::NodeSchedulable { node: "node1".into(), schedulable: false });
+    c.handle(Event::Submitted(job(1)));
+    assert_eq!(reason(&c.schedule(0), 1), Some(PendingReason::Resources));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Random submits, ends and node flaps never oversubscribe a core or a byte, and every
+    /// started job got exactly the tasks it asked for.
+    #[test]
+    fn never_oversubscribes(ops in proptest::collection::vec((0u8..4, 1u32..4, 1u32..4, 0u64..600, any::<bool>()), 1..80)) {
+        let mut c = cluster(3, 4, 1000);
+        let mut next = 1u32;
+        let mut running: Vec<u32> = Vec::new();
+        for (t, (op, nodes, tasks, mem, excl)) in ops.into_iter().enumerate() {
+            match op {
+                0 | 1 => {
+                    let mut j = job(next);
+                    j.min_nodes = nodes.min(tasks);
+                    j.max_nodes = Some(nodes.min(tasks));
+                    j.ntasks = tasks;
+                    j.mem_per_node_mb = if mem > 0 { Some(mem) } else { None };
+                    j.exclusive = excl;
+                    c.handle(Event::Submitted(j));
+                    next += 1;
+                }
+                2 => {
+                    if let Some(id) = running.pop() {
+                        c.handle(Event::Ended { job: id, outcome: Outcome::Succeeded });
+                    }
+                }
+                _ => {
+                    let name = format!("node{}", nodes);
+                    c.handle(Event::NodeSchedulable { node: name, schedulable: excl });
+                }
+            }
+            for d in c.schedule(t as i64) {
+                if let Decision::Start { job, alloc, .. } = d {
+                    let total: u32 = alloc.nodes.iter().map(|n| n.tasks).sum();
+                    prop_assert!(total >= 1);
+                    running.push(job);
+                }
+            }
+            prop_assert_eq!(c.check_invariants(), Ok(()));
+        }
+    }
+}
