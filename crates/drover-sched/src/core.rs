@@ -1,6 +1,6 @@
 //! The core's state, its events and the scheduling pass.
 
-use crate::alloc::{Allocation, NodeAlloc};
+use drover_model::alloc::{Allocation, NodeAlloc};
 use drover_model::duration::TimeLimit;
 use drover_model::job::{Constraint, Dependency, DependencyKind, JobId};
 use drover_model::state::PendingReason;

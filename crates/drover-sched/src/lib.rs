@@ -14,10 +14,9 @@
 //! pending job holds nothing. Once a job in a partition waits for resources, later jobs of that
 //! partition wait behind it with reason `Priority` (no backfill yet).
 
-mod alloc;
 mod core;
 
-pub use crate::alloc::{Allocation, NodeAlloc};
+pub use drover_model::alloc::{Allocation, NodeAlloc};
 pub use crate::core::{
     Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, SchedJob, SubmitCheck,
 };

@@ -1,0 +1,172 @@
+//! Wire ↔ model conversions, all in one place.
+
+use crate::v1;
+use drover_model::job::{fmt_dependency, parse_dependency, JobSpec};
+use drover_model::alloc::{Allocation, NodeAlloc};
+
+pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
+    v1::JobSpec {
+        name: s.name.clone(),
+        uid: s.uid,
+        gid: s.gid,
+        user: s.user.clone(),
+        group: s.group.clone(),
+        partitions: s.partitions.clone(),
+        min_nodes: s.min_nodes,
+        max_nodes: s.max_nodes,
+        ntasks: s.ntasks,
+        ntasks_per_node: s.ntasks_per_node,
+        cpus_per_task: s.cpus_per_task,
+        mem_per_node_mb: s.mem_per_node_mb,
+        mem_per_cpu_mb: s.mem_per_cpu_mb,
+        time_limit_set: s.time_limit.is_some(),
+        time_limit_secs: s.time_limit.flatten(),
+        nodelist: s.nodelist.clone(),
+        exclude: s.exclude.clone(),
+        constraint: s.constraint.clone(),
+        exclusive: s.exclusive,
+        hold: s.hold,
+        begin_time: s.begin_time,
+        dependency: if s.dependency.is_empty() { String::new() } else { fmt_dependency(&s.dependency) },
+        script: s.script.clone(),
+        argv: s.argv.clone(),
+        work_dir: s.work_dir.clone(),
+        stdout: s.stdout.clone(),
+        stderr: s.stderr.clone(),
+        stdin: s.stdin.clone(),
+        environment: s.environment.iter().map(|(k, v)| v1::KeyValue { key: k.clone(), value: v.clone() }).collect(),
+        comment: s.comment.clone(),
+        mail_type: s.mail_type.clone(),
+        mail_user: s.mail_user.clone(),
+        signal: s.signal.clone(),
+        requeue: s.requeue,
+        open_mode_append: s.open_mode_append,
+        submit_host: s.submit_host.clone(),
+        submit_line: s.submit_line.clone(),
+        batch: s.batch,
+        immediate: s.immediate,
+    }
+}
+
+/// The wire spec without the bulky parts readers never show (script, environment).
+pub fn spec_to_wire_brief(s: &JobSpec) -> v1::JobSpec {
+    let mut w = v1::JobSpec {
+        name: s.name.clone(),
+        uid: s.uid,
+        gid: s.gid,
+        user: s.user.clone(),
+        group: s.group.clone(),
+        partitions: s.partitions.clone(),
+        min_nodes: s.min_nodes,
+        max_nodes: s.max_nodes,
+        ntasks: s.ntasks,
+        ntasks_per_node: s.ntasks_per_node,
+        cpus_per_task: s.cpus_per_task,
+        mem_per_node_mb: s.mem_per_node_mb,
+        mem_per_cpu_mb: s.mem_per_cpu_mb,
+        time_limit_set: s.time_limit.is_some(),
+        time_limit_secs: s.time_limit.flatten(),
+        exclusive: s.exclusive,
+        hold: s.hold,
+        begin_time: s.begin_time,
+        work_dir: s.work_dir.clone(),
+        stdout: s.stdout.clone(),
+        stderr: s.stderr.clone(),
+        stdin: s.stdin.clone(),
+        comment: s.comment.clone(),
+        batch: s.batch,
+        ..Default::default()
+    };
+    if !s.nodelist.is_empty() {
+        w.nodelist = s.nodelist.clone();
+    }
+    if !s.exclude.is_empty() {
+        w.exclude = s.exclude.clone();
+    }
+    w.constraint = s.constraint.clone();
+    if !s.dependency.is_empty() {
+        w.dependency = fmt_dependency(&s.dependency);
+    }
+    w.argv = s.argv.iter().take(1).cloned().collect();
+    w.submit_line = s.submit_line.clone();
+    w
+}
+
+pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
+    Ok(JobSpec {
+        name: w.name,
+        uid: w.uid,
+        gid: w.gid,
+        user: w.user,
+        group: w.group,
+        partitions: w.partitions,
+        min_nodes: w.min_nodes,
+        max_nodes: w.max_nodes,
+        ntasks: w.ntasks,
+        ntasks_per_node: w.ntasks_per_node,
+        cpus_per_task: w.cpus_per_task,
+        mem_per_node_mb: w.mem_per_node_mb,
+        mem_per_cpu_mb: w.mem_per_cpu_mb,
+        time_limit: if w.time_limit_set { Some(w.time_limit_secs) } else { None },
+        nodelist: w.nodelist,
+        exclude: w.exclude,
+        constraint: w.constraint,
+        exclusive: w.exclusive,
+        hold: w.hold,
+        begin_time: w.begin_time,
+        dependency: if w.dependency.is_empty() { Vec::new() } else { parse_dependency(&w.dependency)? },
+        script: w.script,
+        argv: w.argv,
+        work_dir: w.work_dir,
+        stdout: w.stdout,
+        stderr: w.stderr,
+        stdin: w.stdin,
+        environment: w.environment.into_iter().map(|kv| (kv.key, kv.value)).collect(),
+        comment: w.comment,
+        mail_type: w.mail_type,
+        mail_user: w.mail_user,
+        signal: w.signal,
+        requeue: w.requeue,
+        open_mode_append: w.open_mode_append,
+        submit_host: w.submit_host,
+        submit_line: w.submit_line,
+        batch: w.batch,
+        immediate: w.immediate,
+    })
+}
+
+pub fn alloc_to_wire(a: &Allocation) -> Vec<v1::NodeAlloc> {
+    a.nodes
+        .iter()
+        .map(|n| v1::NodeAlloc { node: n.node.clone(), cpu_ids: n.cpu_ids.clone(), mem_mb: n.mem_mb, tasks: n.tasks })
+        .collect()
+}
+
+pub fn alloc_from_wire(partition: &str, nodes: &[v1::NodeAlloc]) -> Allocation {
+    Allocation {
+        partition: partition.to_string(),
+        nodes: nodes
+            .iter()
+            .map(|n| NodeAlloc { node: n.node.clone(), cpu_ids: n.cpu_ids.clone(), mem_mb: n.mem_mb, tasks: n.tasks })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_round_trips() {
+        let s = JobSpec {
+            name: "x".into(),
+            time_limit: Some(None),
+            dependency: parse_dependency("afterok:3").unwrap(),
+            environment: vec![("A".into(), "1".into())],
+            ..Default::default()
+        };
+        assert_eq!(spec_from_wire(spec_to_wire(&s)).unwrap(), s);
+        let s2 = JobSpec { time_limit: Some(Some(60)), ..Default::default() };
+        assert_eq!(spec_from_wire(spec_to_wire(&s2)).unwrap(), s2);
+    }
+}

@@ -1,0 +1,20 @@
+//! The wire. Generated gRPC code (`cargo xtask codegen`, committed under `src/gen/`), the
+//! transports (Unix socket for local commands with the caller's identity from `SO_PEERCRED`;
+//! TCP on loopback or the cluster network for node agents), and the one place where wire types
+//! and model types are converted.
+//!
+//! ```text
+//!  CLI ──unix socket (peer uid/gid)──► Controller service
+//!  drover node ──TCP──► NodeLink.Session (bidirectional stream)
+//! ```
+
+#[allow(clippy::all, clippy::pedantic)]
+pub mod v1 {
+    include!("gen/drover.v1.rs");
+}
+
+mod convert;
+mod transport;
+
+pub use convert::*;
+pub use transport::*;
