@@ -142,6 +142,8 @@ pub struct JobSpec {
     pub batch: bool,
     /// `--immediate`: give up unless resources are granted at once (seconds to wait).
     pub immediate: Option<u32>,
+    /// Interactive launch (`srun`): the address the tasks' I/O streams to.
+    pub io_addr: Option<String>,
 }
 
 impl JobSpec {

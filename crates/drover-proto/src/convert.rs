@@ -45,6 +45,7 @@ pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
         submit_line: s.submit_line.clone(),
         batch: s.batch,
         immediate: s.immediate,
+        io_addr: s.io_addr.clone(),
     }
 }
 
@@ -132,6 +133,7 @@ pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
         submit_line: w.submit_line,
         batch: w.batch,
         immediate: w.immediate,
+        io_addr: w.io_addr,
     })
 }
 

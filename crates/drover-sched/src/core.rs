@@ -144,7 +144,7 @@ pub enum SubmitCheck {
     PartitionLimit(PendingReason),
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Core {
     nodes: Vec<NodeRes>,
     node_idx: HashMap<String, usize>,

@@ -89,6 +89,8 @@ pub struct JobSpec {
     pub batch: bool,
     #[prost(uint32, optional, tag = "39")]
     pub immediate: ::core::option::Option<u32>,
+    #[prost(string, optional, tag = "40")]
+    pub io_addr: ::core::option::Option<::prost::alloc::string::String>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SubmitRequest {

@@ -1,0 +1,144 @@
+//! The Drover controller (the `slurmctld` analogue).
+//!
+//! ```text
+//!  CLI ──unix socket──► rpc::Handlers ──Msg──► owner thread ──► drover-sched::Core
+//!  node agents ──TCP──► NodeLink.Session ─┘        │  journal (group commit) ──► StateSaveLocation
+//!  readers (squeue, sinfo, scontrol show) ◄── ArcSwap<View> ◄── published after each commit
+//! ```
+//!
+//! One thread owns the state ([`owner::Owner`]); handlers are producers on its channel. Every
+//! accepted change is journalled and fsynced before its reply is sent and before any launch
+//! leaves for a node. Reads never reach the owner.
+
+mod owner;
+mod rpc;
+mod state;
+mod view;
+
+use arc_swap::ArcSwap;
+use drover_journal::Journal;
+use drover_proto::v1::{controller_server::ControllerServer, node_link_server::NodeLinkServer};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// The Slurm release whose behaviour Drover follows (printed by `--version`).
+pub const SLURM_VERSION: &str = "22.05.8";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    #[error("{0}")]
+    Config(#[from] drover_model::conf::ConfError),
+    #[error("state directory {path}: {source}")]
+    StateDir { path: String, source: std::io::Error },
+    #[error("another controller holds {0}")]
+    Locked(String),
+    #[error(transparent)]
+    Journal(#[from] drover_journal::JournalError),
+    #[error("recovering state: {0}")]
+    Recover(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: String, source: std::io::Error },
+    #[error("serving: {0}")]
+    Serve(String),
+}
+
+fn log(msg: &str) {
+    eprintln!("[{}] drover controller: {msg}", owner::now());
+}
+
+/// Runs the controller for the given `slurm.conf` until SIGTERM/SIGINT or a Shutdown call.
+pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
+    let cfg = drover_model::conf::parse_file(conf_path)?;
+    for u in &cfg.unsupported {
+        log(&format!("{}:{}: {} is not supported by Drover yet and is ignored", u.file, u.line, u.key));
+    }
+    let cfg = Arc::new(cfg);
+    let state_dir = PathBuf::from(&cfg.state_save_location);
+    std::fs::create_dir_all(&state_dir)
+        .map_err(|source| ControllerError::StateDir { path: state_dir.display().to_string(), source })?;
+    let lock = lock_state_dir(&state_dir)?;
+    let (journal, rec) = Journal::open(&state_dir.join("journal"))?;
+    if rec.truncated_bytes > 0 {
+        log(&format!("dropped a torn journal tail of {} bytes (never acknowledged)", rec.truncated_bytes));
+    }
+    let view = Arc::new(ArcSwap::from_pointee(view::View::default()));
+    let owner = owner::Owner::recover(cfg.clone(), journal, rec, view.clone()).map_err(ControllerError::Recover)?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let owner_thread = std::thread::Builder::new()
+        .name("state-owner".into())
+        .spawn(move || owner.run(rx))
+        .map_err(|e| ControllerError::Serve(e.to_string()))?;
+    let shutdown = Arc::new(Notify::new());
+    let handlers = rpc::Handlers { tx: tx.clone(), view, sessions: Arc::new(AtomicU64::new(0)), shutdown: shutdown.clone() };
+
+    let sock = cfg.controller_socket();
+    let _ = std::fs::remove_file(&sock);
+    let uds = tokio::net::UnixListener::bind(&sock)
+        .map_err(|source| ControllerError::Listen { addr: sock.display().to_string(), source })?;
+    // Every local user may talk to the controller; the peer credentials say who they are.
+    let _ = std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666));
+    let tcp_addr = cfg.controller_addr();
+    let tcp = tokio::net::TcpListener::bind(&tcp_addr)
+        .await
+        .map_err(|source| ControllerError::Listen { addr: tcp_addr.clone(), source })?;
+    log(&format!("cluster {} listening on {} and {}", cfg.cluster_name, sock.display(), tcp_addr));
+
+    let stop = {
+        let shutdown = shutdown.clone();
+        async move {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = shutdown.notified() => {}
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+            }
+        }
+    };
+    let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
+    let mut s1 = stop_tx.subscribe();
+    let mut s2 = stop_tx.subscribe();
+    let local = tonic::transport::Server::builder()
+        .add_service(ControllerServer::new(handlers.clone()).max_decoding_message_size(64 << 20).max_encoding_message_size(256 << 20))
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(uds), async move {
+            let _ = s1.recv().await;
+        });
+    let remote = tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .add_service(NodeLinkServer::new(handlers.clone()).max_decoding_message_size(64 << 20).max_encoding_message_size(64 << 20))
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(tcp), async move {
+            let _ = s2.recv().await;
+        });
+    let local = tokio::spawn(local);
+    let remote = tokio::spawn(remote);
+    stop.await;
+    log("shutting down");
+    let _ = stop_tx.send(());
+    let _ = tx.send(owner::Msg::Shutdown);
+    drop(handlers);
+    drop(tx);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), async {
+        let _ = local.await;
+        let _ = remote.await;
+    })
+    .await;
+    let _ = tokio::task::spawn_blocking(move || owner_thread.join()).await;
+    let _ = std::fs::remove_file(&sock);
+    drop(lock);
+    Ok(())
+}
+
+/// One controller per state directory: an exclusive `flock` held for the process's life.
+fn lock_state_dir(dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, ControllerError> {
+    let path = dir.join("controller.lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| ControllerError::StateDir { path: path.display().to_string(), source })?;
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|_| ControllerError::Locked(path.display().to_string()))
+}

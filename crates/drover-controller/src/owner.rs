@@ -1,0 +1,1128 @@
+//! The one owner of the controller's state. It runs on its own thread, takes [`Msg`]s from the
+//! RPC handlers, applies them, journals every change, runs the scheduler, commits the journal
+//! once per batch (group commit), and only then replies, launches and publishes the read view.
+
+use crate::state::{decode_record, encode_record, Durable, HoldKind, Job, JobStatus, NodeAdmin, Record};
+use crate::view::{NodeLiveView, View};
+use arc_swap::ArcSwap;
+use drover_journal::Journal;
+use drover_model::conf::{Config, PartitionState};
+use drover_model::hostlist::Hostlist;
+use drover_model::job::{Constraint, JobId, JobSpec};
+use drover_model::state::{JobState, NodeBase, NodeState, PendingReason};
+use drover_proto::v1::{self, controller_to_node, node_to_controller};
+use drover_proto::Caller;
+use drover_sched::{Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, SchedJob, SubmitCheck};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::{mpsc, oneshot};
+use tonic::Status;
+
+pub type Reply<T> = oneshot::Sender<Result<T, Status>>;
+pub type NodeTx = mpsc::UnboundedSender<Result<v1::ControllerToNode, Status>>;
+
+pub enum Msg {
+    Submit { spec: JobSpec, caller: Caller, test_only: bool, reply: Reply<v1::SubmitReply> },
+    Cancel { req: v1::CancelRequest, caller: Caller, reply: Reply<v1::CancelReply> },
+    JobControl { req: v1::JobControlRequest, caller: Caller, reply: Reply<v1::JobControlReply> },
+    UpdateNode { req: v1::UpdateNodeRequest, caller: Caller, reply: Reply<v1::Empty> },
+    Reconfigure { caller: Caller, reply: Reply<v1::Empty> },
+    Watch { job: JobId, tx: mpsc::UnboundedSender<v1::JobInfo>, reply: Reply<()> },
+    NodeRegister { reg: v1::Register, tx: NodeTx, session: u64 },
+    NodeMsg { node: String, session: u64, msg: node_to_controller::Msg },
+    NodeGone { node: String, session: u64 },
+    Shutdown,
+}
+
+pub fn now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+}
+
+/// Live (not durable) facts about a node agent.
+#[derive(Default)]
+struct NodeLive {
+    session: Option<(u64, NodeTx)>,
+    registered: bool,
+    last_seen: i64,
+    not_responding: bool,
+    boot_time: i64,
+    start_time: i64,
+    last_busy: i64,
+    cpu_load: f64,
+    free_mem_mb: u64,
+    version: String,
+    os: String,
+    arch: String,
+    confinement: String,
+}
+
+pub struct Owner {
+    cfg: Arc<Config>,
+    journal: Journal,
+    durable: Durable,
+    core: Core,
+    live: BTreeMap<String, NodeLive>,
+    watchers: HashMap<JobId, Vec<mpsc::UnboundedSender<v1::JobInfo>>>,
+    purge_queue: BTreeSet<(i64, JobId)>,
+    view: Arc<ArcSwap<View>>,
+    dirty: bool,
+    after_commit: Vec<Box<dyn FnOnce() + Send>>,
+    outbox: Vec<(String, controller_to_node::Msg)>,
+    started_at: i64,
+    last_periodic: i64,
+    shutdown: bool,
+}
+
+impl Owner {
+    /// Rebuilds the state from the journal.
+    pub fn recover(cfg: Arc<Config>, journal: Journal, rec: drover_journal::Recovered, view: Arc<ArcSwap<View>>) -> Result<Owner, String> {
+        let mut durable = match rec.snapshot {
+            Some(b) => Durable::decode(&b).map_err(|e| format!("cannot decode snapshot: {e}"))?,
+            None => Durable::default(),
+        };
+        for r in rec.records {
+            durable.apply(decode_record(&r).map_err(|e| format!("cannot decode journal record: {e}"))?);
+        }
+        durable.next_job_id = durable.next_job_id.max(cfg.first_job_id);
+        let mut o = Owner {
+            cfg,
+            journal,
+            durable,
+            core: Core::new(),
+            live: BTreeMap::new(),
+            watchers: HashMap::new(),
+            purge_queue: BTreeSet::new(),
+            view,
+            dirty: true,
+            after_commit: Vec::new(),
+            outbox: Vec::new(),
+            started_at: now(),
+            last_periodic: 0,
+            shutdown: false,
+        };
+        o.load_config();
+        let jobs: Vec<Arc<Job>> = o.durable.jobs.values().cloned().collect();
+        let t = now();
+        for j in jobs {
+            match j.status.state {
+                JobState::Pending => o.core.handle(Event::Submitted(o.sched_job(&j))),
+                JobState::Running | JobState::Completing | JobState::Suspended => {
+                    if let Some(a) = &j.status.alloc {
+                        o.core.handle(Event::Running { job: j.id, alloc: a.clone() });
+                    }
+                    // Agents get SlurmdTimeout to report in before their jobs are given up.
+                    for n in &j.status.nodes_running {
+                        o.live.entry(n.clone()).or_default().last_seen = t;
+                    }
+                }
+                st => {
+                    o.purge_queue.insert((j.status.end_time, j.id));
+                    let outcome = if st == JobState::Completed { Outcome::Succeeded } else { Outcome::Failed };
+                    o.core.handle(Event::Ended { job: j.id, outcome });
+                }
+            }
+        }
+        o.publish();
+        Ok(o)
+    }
+
+    fn load_config(&mut self) {
+        let names: Vec<String> = self.cfg.nodes.iter().map(|n| n.name.clone()).collect();
+        for n in &self.cfg.nodes {
+            self.core.handle(Event::NodeDefined(NodeRes::new(&n.name, n.cpus, n.real_memory_mb, n.features.clone(), n.weight)));
+            let admin = self.durable.nodes.entry(n.name.clone()).or_insert_with(|| NodeAdmin {
+                drain: n.state == "DRAIN",
+                down: n.state == "DOWN",
+                ..Default::default()
+            });
+            let _ = admin;
+            self.live.entry(n.name.clone()).or_default();
+        }
+        self.live.retain(|k, _| names.contains(k));
+        for p in &self.cfg.partitions {
+            self.core.handle(Event::PartitionDefined(PartitionRes {
+                name: p.name.clone(),
+                nodes: p.nodes.clone(),
+                down: match p.state {
+                    PartitionState::Up => None,
+                    PartitionState::Down | PartitionState::Drain => Some(PendingReason::PartitionDown),
+                    PartitionState::Inactive => Some(PendingReason::PartitionInactive),
+                },
+                max_time: p.max_time,
+                default_time: p.default_time,
+                max_nodes: p.max_nodes,
+                min_nodes: p.min_nodes,
+            }));
+        }
+        let names: Vec<String> = self.live.keys().cloned().collect();
+        for n in names {
+            self.refresh_node(&n);
+        }
+    }
+
+    /// Runs until shutdown. Every pass: take a batch of messages, schedule, commit, act.
+    pub fn run(mut self, rx: Receiver<Msg>) {
+        loop {
+            let first = match rx.recv_timeout(Duration::from_millis(1000)) {
+                Ok(m) => Some(m),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            if let Some(m) = first {
+                self.handle(m);
+                let mut n = 1;
+                while n < 1024 {
+                    match rx.try_recv() {
+                        Ok(m) => {
+                            self.handle(m);
+                            n += 1;
+                        }
+                        Err(_) => break,
+                    }
+                }
+            }
+            let t = now();
+            if t != self.last_periodic {
+                self.last_periodic = t;
+                self.periodic(t);
+            }
+            self.schedule(t);
+            if let Err(e) = self.journal.commit() {
+                // Nothing may be acknowledged that is not durable: stop, the supervisor of
+                // this process (or the admin) restarts it from the journal.
+                eprintln!("drover controller: fatal: {e}");
+                std::process::exit(1);
+            }
+            for f in self.after_commit.drain(..) {
+                f();
+            }
+            for (node, msg) in std::mem::take(&mut self.outbox) {
+                if let Some((_, tx)) = self.live.get(&node).and_then(|l| l.session.as_ref()) {
+                    let _ = tx.send(Ok(v1::ControllerToNode { msg: Some(msg) }));
+                }
+            }
+            if self.dirty {
+                self.publish();
+            }
+            if self.journal.records_since_snapshot > 20_000 {
+                if let Err(e) = self.journal.snapshot(&self.durable.encode()) {
+                    eprintln!("drover controller: snapshot failed: {e}");
+                }
+            }
+            if self.shutdown {
+                break;
+            }
+        }
+    }
+
+    fn record(&mut self, r: Record) {
+        self.journal.append(&encode_record(&r));
+        self.durable.apply(r);
+        self.dirty = true;
+    }
+
+    fn set_status(&mut self, id: JobId, status: JobStatus) {
+        self.record(Record::Status { id, status });
+    }
+
+    fn reply<T: Send + 'static>(&mut self, tx: Reply<T>, v: Result<T, Status>) {
+        self.after_commit.push(Box::new(move || {
+            let _ = tx.send(v);
+        }));
+    }
+
+    fn handle(&mut self, m: Msg) {
+        match m {
+            Msg::Submit { spec, caller, test_only, reply } => {
+                let r = self.submit(spec, caller, test_only);
+                self.reply(reply, r);
+            }
+            Msg::Cancel { req, caller, reply } => {
+                let r = self.cancel(req, caller);
+                self.reply(reply, Ok(r));
+            }
+            Msg::JobControl { req, caller, reply } => {
+                let r = self.job_control(req, caller);
+                self.reply(reply, r);
+            }
+            Msg::UpdateNode { req, caller, reply } => {
+                let r = self.update_node(req, caller);
+                self.reply(reply, r);
+            }
+            Msg::Reconfigure { caller, reply } => {
+                let r = self.reconfigure(caller);
+                self.reply(reply, r);
+            }
+            Msg::Watch { job, tx, reply } => {
+                match self.durable.jobs.get(&job) {
+                    None => {
+                        let _ = reply.send(Err(Status::not_found("Invalid job id specified")));
+                    }
+                    Some(j) => {
+                        let j = j.clone();
+                        if j.status.state != JobState::Pending {
+                            let _ = tx.send(crate::view::job_info(&j, true));
+                        }
+                        if !j.status.state.is_finished() {
+                            self.watchers.entry(job).or_default().push(tx);
+                        }
+                        let _ = reply.send(Ok(()));
+                    }
+                }
+            }
+            Msg::NodeRegister { reg, tx, session } => self.node_register(reg, tx, session),
+            Msg::NodeMsg { node, session, msg } => {
+                let t = now();
+                if let Some(l) = self.live.get_mut(&node) {
+                    if l.session.as_ref().map(|s| s.0) != Some(session) {
+                        return;
+                    }
+                    l.last_seen = t;
+                    if l.not_responding {
+                        l.not_responding = false;
+                        self.refresh_node(&node);
+                    }
+                }
+                match msg {
+                    node_to_controller::Msg::Heartbeat(h) => {
+                        if let Some(l) = self.live.get_mut(&node) {
+                            l.cpu_load = h.cpu_load;
+                            l.free_mem_mb = h.free_mem_mb;
+                            self.dirty = true;
+                        }
+                    }
+                    node_to_controller::Msg::Ended(e) => self.job_ended_on(&node, e),
+                    node_to_controller::Msg::Started(_) | node_to_controller::Msg::Register(_) => {}
+                }
+            }
+            Msg::NodeGone { node, session } => {
+                if let Some(l) = self.live.get_mut(&node) {
+                    if l.session.as_ref().map(|s| s.0) == Some(session) {
+                        l.session = None;
+                    }
+                }
+            }
+            Msg::Shutdown => self.shutdown = true,
+        }
+    }
+
+    // ---- jobs ----
+
+    fn sched_job(&self, j: &Job) -> SchedJob {
+        let s = &j.spec;
+        let min_nodes = s.min_nodes.unwrap_or(1).max(1);
+        let max_nodes = s.max_nodes.or(s.min_nodes);
+        SchedJob {
+            id: j.id,
+            priority: j.status.priority,
+            partitions: s.partitions.clone(),
+            min_nodes,
+            max_nodes,
+            ntasks: s.task_count().max(min_nodes),
+            ntasks_per_node: s.ntasks_per_node,
+            cpus_per_task: s.cpus_per_task(),
+            mem_per_node_mb: s.mem_per_node_mb,
+            mem_per_cpu_mb: s.mem_per_cpu_mb,
+            time_limit: s.time_limit,
+            nodelist: s.nodelist.clone(),
+            exclude: s.exclude.clone(),
+            constraint: s.constraint.as_deref().and_then(|c| Constraint::parse(c).ok()),
+            exclusive: s.exclusive,
+            hold: j.status.hold.map(|h| match h {
+                HoldKind::User => Hold::User,
+                HoldKind::Admin => Hold::Admin,
+            }),
+            begin_time: s.begin_time,
+            dependency: s.dependency.clone(),
+        }
+    }
+
+    fn submit(&mut self, mut spec: JobSpec, caller: Caller, test_only: bool) -> Result<v1::SubmitReply, Status> {
+        if !caller.is_root() {
+            spec.uid = caller.uid;
+            spec.gid = caller.gid;
+        }
+        if spec.partitions.is_empty() {
+            match self.cfg.default_partition() {
+                Some(p) => spec.partitions.push(p.name.clone()),
+                None => return Err(Status::invalid_argument("No partition specified or system default partition")),
+            }
+        }
+        for p in &spec.partitions {
+            if self.cfg.partition(p).is_none() {
+                return Err(Status::invalid_argument("Invalid partition name specified"));
+            }
+        }
+        if let Some(c) = &spec.constraint {
+            if Constraint::parse(c).is_err() {
+                return Err(Status::invalid_argument("Invalid feature specification"));
+            }
+        }
+        for n in spec.nodelist.iter().chain(spec.exclude.iter()) {
+            if self.cfg.node(n).is_none() {
+                return Err(Status::invalid_argument("Invalid node name specified"));
+            }
+        }
+        for d in &spec.dependency {
+            if !self.durable.jobs.contains_key(&d.job) {
+                return Err(Status::invalid_argument("Job dependency problem"));
+            }
+        }
+        if let (Some(n), Some(min)) = (spec.ntasks, spec.min_nodes) {
+            if n < min {
+                spec.min_nodes = Some(n.max(1));
+                if spec.max_nodes.is_some_and(|m| m > n) {
+                    spec.max_nodes = Some(n.max(1));
+                }
+            }
+        }
+        let active = self.durable.jobs.len() as u32;
+        if active >= self.cfg.max_job_count {
+            return Err(Status::resource_exhausted("Slurm temporarily unable to accept job, sleeping and retrying"));
+        }
+        let t = now();
+        let id = self.durable.next_job_id;
+        let status = JobStatus {
+            state: JobState::Pending,
+            reason: PendingReason::None,
+            submit_time: t,
+            eligible_time: spec.begin_time.unwrap_or(t).max(t),
+            start_time: 0,
+            end_time: 0,
+            partition: spec.partitions[0].clone(),
+            alloc: None,
+            time_limit: None,
+            exit_status: 0,
+            batch_host: String::new(),
+            restarts: 0,
+            cancelled_by: None,
+            priority: u64::from(u32::MAX - id.min(u32::MAX - 1)),
+            hold: if spec.hold { Some(HoldKind::User) } else { None },
+            nodes_running: Vec::new(),
+            state_desc: String::new(),
+            last_sched_eval: 0,
+        };
+        let job = Job { id, spec: Arc::new(spec), status };
+        let sj = self.sched_job(&job);
+        let enforce = self.cfg.enforce_part_limits != drover_model::conf::EnforcePartLimits::No;
+        match self.core.check_submit(&sj, enforce) {
+            SubmitCheck::Ok => {}
+            SubmitCheck::NodeConfigUnavailable | SubmitCheck::NodesNotInPartition => {
+                return Err(Status::invalid_argument("Requested node configuration is not available"))
+            }
+            SubmitCheck::PartitionLimit(r) => {
+                let msg = match r {
+                    PendingReason::PartitionTimeLimit => "Requested time limit is invalid (missing or exceeds some limit)",
+                    _ => "Node count specification invalid",
+                };
+                return Err(Status::invalid_argument(msg));
+            }
+        }
+        if test_only {
+            let mut trial = self.core.clone();
+            let mut sj = sj;
+            sj.hold = None;
+            trial.handle(Event::Submitted(sj));
+            let (start, nodes, part) = trial
+                .schedule(t)
+                .into_iter()
+                .find_map(|d| match d {
+                    Decision::Start { job, alloc, .. } if job == id => {
+                        Some((t, Hostlist::from_iter(alloc.node_names()).ranged(), alloc.partition))
+                    }
+                    _ => None,
+                })
+                .unwrap_or((t, String::new(), job.status.partition.clone()));
+            return Ok(v1::SubmitReply { job_id: id, test_start_time: start, test_nodes: nodes, test_partition: part });
+        }
+        self.record(Record::Submit { id, spec: (*job.spec).clone(), status: job.status.clone() });
+        self.core.handle(Event::Submitted(sj));
+        Ok(v1::SubmitReply { job_id: id, ..Default::default() })
+    }
+
+    fn schedule(&mut self, t: i64) {
+        let decisions = self.core.schedule(t);
+        for d in decisions {
+            match d {
+                Decision::Start { job, alloc, time_limit } => self.start_job(job, alloc, time_limit, t),
+                Decision::Reason { job, reason } => {
+                    if let Some(j) = self.durable.jobs.get_mut(&job) {
+                        // Reasons are derived state: recomputed after recovery, never journalled.
+                        let j = Arc::make_mut(j);
+                        j.status.reason = reason;
+                        j.status.last_sched_eval = t;
+                        self.dirty = true;
+                    }
+                }
+            }
+        }
+    }
+
+    fn start_job(&mut self, id: JobId, alloc: drover_model::alloc::Allocation, time_limit: Option<u64>, t: i64) {
+        let Some(j) = self.durable.jobs.get(&id).cloned() else { return };
+        let mut st = j.status.clone();
+        st.state = JobState::Running;
+        st.reason = PendingReason::None;
+        st.start_time = t;
+        st.last_sched_eval = t;
+        st.partition = alloc.partition.clone();
+        st.time_limit = time_limit;
+        st.batch_host = alloc.nodes.first().map(|n| n.node.clone()).unwrap_or_default();
+        st.nodes_running =
+            if j.spec.batch { vec![st.batch_host.clone()] } else { alloc.node_names() };
+        st.alloc = Some(alloc.clone());
+        for n in alloc.node_names() {
+            if let Some(l) = self.live.get_mut(&n) {
+                l.last_busy = t;
+            }
+        }
+        self.set_status(id, st);
+        let job = self.durable.jobs.get(&id).cloned().expect("invariant: just written");
+        self.send_launch(&job, None);
+        for n in alloc.node_names() {
+            self.refresh_node(&n);
+        }
+        self.notify(&job);
+    }
+
+    /// Launch messages for a started job (or for one node of it on re-registration).
+    fn send_launch(&mut self, job: &Job, only: Option<&str>) {
+        let Some(alloc) = &job.status.alloc else { return };
+        let info = crate::view::job_info(job, true);
+        let mut first_task = 0u32;
+        for (idx, na) in alloc.nodes.iter().enumerate() {
+            let task_ids: Vec<u32> = (first_task..first_task + na.tasks).collect();
+            first_task += na.tasks;
+            if !job.status.nodes_running.contains(&na.node) || only.is_some_and(|o| o != na.node) {
+                continue;
+            }
+            let launch = v1::Launch {
+                job: Some(info.clone()),
+                kill_wait: self.cfg.kill_wait,
+                cluster_name: self.cfg.cluster_name.clone(),
+                conf_path: self.cfg.path.clone(),
+                controller_host: self.cfg.controller_hosts.first().map(|h| h.name.clone()).unwrap_or_default(),
+                io_addr: job.spec.io_addr.clone().unwrap_or_default(),
+                node_index: idx as u32,
+                task_ids,
+            };
+            self.outbox.push((na.node.clone(), controller_to_node::Msg::Launch(launch)));
+        }
+    }
+
+    fn notify(&mut self, job: &Job) {
+        if let Some(ws) = self.watchers.get_mut(&job.id) {
+            let info = crate::view::job_info(job, true);
+            let finished = job.status.state.is_finished();
+            let ws = if finished { self.watchers.remove(&job.id).unwrap_or_default() } else { ws.clone() };
+            self.after_commit.push(Box::new(move || {
+                for w in ws {
+                    let _ = w.send(info.clone());
+                }
+            }));
+        }
+    }
+
+    fn job_ended_on(&mut self, node: &str, e: v1::EndedJob) {
+        let ack = controller_to_node::Msg::EndedAck(v1::Ack { job_id: e.job_id });
+        self.outbox.push((node.to_string(), ack));
+        let Some(j) = self.durable.jobs.get(&e.job_id).cloned() else { return };
+        if !j.status.nodes_running.iter().any(|n| n == node) {
+            return;
+        }
+        let mut st = j.status.clone();
+        st.nodes_running.retain(|n| n != node);
+        // The worst exit wins, as srun reports it.
+        if exit_rank(e.exit_status) > exit_rank(st.exit_status) {
+            st.exit_status = e.exit_status;
+        }
+        if !e.message.is_empty() {
+            st.state_desc = e.message.clone();
+        }
+        let how = e.how.as_str();
+        if !how.is_empty() && st.state_desc.is_empty() {
+            st.state_desc = how.to_string();
+        }
+        if !st.nodes_running.is_empty() {
+            // Other nodes are still running tasks: end them too if this one failed hard.
+            self.set_status(e.job_id, st);
+            return;
+        }
+        let end = if e.end_time > 0 { e.end_time } else { now() };
+        self.finish(j.id, st, how, end);
+    }
+
+    /// Moves a job to its final state (or back to pending when it is being requeued).
+    fn finish(&mut self, id: JobId, mut st: JobStatus, how: &str, end: i64) {
+        let requeue = st.state_desc == "REQUEUE" || how == "REQUEUE";
+        if requeue {
+            st.state = JobState::Pending;
+            st.reason = PendingReason::None;
+            st.restarts += 1;
+            st.alloc = None;
+            st.start_time = 0;
+            st.batch_host.clear();
+            st.state_desc.clear();
+            st.exit_status = 0;
+            st.cancelled_by = None;
+            let nodes: Vec<String> = self.core.allocation(id).map(|a| a.node_names()).unwrap_or_default();
+            self.core.handle(Event::Ended { job: id, outcome: Outcome::Failed });
+            self.set_status(id, st);
+            let job = self.durable.jobs.get(&id).cloned().expect("invariant: exists");
+            self.core.handle(Event::Forgotten(id));
+            self.core.handle(Event::Submitted(self.sched_job(&job)));
+            for n in nodes {
+                self.refresh_node(&n);
+            }
+            return;
+        }
+        let state = if st.cancelled_by.is_some() || how == "CANCELLED" {
+            JobState::Cancelled
+        } else if how == "TIMEOUT" {
+            JobState::Timeout
+        } else if how == "NODE_FAIL" {
+            JobState::NodeFail
+        } else if how == "OUT_OF_MEMORY" {
+            JobState::OutOfMemory
+        } else if st.exit_status == 0 && how.is_empty() {
+            JobState::Completed
+        } else {
+            JobState::Failed
+        };
+        if state == JobState::Completed || state == JobState::Failed {
+            st.state_desc.clear();
+        }
+        st.state = state;
+        st.end_time = end;
+        st.reason = PendingReason::None;
+        st.nodes_running.clear();
+        let nodes: Vec<String> = st.alloc.as_ref().map(|a| a.node_names()).unwrap_or_default();
+        self.set_status(id, st);
+        let outcome = if state == JobState::Completed { Outcome::Succeeded } else { Outcome::Failed };
+        self.core.handle(Event::Ended { job: id, outcome });
+        self.purge_queue.insert((end, id));
+        let t = now();
+        for n in nodes {
+            if let Some(l) = self.live.get_mut(&n) {
+                l.last_busy = t;
+            }
+            self.refresh_node(&n);
+        }
+        let job = self.durable.jobs.get(&id).cloned().expect("invariant: exists");
+        self.notify(&job);
+    }
+
+    fn can_modify(&self, j: &Job, caller: Caller) -> bool {
+        caller.is_root() || caller.uid == j.spec.uid
+    }
+
+    fn select_jobs(&self, req: &v1::CancelRequest) -> Vec<JobId> {
+        let nodes: Option<Vec<String>> =
+            if req.nodelist.is_empty() { None } else { Hostlist::parse(&req.nodelist).ok().map(|h| h.names()) };
+        self.durable
+            .jobs
+            .values()
+            .filter(|j| !j.status.state.is_finished())
+            .filter(|j| !req.has_user || j.spec.user == req.user || j.spec.uid.to_string() == req.user)
+            .filter(|j| req.name.is_empty() || j.spec.name == req.name)
+            .filter(|j| req.partition.is_empty() || j.status.partition == req.partition)
+            .filter(|j| {
+                req.state.is_empty()
+                    || JobState::parse(&req.state).is_some_and(|s| s == j.status.state)
+            })
+            .filter(|j| match &nodes {
+                None => true,
+                Some(ns) => j.status.alloc.as_ref().is_some_and(|a| a.nodes.iter().any(|n| ns.contains(&n.node))),
+            })
+            .map(|j| j.id)
+            .collect()
+    }
+
+    fn cancel(&mut self, req: v1::CancelRequest, caller: Caller) -> v1::CancelReply {
+        let filtered = req.has_user || !req.name.is_empty() || !req.partition.is_empty() || !req.state.is_empty() || !req.nodelist.is_empty();
+        let ids: Vec<JobId> = if req.job_ids.is_empty() {
+            self.select_jobs(&req)
+        } else if filtered {
+            let sel = self.select_jobs(&req);
+            req.job_ids.iter().copied().filter(|i| sel.contains(i)).collect()
+        } else {
+            req.job_ids.clone()
+        };
+        let mut results = Vec::new();
+        let t = now();
+        for id in ids {
+            let err = |m: &str| v1::CancelResult { job_id: id, error: m.to_string() };
+            let Some(j) = self.durable.jobs.get(&id).cloned() else {
+                results.push(err("Invalid job id specified"));
+                continue;
+            };
+            if !self.can_modify(&j, caller) {
+                results.push(err("Access/permission denied"));
+                continue;
+            }
+            match j.status.state {
+                s if s.is_finished() => results.push(err("Job/step already completing or completed")),
+                JobState::Pending => {
+                    if req.signal != 0 && req.signal != libc_sigkill() {
+                        results.push(err("Job is pending execution"));
+                        continue;
+                    }
+                    let mut st = j.status.clone();
+                    st.cancelled_by = Some(caller.uid);
+                    st.state = JobState::Cancelled;
+                    st.end_time = t;
+                    st.start_time = t;
+                    st.reason = PendingReason::None;
+                    self.set_status(id, st);
+                    self.core.handle(Event::Ended { job: id, outcome: Outcome::Failed });
+                    self.purge_queue.insert((t, id));
+                    let job = self.durable.jobs.get(&id).cloned().expect("invariant: exists");
+                    self.notify(&job);
+                    results.push(err(""));
+                }
+                _ => {
+                    let terminate = req.signal == 0;
+                    if terminate {
+                        if j.status.state == JobState::Completing {
+                            results.push(err("Job/step already completing or completed"));
+                            continue;
+                        }
+                        let mut st = j.status.clone();
+                        st.cancelled_by = Some(caller.uid);
+                        st.state = JobState::Completing;
+                        self.set_status(id, st);
+                    }
+                    for n in &j.status.nodes_running {
+                        self.outbox.push((
+                            n.clone(),
+                            controller_to_node::Msg::Signal(v1::Signal {
+                                job_id: id,
+                                signal: req.signal,
+                                batch_only: req.batch_only,
+                                terminate,
+                            }),
+                        ));
+                    }
+                    results.push(err(""));
+                }
+            }
+        }
+        v1::CancelReply { results }
+    }
+
+    fn job_control(&mut self, req: v1::JobControlRequest, caller: Caller) -> Result<v1::JobControlReply, Status> {
+        let mut results = Vec::new();
+        for &id in &req.job_ids {
+            let r = self.job_control_one(&req, id, caller);
+            results.push(v1::CancelResult { job_id: id, error: r.err().unwrap_or_default() });
+        }
+        Ok(v1::JobControlReply { results })
+    }
+
+    fn job_control_one(&mut self, req: &v1::JobControlRequest, id: JobId, caller: Caller) -> Result<(), String> {
+        let j = self.durable.jobs.get(&id).cloned().ok_or("Invalid job id specified")?;
+        if !self.can_modify(&j, caller) {
+            return Err("Access/permission denied".into());
+        }
+        let mut st = j.status.clone();
+        match req.action.as_str() {
+            "hold" | "uhold" => {
+                if j.status.state != JobState::Pending {
+                    return Err("Job is no longer pending execution".into());
+                }
+                st.hold = Some(if req.action == "hold" && caller.is_root() { HoldKind::Admin } else { HoldKind::User });
+                self.set_status(id, st);
+                self.core.handle(Event::Updated(self.sched_job(&self.durable.jobs[&id])));
+            }
+            "release" => {
+                if j.status.state != JobState::Pending {
+                    return Err("Job is no longer pending execution".into());
+                }
+                if j.status.hold == Some(HoldKind::Admin) && !caller.is_root() {
+                    return Err("Access/permission denied".into());
+                }
+                st.hold = None;
+                self.set_status(id, st);
+                self.core.handle(Event::Updated(self.sched_job(&self.durable.jobs[&id])));
+            }
+            "requeue" => {
+                if !matches!(j.status.state, JobState::Running) || !j.spec.batch {
+                    return Err("Only batch jobs that are running can be requeued".into());
+                }
+                if j.spec.requeue == Some(false) {
+                    return Err("Requeue of this job is disabled (--no-requeue)".into());
+                }
+                st.state = JobState::Completing;
+                st.state_desc = "REQUEUE".into();
+                let nodes = st.nodes_running.clone();
+                self.set_status(id, st);
+                for n in nodes {
+                    self.outbox.push((
+                        n,
+                        controller_to_node::Msg::Signal(v1::Signal { job_id: id, signal: 0, batch_only: false, terminate: true }),
+                    ));
+                }
+            }
+            "update" => self.update_job(&j, st, &req.fields, caller)?,
+            other => return Err(format!("unknown job action {other}")),
+        }
+        Ok(())
+    }
+
+    fn update_job(&mut self, j: &Job, mut st: JobStatus, fields: &[v1::KeyValue], caller: Caller) -> Result<(), String> {
+        let mut spec = (*j.spec).clone();
+        let pending = j.status.state == JobState::Pending;
+        for kv in fields {
+            let v = kv.value.as_str();
+            match kv.key.to_ascii_lowercase().as_str() {
+                "timelimit" => {
+                    let l = drover_model::duration::parse_time_limit(v).map_err(|_| "Invalid time limit specification".to_string())?;
+                    if !pending {
+                        if !caller.is_root() && (l.is_none() || st.time_limit.is_some_and(|c| l.unwrap_or(0) > c)) {
+                            return Err("Access/permission denied".into());
+                        }
+                        st.time_limit = l;
+                    }
+                    spec.time_limit = Some(l);
+                }
+                "partition" => {
+                    if !pending {
+                        return Err("Job is no longer pending execution".into());
+                    }
+                    let parts: Vec<String> = v.split(',').map(String::from).collect();
+                    if parts.iter().any(|p| self.cfg.partition(p).is_none()) {
+                        return Err("Invalid partition name specified".into());
+                    }
+                    st.partition = parts[0].clone();
+                    spec.partitions = parts;
+                }
+                "jobname" | "name" => spec.name = v.to_string(),
+                "comment" => spec.comment = Some(v.to_string()),
+                "numnodes" | "minnodes" => {
+                    if !pending {
+                        return Err("Job is no longer pending execution".into());
+                    }
+                    let (lo, hi) = match v.split_once('-') {
+                        Some((a, b)) => (a, Some(b)),
+                        None => (v, None),
+                    };
+                    spec.min_nodes = Some(lo.parse().map_err(|_| "Invalid node count specification".to_string())?);
+                    spec.max_nodes = match hi {
+                        Some(h) => Some(h.parse().map_err(|_| "Invalid node count specification".to_string())?),
+                        None => spec.min_nodes,
+                    };
+                }
+                "reqnodelist" | "nodelist" => {
+                    let hl = Hostlist::parse(v).map_err(|e| e.to_string())?;
+                    spec.nodelist = hl.names();
+                }
+                "excnodelist" => spec.exclude = Hostlist::parse(v).map_err(|e| e.to_string())?.names(),
+                "features" => spec.constraint = if v.is_empty() { None } else { Some(v.to_string()) },
+                "dependency" => {
+                    spec.dependency = if v.is_empty() { Vec::new() } else { drover_model::job::parse_dependency(v)? }
+                }
+                "starttime" | "begintime" => {
+                    spec.begin_time = Some(v.parse::<i64>().map_err(|_| "Invalid time specification".to_string())?);
+                }
+                other => return Err(format!("Update of {other} is not supported")),
+            }
+        }
+        let id = j.id;
+        self.record(Record::Submit { id, spec, status: st });
+        if pending {
+            self.core.handle(Event::Updated(self.sched_job(&self.durable.jobs[&id])));
+        }
+        Ok(())
+    }
+
+    // ---- nodes ----
+
+    /// Recomputes a node's state for the scheduler and readers.
+    fn refresh_node(&mut self, name: &str) {
+        let st = self.node_state(name);
+        self.core.handle(Event::NodeSchedulable { node: name.to_string(), schedulable: st.schedulable() });
+        self.dirty = true;
+    }
+
+    fn node_state(&self, name: &str) -> NodeState {
+        let admin = self.durable.nodes.get(name).cloned().unwrap_or_default();
+        let live = self.live.get(name);
+        let res = self.core.node(name);
+        let registered = live.is_some_and(|l| l.registered);
+        let base = if admin.down || live.is_some_and(|l| l.not_responding) && !registered {
+            NodeBase::Down
+        } else if !registered {
+            NodeBase::Unknown
+        } else {
+            match res {
+                Some(r) if r.job_count() > 0 && r.alloc_cpus() >= r.cpus => NodeBase::Allocated,
+                Some(r) if r.job_count() > 0 => NodeBase::Mixed,
+                _ => NodeBase::Idle,
+            }
+        };
+        let mut st = NodeState::new(base);
+        st.drain = admin.drain;
+        st.not_responding = live.is_some_and(|l| l.not_responding) || !registered;
+        if admin.down {
+            st.base = NodeBase::Down;
+        }
+        st
+    }
+
+    fn node_register(&mut self, reg: v1::Register, tx: NodeTx, session: u64) {
+        let name = reg.node.clone();
+        if self.cfg.node(&name).is_none() {
+            let _ = tx.send(Err(Status::not_found(format!("node {name} is not in slurm.conf"))));
+            return;
+        }
+        let t = now();
+        let rts = self.cfg.return_to_service;
+        {
+            let l = self.live.entry(name.clone()).or_default();
+            l.session = Some((session, tx));
+            l.registered = true;
+            l.last_seen = t;
+            l.not_responding = false;
+            l.boot_time = reg.boot_time;
+            l.start_time = reg.start_time;
+            l.version = reg.version.clone();
+            l.os = reg.os.clone();
+            l.arch = reg.arch.clone();
+            l.confinement = reg.confinement.clone();
+        }
+        if let Some(admin) = self.durable.nodes.get(&name).cloned() {
+            if admin.down && admin.reason == "Not responding" && rts >= 1 {
+                self.record(Record::NodeAdmin { node: name.clone(), admin: NodeAdmin::default() });
+            }
+        }
+        let running: BTreeSet<u32> = reg.running.iter().map(|r| r.job_id).collect();
+        for e in reg.ended {
+            let id = e.job_id;
+            if let Some(j) = self.durable.jobs.get(&id) {
+                if j.status.nodes_running.contains(&name) {
+                    self.job_ended_on(&name, e);
+                    continue;
+                }
+            }
+            self.outbox.push((name.clone(), controller_to_node::Msg::EndedAck(v1::Ack { job_id: id })));
+        }
+        // Jobs the controller believes run here but the agent does not know: the launch was lost.
+        let mine: Vec<Arc<Job>> = self
+            .durable
+            .jobs
+            .values()
+            .filter(|j| !j.status.state.is_finished() && j.status.nodes_running.contains(&name))
+            .cloned()
+            .collect();
+        for j in mine {
+            if running.contains(&j.id) {
+                continue;
+            }
+            if j.status.cancelled_by.is_some() || j.status.state == JobState::Completing {
+                let mut st = j.status.clone();
+                st.nodes_running.retain(|n| n != &name);
+                if st.nodes_running.is_empty() {
+                    self.finish(j.id, st, "", t);
+                } else {
+                    self.set_status(j.id, st);
+                }
+            } else {
+                self.send_launch(&j, Some(&name));
+            }
+        }
+        // Jobs the agent runs that the controller has no use for: stop them.
+        for id in running {
+            let known = self.durable.jobs.get(&id).is_some_and(|j| !j.status.state.is_finished() && j.status.nodes_running.contains(&name));
+            if !known {
+                self.outbox.push((
+                    name.clone(),
+                    controller_to_node::Msg::Signal(v1::Signal { job_id: id, signal: 0, batch_only: false, terminate: true }),
+                ));
+            }
+        }
+        self.refresh_node(&name);
+    }
+
+    fn update_node(&mut self, req: v1::UpdateNodeRequest, caller: Caller) -> Result<v1::Empty, Status> {
+        if !caller.is_root() {
+            return Err(Status::permission_denied("Access/permission denied"));
+        }
+        let names = Hostlist::parse(&req.nodes).map_err(|e| Status::invalid_argument(e.to_string()))?.names();
+        for n in &names {
+            if self.cfg.node(n).is_none() {
+                return Err(Status::invalid_argument("Invalid node name specified"));
+            }
+        }
+        let state = req.state.to_ascii_uppercase();
+        if matches!(state.as_str(), "DRAIN" | "DOWN") && req.reason.is_empty() {
+            return Err(Status::invalid_argument(
+                "You must specify a reason when DOWNING or DRAINING a node. Request denied",
+            ));
+        }
+        let t = now();
+        for n in names {
+            let mut admin = self.durable.nodes.get(&n).cloned().unwrap_or_default();
+            match state.as_str() {
+                "DRAIN" => {
+                    admin.drain = true;
+                }
+                "DOWN" => {
+                    admin.down = true;
+                    self.fail_jobs_on(&n, t);
+                }
+                "RESUME" | "IDLE" => {
+                    admin.drain = false;
+                    admin.down = false;
+                    admin.reason.clear();
+                }
+                "UNDRAIN" => admin.drain = false,
+                "" => {}
+                other => return Err(Status::invalid_argument(format!("Invalid node state specified: {other}"))),
+            }
+            if !req.reason.is_empty() {
+                admin.reason = req.reason.clone();
+                admin.reason_uid = caller.uid;
+                admin.reason_time = t;
+            } else if !admin.drain && !admin.down {
+                admin.reason.clear();
+            }
+            self.record(Record::NodeAdmin { node: n.clone(), admin });
+            self.refresh_node(&n);
+        }
+        Ok(v1::Empty {})
+    }
+
+    /// Jobs on a node that went down end `NODE_FAIL`, and their other nodes are told to stop.
+    fn fail_jobs_on(&mut self, node: &str, t: i64) {
+        let victims: Vec<Arc<Job>> = self
+            .durable
+            .jobs
+            .values()
+            .filter(|j| {
+                !j.status.state.is_finished()
+                    && j.status.alloc.as_ref().is_some_and(|a| a.nodes.iter().any(|n| n.node == node))
+            })
+            .cloned()
+            .collect();
+        for j in victims {
+            for n in &j.status.nodes_running {
+                if n != node {
+                    self.outbox.push((
+                        n.clone(),
+                        controller_to_node::Msg::Signal(v1::Signal { job_id: j.id, signal: 0, batch_only: false, terminate: true }),
+                    ));
+                }
+            }
+            let st = j.status.clone();
+            self.finish(j.id, st, "NODE_FAIL", t);
+        }
+    }
+
+    fn reconfigure(&mut self, caller: Caller) -> Result<v1::Empty, Status> {
+        if !caller.is_root() {
+            return Err(Status::permission_denied("Access/permission denied"));
+        }
+        let cfg = drover_model::conf::parse_file(std::path::Path::new(&self.cfg.path))
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        self.cfg = Arc::new(cfg);
+        self.load_config();
+        self.dirty = true;
+        Ok(v1::Empty {})
+    }
+
+    fn periodic(&mut self, t: i64) {
+        // Agents that stopped talking.
+        let timeout = i64::from(self.cfg.slurmd_timeout.max(1));
+        let grace_over = t - self.started_at > timeout;
+        let late: Vec<String> = self
+            .live
+            .iter()
+            .filter(|(_, l)| !l.not_responding && (l.registered || grace_over) && t - l.last_seen.max(self.started_at) > timeout)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in late {
+            if let Some(l) = self.live.get_mut(&n) {
+                l.not_responding = true;
+                l.registered = false;
+            }
+            let mut admin = self.durable.nodes.get(&n).cloned().unwrap_or_default();
+            if !admin.down {
+                admin.down = true;
+                admin.reason = "Not responding".into();
+                admin.reason_time = t;
+                self.record(Record::NodeAdmin { node: n.clone(), admin });
+            }
+            self.fail_jobs_on(&n, t);
+            self.refresh_node(&n);
+        }
+        // Ended jobs older than MinJobAge.
+        let age = i64::from(self.cfg.min_job_age);
+        while let Some(&(end, id)) = self.purge_queue.iter().next() {
+            if end + age > t {
+                break;
+            }
+            self.purge_queue.remove(&(end, id));
+            if self.durable.jobs.get(&id).is_some_and(|j| j.status.state.is_finished()) {
+                self.record(Record::Purge { id });
+                self.core.handle(Event::Forgotten(id));
+            }
+        }
+    }
+
+    fn publish(&mut self) {
+        let t = now();
+        let nodes = self
+            .cfg
+            .nodes
+            .iter()
+            .map(|n| {
+                let admin = self.durable.nodes.get(&n.name).cloned().unwrap_or_default();
+                let live = self.live.get(&n.name);
+                let res = self.core.node(&n.name);
+                NodeLiveView {
+                    conf: n.clone(),
+                    state: self.node_state(&n.name),
+                    alloc_cpus: res.map(|r| r.alloc_cpus()).unwrap_or(0),
+                    alloc_mem_mb: res.map(|r| r.alloc_mem()).unwrap_or(0),
+                    reason: admin.reason,
+                    reason_uid: admin.reason_uid,
+                    reason_time: admin.reason_time,
+                    boot_time: live.map(|l| l.boot_time).unwrap_or(0),
+                    start_time: live.map(|l| l.start_time).unwrap_or(0),
+                    last_busy: live.map(|l| l.last_busy).unwrap_or(0),
+                    cpu_load: live.map(|l| l.cpu_load).unwrap_or(0.0),
+                    free_mem_mb: live.map(|l| l.free_mem_mb).unwrap_or(0),
+                    version: live.map(|l| l.version.clone()).unwrap_or_default(),
+                    os: live.map(|l| l.os.clone()).unwrap_or_default(),
+                    arch: live.map(|l| l.arch.clone()).unwrap_or_default(),
+                    confinement: live.map(|l| l.confinement.clone()).unwrap_or_default(),
+                }
+            })
+            .collect();
+        let view = View {
+            written: t,
+            cfg: self.cfg.clone(),
+            jobs: self.durable.jobs.values().cloned().collect(),
+            nodes,
+        };
+        self.view.store(Arc::new(view));
+        self.dirty = false;
+    }
+}
+
+fn libc_sigkill() -> i32 {
+    nix::sys::signal::Signal::SIGKILL as i32
+}
+
+/// Orders wait statuses by how bad they are: signals above exit codes, larger above smaller.
+fn exit_rank(status: i32) -> i64 {
+    let sig = status & 0x7f;
+    let code = (status >> 8) & 0xff;
+    if sig != 0 {
+        1000 + i64::from(sig)
+    } else {
+        i64::from(code)
+    }
+}

@@ -1,0 +1,113 @@
+//! The controller's durable state: jobs and node administration, the journal records that
+//! change it, and the one function that applies a record. Recovery replays the same records.
+
+use drover_model::alloc::Allocation;
+use drover_model::duration::TimeLimit;
+use drover_model::job::{JobId, JobSpec};
+use drover_model::state::{JobState, PendingReason};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HoldKind {
+    User,
+    Admin,
+}
+
+/// Everything about a job that changes after submit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobStatus {
+    pub state: JobState,
+    pub reason: PendingReason,
+    pub submit_time: i64,
+    pub eligible_time: i64,
+    pub start_time: i64,
+    pub end_time: i64,
+    pub partition: String,
+    pub alloc: Option<Allocation>,
+    /// The limit the job runs with (the partition's default applied).
+    pub time_limit: TimeLimit,
+    /// Raw wait(2) status.
+    pub exit_status: i32,
+    pub batch_host: String,
+    pub restarts: u32,
+    pub cancelled_by: Option<u32>,
+    pub priority: u64,
+    pub hold: Option<HoldKind>,
+    /// Nodes of a multi-node launch that have not reported their end yet.
+    pub nodes_running: Vec<String>,
+    pub state_desc: String,
+    pub last_sched_eval: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub id: JobId,
+    pub spec: Arc<JobSpec>,
+    pub status: JobStatus,
+}
+
+/// Administrative node state that must survive a restart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct NodeAdmin {
+    pub drain: bool,
+    pub down: bool,
+    pub reason: String,
+    pub reason_uid: u32,
+    pub reason_time: i64,
+}
+
+/// One change, journalled before it is acknowledged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Record {
+    Submit { id: JobId, spec: JobSpec, status: JobStatus },
+    Status { id: JobId, status: JobStatus },
+    Purge { id: JobId },
+    NodeAdmin { node: String, admin: NodeAdmin },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Durable {
+    pub next_job_id: JobId,
+    pub jobs: BTreeMap<JobId, Arc<Job>>,
+    pub nodes: BTreeMap<String, NodeAdmin>,
+}
+
+impl Durable {
+    pub fn apply(&mut self, rec: Record) {
+        match rec {
+            Record::Submit { id, spec, status } => {
+                self.next_job_id = self.next_job_id.max(id + 1);
+                self.jobs.insert(id, Arc::new(Job { id, spec: Arc::new(spec), status }));
+            }
+            Record::Status { id, status } => {
+                if let Some(j) = self.jobs.get_mut(&id) {
+                    Arc::make_mut(j).status = status;
+                }
+            }
+            Record::Purge { id } => {
+                self.jobs.remove(&id);
+            }
+            Record::NodeAdmin { node, admin } => {
+                self.nodes.insert(node, admin);
+            }
+        }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        postcard::to_stdvec(self).expect("invariant: state serializes")
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Durable, postcard::Error> {
+        postcard::from_bytes(bytes)
+    }
+}
+
+pub fn encode_record(r: &Record) -> Vec<u8> {
+    postcard::to_stdvec(r).expect("invariant: record serializes")
+}
+
+pub fn decode_record(b: &[u8]) -> Result<Record, postcard::Error> {
+    postcard::from_bytes(b)
+}

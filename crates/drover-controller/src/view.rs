@@ -1,0 +1,215 @@
+//! The published, immutable view readers are served from, and its conversion to the wire.
+//! Conversion runs in the reader's task, never on the state owner.
+
+use crate::state::{HoldKind, Job};
+use drover_model::conf::{Config, NodeConf};
+use drover_model::hostlist::Hostlist;
+use drover_model::state::{JobState, NodeState, PendingReason};
+use drover_proto::v1;
+use std::sync::Arc;
+
+pub struct NodeLiveView {
+    pub conf: NodeConf,
+    pub state: NodeState,
+    pub alloc_cpus: u32,
+    pub alloc_mem_mb: u64,
+    pub reason: String,
+    pub reason_uid: u32,
+    pub reason_time: i64,
+    pub boot_time: i64,
+    pub start_time: i64,
+    pub last_busy: i64,
+    pub cpu_load: f64,
+    pub free_mem_mb: u64,
+    pub version: String,
+    pub os: String,
+    pub arch: String,
+    pub confinement: String,
+}
+
+pub struct View {
+    pub written: i64,
+    pub cfg: Arc<Config>,
+    pub jobs: Vec<Arc<Job>>,
+    pub nodes: Vec<NodeLiveView>,
+}
+
+impl Default for View {
+    fn default() -> Self {
+        View { written: 0, cfg: Arc::new(Config::default()), jobs: Vec::new(), nodes: Vec::new() }
+    }
+}
+
+/// A job on the wire; `full` includes the script and environment (for launches).
+pub fn job_info(j: &Job, full: bool) -> v1::JobInfo {
+    let st = &j.status;
+    let spec = if full { drover_proto::spec_to_wire(&j.spec) } else { drover_proto::spec_to_wire_brief(&j.spec) };
+    let reason = match st.hold {
+        Some(HoldKind::User) if st.state == JobState::Pending => PendingReason::JobHeldUser,
+        Some(HoldKind::Admin) if st.state == JobState::Pending => PendingReason::JobHeldAdmin,
+        _ => st.reason,
+    };
+    let nodes = st.alloc.as_ref().map(|a| Hostlist::from_iter(a.node_names()).ranged()).unwrap_or_default();
+    v1::JobInfo {
+        job_id: j.id,
+        spec: Some(spec),
+        state: st.state.name().to_string(),
+        reason: reason.name().to_string(),
+        submit_time: st.submit_time,
+        eligible_time: st.eligible_time,
+        start_time: st.start_time,
+        end_time: st.end_time,
+        partition: st.partition.clone(),
+        alloc: st.alloc.as_ref().map(drover_proto::alloc_to_wire).unwrap_or_default(),
+        time_limit_secs: if st.state == JobState::Pending {
+            j.spec.time_limit.flatten()
+        } else {
+            st.time_limit
+        },
+        exit_status: st.exit_status,
+        batch_host: st.batch_host.clone(),
+        restarts: st.restarts,
+        cancelled_by: st.cancelled_by,
+        priority: if st.hold.is_some() && st.state == JobState::Pending { 0 } else { st.priority },
+        held_admin: st.hold == Some(HoldKind::Admin),
+        state_desc: st.state_desc.clone(),
+        last_sched_eval: st.last_sched_eval,
+        nodes,
+    }
+}
+
+pub fn state_reply(view: &View, req: &v1::StateRequest, now: i64) -> v1::StateReply {
+    let everything = !req.jobs && !req.nodes && !req.partitions && !req.config;
+    let mut reply = v1::StateReply {
+        now,
+        cluster_name: view.cfg.cluster_name.clone(),
+        last_update: view.written,
+        ..Default::default()
+    };
+    if everything || req.jobs {
+        reply.jobs = if req.job_ids.is_empty() {
+            view.jobs.iter().map(|j| job_info(j, false)).collect()
+        } else {
+            view.jobs.iter().filter(|j| req.job_ids.contains(&j.id)).map(|j| job_info(j, false)).collect()
+        };
+    }
+    if everything || req.nodes || req.partitions {
+        reply.nodes = view
+            .nodes
+            .iter()
+            .map(|n| {
+                let c = &n.conf;
+                v1::NodeInfo {
+                    name: c.name.clone(),
+                    addr: c.addr.clone(),
+                    hostname: c.hostname.clone(),
+                    port: u32::from(c.port),
+                    cpus: c.cpus,
+                    boards: c.boards,
+                    sockets: c.sockets,
+                    cores_per_socket: c.cores_per_socket,
+                    threads_per_core: c.threads_per_core,
+                    real_memory_mb: c.real_memory_mb,
+                    tmp_disk_mb: c.tmp_disk_mb,
+                    features: c.features.clone(),
+                    gres: c.gres.clone(),
+                    weight: c.weight,
+                    state_short: n.state.short(),
+                    state_long: n.state.long(),
+                    state_scontrol: n.state.scontrol(),
+                    alloc_cpus: n.alloc_cpus,
+                    alloc_mem_mb: n.alloc_mem_mb,
+                    reason: n.reason.clone(),
+                    reason_time: n.reason_time,
+                    reason_uid: n.reason_uid,
+                    partitions: view
+                        .cfg
+                        .partitions
+                        .iter()
+                        .filter(|p| p.nodes.contains(&c.name))
+                        .map(|p| p.name.clone())
+                        .collect(),
+                    boot_time: n.boot_time,
+                    slurmd_start_time: n.start_time,
+                    last_busy_time: n.last_busy,
+                    version: n.version.clone(),
+                    os: n.os.clone(),
+                    arch: n.arch.clone(),
+                    free_mem_mb: n.free_mem_mb,
+                    cpu_load: n.cpu_load,
+                    confinement: n.confinement.clone(),
+                }
+            })
+            .collect();
+    }
+    if everything || req.partitions {
+        reply.partitions = view
+            .cfg
+            .partitions
+            .iter()
+            .map(|p| {
+                let nodes: Vec<&NodeConf> = view.cfg.nodes.iter().filter(|n| p.nodes.contains(&n.name)).collect();
+                v1::PartitionInfo {
+                    name: p.name.clone(),
+                    nodes: p.nodes_expr.clone(),
+                    node_names: p.nodes.clone(),
+                    default: p.default,
+                    max_time_secs: p.max_time,
+                    default_time_set: p.default_time.is_some(),
+                    default_time_secs: p.default_time.flatten(),
+                    max_nodes: p.max_nodes,
+                    min_nodes: p.min_nodes,
+                    state: p.state.name().to_string(),
+                    hidden: p.hidden,
+                    allow_groups: p.allow_groups.as_ref().map(|g| g.join(",")).unwrap_or_else(|| "ALL".into()),
+                    priority_tier: p.priority_tier,
+                    total_cpus: nodes.iter().map(|n| n.cpus).sum(),
+                    total_mem_mb: nodes.iter().map(|n| n.real_memory_mb).sum(),
+                }
+            })
+            .collect();
+    }
+    if everything || req.config {
+        reply.config = config_entries(&view.cfg);
+    }
+    reply
+}
+
+/// `scontrol show config` entries Drover knows.
+fn config_entries(c: &Config) -> Vec<v1::ConfigEntry> {
+    let e = |k: &str, v: String| v1::ConfigEntry { key: k.to_string(), value: v };
+    vec![
+        e("ClusterName", c.cluster_name.clone()),
+        e(
+            "SlurmctldHost[0]",
+            c.controller_hosts.first().map(|h| format!("{}({})", h.name, h.addr)).unwrap_or_default(),
+        ),
+        e("SlurmctldPort", c.slurmctld_port.to_string()),
+        e("SlurmdPort", c.slurmd_port.to_string()),
+        e("StateSaveLocation", c.state_save_location.clone()),
+        e("SlurmdSpoolDir", c.slurmd_spool_dir.clone()),
+        e("SlurmctldLogFile", c.slurmctld_log_file.clone().unwrap_or_else(|| "(null)".into())),
+        e("SlurmdLogFile", c.slurmd_log_file.clone().unwrap_or_else(|| "(null)".into())),
+        e("MaxJobCount", c.max_job_count.to_string()),
+        e("MaxArraySize", c.max_array_size.to_string()),
+        e("FirstJobId", c.first_job_id.to_string()),
+        e("KillWait", format!("{} sec", c.kill_wait)),
+        e("SlurmdTimeout", format!("{} sec", c.slurmd_timeout)),
+        e("MinJobAge", format!("{} sec", c.min_job_age)),
+        e("ReturnToService", c.return_to_service.to_string()),
+        e(
+            "EnforcePartLimits",
+            match c.enforce_part_limits {
+                drover_model::conf::EnforcePartLimits::No => "NO",
+                drover_model::conf::EnforcePartLimits::Any => "ANY",
+                drover_model::conf::EnforcePartLimits::All => "ALL",
+            }
+            .into(),
+        ),
+        e("SchedulerType", "sched/builtin".into()),
+        e("SelectType", "select/cons_tres".into()),
+        e("SelectTypeParameters", "CR_CORE_MEMORY".into()),
+        e("SLURM_CONF", c.path.clone()),
+        e("SLURM_VERSION", crate::SLURM_VERSION.into()),
+    ]
+}
