@@ -15,3 +15,6 @@ pub mod duration;
 pub mod job;
 pub mod memsize;
 pub mod state;
+
+/// The Slurm release whose commands and formats Drover follows.
+pub const SLURM_COMPAT_VERSION: &str = "22.05.8";

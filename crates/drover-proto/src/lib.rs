@@ -14,6 +14,7 @@ pub mod v1 {
 }
 
 mod convert;
+pub mod io;
 mod transport;
 
 pub use convert::*;

@@ -1,0 +1,314 @@
+//! The Drover node agent (the `slurmd` analogue) and the per-job supervisor.
+//!
+//! ```text
+//!  controller ◄──NodeLink.Session (TCP)──► agent ──spawn──► drover supervise SPOOL/jobN ──fork/exec──► job
+//!                                            ▲  agent.sock ("jobN ended")  │
+//!                                            └─────────────────────────────┘
+//! ```
+//!
+//! The agent registers its node, heartbeats, and turns launches and signals into supervisors
+//! and supervisor requests. Supervisors run in their own sessions and survive agent restarts;
+//! a restarted agent finds them again in the spool directory and reports their jobs.
+
+pub mod env;
+pub mod spool;
+pub mod supervisor;
+
+use drover_model::conf::Config;
+use drover_proto::v1::{self, controller_to_node, node_link_client::NodeLinkClient, node_to_controller};
+use prost::Message;
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("{0}")]
+    Config(#[from] drover_model::conf::ConfError),
+    #[error("node {0} is not defined in slurm.conf")]
+    UnknownNode(String),
+    #[error("spool directory {path}: {source}")]
+    Spool { path: String, source: std::io::Error },
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+}
+
+fn log(node: &str, msg: &str) {
+    eprintln!("[{}] drover node {node}: {msg}", now());
+}
+
+struct Agent {
+    name: String,
+    spool: PathBuf,
+    cfg: Config,
+    start_time: i64,
+    /// Ended jobs already reported on the current session.
+    reported: HashSet<u32>,
+}
+
+/// Runs the agent for `node` until SIGTERM/SIGINT. Jobs keep running when it stops.
+pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> {
+    let cfg = drover_model::conf::parse_file(conf_path)?;
+    let name = match node {
+        Some(n) => n.to_string(),
+        None => nix::unistd::gethostname().map(|h| h.to_string_lossy().to_string()).unwrap_or_default(),
+    };
+    let conf = cfg.node(&name).ok_or_else(|| NodeError::UnknownNode(name.clone()))?.clone();
+    let spool = PathBuf::from(cfg.spool_dir_for(&name));
+    std::fs::create_dir_all(&spool).map_err(|source| NodeError::Spool { path: spool.display().to_string(), source })?;
+    std::fs::write(spool.join(spool::NODE_NAME), &name).map_err(|source| NodeError::Spool { path: spool.display().to_string(), source })?;
+    let sock_path = spool.join(spool::AGENT_SOCK);
+    let _ = std::fs::remove_file(&sock_path);
+    let listener = tokio::net::UnixListener::bind(&sock_path)
+        .map_err(|source| NodeError::Spool { path: sock_path.display().to_string(), source })?;
+    let (wake_tx, mut wake_rx) = mpsc::unbounded_channel::<u32>();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let tx = wake_tx.clone();
+            tokio::spawn(async move {
+                use tokio::io::AsyncReadExt;
+                let mut line = String::new();
+                let _ = s.read_to_string(&mut line).await;
+                if let Some(id) = spool::job_of_dir(line.trim()) {
+                    let _ = tx.send(id);
+                }
+            });
+        }
+    });
+    let confinement = "off: cgroup confinement arrives with the execution issue; jobs are tracked as the supervisor's descendants".to_string();
+    log(&name, &format!("started ({} CPUs, {} MB); confinement {confinement}", conf.cpus, conf.real_memory_mb));
+    let mut agent = Agent { name: name.clone(), spool, cfg, start_time: now(), reported: HashSet::new() };
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let session = agent.session(&mut wake_rx, &confinement);
+        tokio::select! {
+            r = session => {
+                match r {
+                    Ok(()) => backoff = Duration::from_millis(50),
+                    Err(e) => {
+                        log(&name, &format!("controller link: {e}"));
+                    }
+                }
+            }
+            _ = tokio::signal::ctrl_c() => break,
+            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => break,
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
+    log(&name, "stopping; running jobs continue under their supervisors");
+    let _ = std::fs::remove_file(&sock_path);
+    Ok(())
+}
+
+impl Agent {
+    fn scan(&self) -> (Vec<v1::RunningJob>, Vec<v1::EndedJob>) {
+        let mut running = Vec::new();
+        let mut ended = Vec::new();
+        if let Ok(rd) = std::fs::read_dir(&self.spool) {
+            for e in rd.flatten() {
+                let Some(id) = spool::job_of_dir(&e.file_name().to_string_lossy()) else { continue };
+                let dir = e.path();
+                if let Some(st) = spool::read_status(&dir) {
+                    ended.push(ended_msg(id, st));
+                } else if spool::supervisor_alive(&dir) || !dir.join(spool::PID).exists() && dir.join(spool::LAUNCH).exists() {
+                    running.push(v1::RunningJob { job_id: id });
+                } else {
+                    // The supervisor died without a word (killed): the job is lost.
+                    ended.push(v1::EndedJob {
+                        job_id: id,
+                        exit_status: 9,
+                        how: "NODE_FAIL".into(),
+                        end_time: now(),
+                        message: "job supervisor died".into(),
+                    });
+                }
+            }
+        }
+        (running, ended)
+    }
+
+    async fn session(&mut self, wake_rx: &mut mpsc::UnboundedReceiver<u32>, confinement: &str) -> Result<(), String> {
+        let addr = self.cfg.controller_addr();
+        let chan = drover_proto::connect_tcp(&addr).await.map_err(|e| e.to_string())?;
+        let mut client = NodeLinkClient::new(chan);
+        let (tx, rx) = mpsc::unbounded_channel::<v1::NodeToController>();
+        let (running, ended) = self.scan();
+        self.reported = ended.iter().map(|e| e.job_id).collect();
+        let conf = self.cfg.node(&self.name).cloned().ok_or("node vanished from config")?;
+        let uname = nix::sys::utsname::uname().ok();
+        let reg = v1::Register {
+            node: self.name.clone(),
+            cpus: conf.cpus,
+            real_memory_mb: conf.real_memory_mb,
+            running,
+            ended,
+            boot_time: boot_time(),
+            start_time: self.start_time,
+            os: uname
+                .as_ref()
+                .map(|u| format!("{} {} {}", u.sysname().to_string_lossy(), u.release().to_string_lossy(), u.version().to_string_lossy()))
+                .unwrap_or_default(),
+            arch: uname.as_ref().map(|u| u.machine().to_string_lossy().to_string()).unwrap_or_default(),
+            version: drover_model::SLURM_COMPAT_VERSION.to_string(),
+            confinement: confinement.to_string(),
+        };
+        tx.send(v1::NodeToController { msg: Some(node_to_controller::Msg::Register(reg)) }).map_err(|e| e.to_string())?;
+        let mut inbound = client
+            .session(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
+            .await
+            .map_err(|e| e.message().to_string())?
+            .into_inner();
+        log(&self.name, &format!("registered with the controller at {addr}"));
+        let hb_every = Duration::from_secs(u64::from((self.cfg.slurmd_timeout / 3).clamp(1, 10)));
+        let mut hb = tokio::time::interval(hb_every);
+        let mut rescan = tokio::time::interval(Duration::from_secs(2));
+        loop {
+            tokio::select! {
+                m = inbound.message() => {
+                    match m {
+                        Ok(Some(m)) => if let Some(msg) = m.msg { self.handle(msg, &tx) },
+                        Ok(None) => return Err("controller closed the session".into()),
+                        Err(e) => return Err(e.message().to_string()),
+                    }
+                }
+                Some(id) = wake_rx.recv() => self.report_if_ended(id, &tx),
+                _ = hb.tick() => {
+                    let st = v1::NodeStatus { cpu_load: load_avg(), free_mem_mb: free_mem_mb() };
+                    if tx.send(v1::NodeToController { msg: Some(node_to_controller::Msg::Heartbeat(st)) }).is_err() {
+                        return Err("session closed".into());
+                    }
+                }
+                _ = rescan.tick() => {
+                    // Fallback for a missed supervisor notification.
+                    let (_, ended) = self.scan();
+                    for e in ended {
+                        if self.reported.insert(e.job_id) {
+                            let _ = tx.send(v1::NodeToController { msg: Some(node_to_controller::Msg::Ended(e)) });
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn report_if_ended(&mut self, id: u32, tx: &mpsc::UnboundedSender<v1::NodeToController>) {
+        let dir = spool::job_dir(&self.spool, id);
+        if let Some(st) = spool::read_status(&dir) {
+            if self.reported.insert(id) {
+                let _ = tx.send(v1::NodeToController { msg: Some(node_to_controller::Msg::Ended(ended_msg(id, st))) });
+            }
+        }
+    }
+
+    fn handle(&mut self, msg: controller_to_node::Msg, tx: &mpsc::UnboundedSender<v1::NodeToController>) {
+        match msg {
+            controller_to_node::Msg::Launch(l) => {
+                let Some(id) = l.job.as_ref().map(|j| j.job_id) else { return };
+                let dir = spool::job_dir(&self.spool, id);
+                if dir.exists() {
+                    // A repeated launch (after a reconnect): the job is already here.
+                    self.report_if_ended(id, tx);
+                    return;
+                }
+                if let Err(e) = self.launch(&dir, &l) {
+                    log(&self.name, &format!("job {id}: launch failed: {e}"));
+                    let st = spool::EndStatus { exit_status: 1 << 8, how: "FAILED_LAUNCH".into(), end_time: now(), message: e };
+                    let _ = std::fs::create_dir_all(&dir);
+                    let _ = spool::write_status(&dir, &st);
+                    self.report_if_ended(id, tx);
+                }
+            }
+            controller_to_node::Msg::Signal(s) => {
+                let dir = spool::job_dir(&self.spool, s.job_id);
+                let line = if s.terminate {
+                    "term".to_string()
+                } else {
+                    format!("sig {} {}", s.signal, if s.batch_only { "batch" } else { "all" })
+                };
+                match std::os::unix::net::UnixStream::connect(dir.join(spool::SV_SOCK)) {
+                    Ok(mut c) => {
+                        let _ = c.write_all(line.as_bytes());
+                    }
+                    Err(_) => {
+                        if s.terminate && !dir.join(spool::STATUS).exists() {
+                            // Nothing runs here for that job: say it is over.
+                            let _ = std::fs::create_dir_all(&dir);
+                            let st = spool::EndStatus { exit_status: 0, how: "CANCELLED".into(), end_time: now(), message: String::new() };
+                            let _ = spool::write_status(&dir, &st);
+                        }
+                        self.reported.remove(&s.job_id);
+                        self.report_if_ended(s.job_id, tx);
+                    }
+                }
+            }
+            controller_to_node::Msg::EndedAck(a) => {
+                let dir = spool::job_dir(&self.spool, a.job_id);
+                if dir.join(spool::STATUS).exists() {
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+                self.reported.remove(&a.job_id);
+            }
+        }
+    }
+
+    fn launch(&self, dir: &Path, l: &v1::Launch) -> Result<(), String> {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        let tmp = dir.join("launch.tmp");
+        std::fs::write(&tmp, l.encode_to_vec()).map_err(|e| e.to_string())?;
+        std::fs::rename(&tmp, dir.join(spool::LAUNCH)).map_err(|e| e.to_string())?;
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut cmd = std::process::Command::new(exe);
+        cmd.arg("supervise").arg(dir).stdin(std::process::Stdio::null());
+        let log_path = dir.join("supervisor.log");
+        let f = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
+        cmd.stdout(f.try_clone().map_err(|e| e.to_string())?).stderr(f);
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setsid(2) is async-signal-safe; the supervisor gets its own session so
+        // signals aimed at the agent never reach it.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from)
+            });
+        }
+        let mut child = cmd.spawn().map_err(|e| format!("starting the supervisor: {e}"))?;
+        // Reap it when it ends; its result travels through the spool, not the exit code.
+        std::thread::spawn(move || {
+            let _ = child.wait();
+        });
+        Ok(())
+    }
+}
+
+fn ended_msg(id: u32, st: spool::EndStatus) -> v1::EndedJob {
+    v1::EndedJob { job_id: id, exit_status: st.exit_status, how: st.how, end_time: st.end_time, message: st.message }
+}
+
+fn boot_time() -> i64 {
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("btime ").and_then(|v| v.trim().parse().ok())))
+        .unwrap_or(0)
+}
+
+fn load_avg() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0.0)
+}
+
+fn free_mem_mb() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix("MemAvailable:").and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok()))
+        })
+        .map(|kb| kb / 1024)
+        .unwrap_or(0)
+}

@@ -1,0 +1,65 @@
+//! The node's spool directory: one `job<N>` directory per job the node runs, shared by the
+//! agent and the job's supervisor. It is what lets a restarted agent find its jobs again.
+
+use std::path::{Path, PathBuf};
+
+pub const LAUNCH: &str = "launch.pb";
+pub const PID: &str = "pid";
+pub const STATUS: &str = "status";
+pub const SV_SOCK: &str = "sv.sock";
+pub const AGENT_SOCK: &str = "agent.sock";
+pub const NODE_NAME: &str = "node-name";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndStatus {
+    pub exit_status: i32,
+    pub how: String,
+    pub end_time: i64,
+    pub message: String,
+}
+
+pub fn job_dir(spool: &Path, job: u32) -> PathBuf {
+    spool.join(format!("job{job}"))
+}
+
+pub fn job_of_dir(name: &str) -> Option<u32> {
+    name.strip_prefix("job")?.parse().ok()
+}
+
+/// The node name is kept beside the job dirs so the supervisor knows where it runs.
+pub fn node_name(job_dir: &Path) -> String {
+    job_dir
+        .parent()
+        .and_then(|p| std::fs::read_to_string(p.join(NODE_NAME)).ok())
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+pub fn write_status(dir: &Path, s: &EndStatus) -> std::io::Result<()> {
+    let tmp = dir.join("status.tmp");
+    std::fs::write(&tmp, format!("{}\n{}\n{}\n{}\n", s.exit_status, s.how, s.end_time, s.message.replace('\n', " ")))?;
+    std::fs::rename(tmp, dir.join(STATUS))
+}
+
+pub fn read_status(dir: &Path) -> Option<EndStatus> {
+    let text = std::fs::read_to_string(dir.join(STATUS)).ok()?;
+    let mut l = text.lines();
+    Some(EndStatus {
+        exit_status: l.next()?.parse().ok()?,
+        how: l.next().unwrap_or("").to_string(),
+        end_time: l.next().and_then(|t| t.parse().ok()).unwrap_or(0),
+        message: l.next().unwrap_or("").to_string(),
+    })
+}
+
+/// Whether the supervisor recorded in `dir` is still alive.
+pub fn supervisor_alive(dir: &Path) -> bool {
+    let Some(pid) = std::fs::read_to_string(dir.join(PID)).ok().and_then(|p| p.trim().parse::<i32>().ok()) else {
+        return false;
+    };
+    // A zombie counts as gone.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}

@@ -1,0 +1,584 @@
+//! The per-job supervisor (the `slurmstepd` analogue): `drover supervise JOBDIR`, started by
+//! the node agent in its own session so that it outlives a restart of the agent.
+//!
+//! It is single-threaded on purpose: it forks the job's processes and drops privileges in the
+//! child (initgroups, setgid, setuid, then chdir as the user) before exec. It becomes the
+//! child subreaper so that every process of the job, however often it forked, stays its
+//! descendant and is killed when the job ends. It enforces the time limit, obeys signal and
+//! terminate requests from the agent on `JOBDIR/sv.sock`, writes `JOBDIR/status` when the job
+//! is over and tells the agent on its socket.
+
+use crate::env::{batch_env, task_env, EnvCtx};
+use crate::spool::{self, EndStatus};
+use drover_model::job::{expand_pattern, PatternVars};
+use drover_proto::v1;
+use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{ForkResult, Pid};
+use prost::Message;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+static SIGCHLD_PIPE: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_sigchld(_: libc::c_int) {
+    let fd = SIGCHLD_PIPE.load(Ordering::Relaxed);
+    if fd >= 0 {
+        // SAFETY: write(2) is async-signal-safe; a full pipe just drops the wake-up byte.
+        unsafe {
+            libc::write(fd, [1u8].as_ptr().cast(), 1);
+        }
+    }
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+}
+
+fn slurm_time(t: i64) -> String {
+    jiff::Timestamp::from_second(t)
+        .map(|ts| ts.to_zoned(jiff::tz::TimeZone::system()).strftime("%Y-%m-%dT%H:%M:%S").to_string())
+        .unwrap_or_default()
+}
+
+struct User {
+    uid: u32,
+    gid: u32,
+    name: CString,
+    home: String,
+}
+
+/// Entry point of `drover supervise JOBDIR`. Never returns.
+pub fn supervise(dir: &Path) -> ! {
+    let code = match run(dir) {
+        Ok(()) => 0,
+        Err(e) => {
+            let _ = spool::write_status(
+                dir,
+                &EndStatus { exit_status: 1 << 8, how: "FAILED_LAUNCH".into(), end_time: now(), message: e.clone() },
+            );
+            notify_agent(dir);
+            eprintln!("drover supervise: {e}");
+            1
+        }
+    };
+    std::process::exit(code)
+}
+
+fn run(dir: &Path) -> Result<(), String> {
+    let bytes = std::fs::read(dir.join(spool::LAUNCH)).map_err(|e| format!("reading launch: {e}"))?;
+    let launch = v1::Launch::decode(&bytes[..]).map_err(|e| format!("decoding launch: {e}"))?;
+    let job = launch.job.clone().ok_or("launch without job")?;
+    let spec = job.spec.clone().ok_or("launch without spec")?;
+    std::fs::write(dir.join(spool::PID), std::process::id().to_string()).map_err(|e| format!("writing pid: {e}"))?;
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+
+    let (rpipe, wpipe) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+        .map_err(|e| format!("pipe: {e}"))?;
+    SIGCHLD_PIPE.store(wpipe.as_raw_fd(), Ordering::Relaxed);
+    let sa = nix::sys::signal::SigAction::new(
+        nix::sys::signal::SigHandler::Handler(on_sigchld),
+        nix::sys::signal::SaFlags::SA_RESTART | nix::sys::signal::SaFlags::SA_NOCLDSTOP,
+        nix::sys::signal::SigSet::empty(),
+    );
+    // SAFETY: the handler only calls write(2) on a pipe.
+    unsafe { nix::sys::signal::sigaction(Signal::SIGCHLD, &sa) }.map_err(|e| format!("sigaction: {e}"))?;
+    // The agent may be restarted or killed: that must not reach us.
+    // SAFETY: ignoring SIGHUP/SIGINT/SIGPIPE is a plain disposition change.
+    unsafe {
+        let _ = nix::sys::signal::signal(Signal::SIGHUP, nix::sys::signal::SigHandler::SigIgn);
+        let _ = nix::sys::signal::signal(Signal::SIGPIPE, nix::sys::signal::SigHandler::SigIgn);
+        let _ = nix::sys::signal::signal(Signal::SIGINT, nix::sys::signal::SigHandler::SigIgn);
+    }
+
+    let sock_path = dir.join(spool::SV_SOCK);
+    let _ = std::fs::remove_file(&sock_path);
+    let listener = UnixListener::bind(&sock_path).map_err(|e| format!("binding {}: {e}", sock_path.display()))?;
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+
+    let user = lookup_user(spec.uid, spec.gid)?;
+    let node = spool::node_name(dir);
+    let ctx = EnvCtx { launch: &launch, node: &node, submit_host: &spec.submit_host };
+    let mut sv = Supervisor {
+        launch: &launch,
+        job: &job,
+        spec: &spec,
+        user,
+        node: node.clone(),
+        main: HashMap::new(),
+        statuses: HashMap::new(),
+        outputs: HashMap::new(),
+        io: None,
+        how: String::new(),
+        stderr_path: None,
+    };
+    if spec.batch {
+        let pid = sv.start_batch(dir, batch_env(&ctx))?;
+        sv.main.insert(pid, 0);
+    } else {
+        sv.start_tasks(&ctx)?;
+    }
+    sv.wait_loop(&rpipe, &listener)?;
+    let exit_status = sv.statuses.values().copied().max_by_key(|s| exit_rank(*s)).unwrap_or(0);
+    let end = EndStatus { exit_status, how: sv.how.clone(), end_time: now(), message: String::new() };
+    spool::write_status(dir, &end).map_err(|e| format!("writing status: {e}"))?;
+    let _ = std::fs::remove_file(&sock_path);
+    notify_agent(dir);
+    Ok(())
+}
+
+fn exit_rank(status: i32) -> i64 {
+    let sig = status & 0x7f;
+    if sig != 0 {
+        1000 + i64::from(sig)
+    } else {
+        i64::from((status >> 8) & 0xff)
+    }
+}
+
+fn notify_agent(dir: &Path) {
+    if let Some(spool_dir) = dir.parent() {
+        if let Ok(mut s) = std::os::unix::net::UnixStream::connect(spool_dir.join(spool::AGENT_SOCK)) {
+            let _ = writeln!(s, "{}", dir.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default());
+        }
+    }
+}
+
+fn lookup_user(uid: u32, gid: u32) -> Result<User, String> {
+    let u = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).map_err(|e| format!("looking up uid {uid}: {e}"))?;
+    match u {
+        Some(u) => Ok(User {
+            uid,
+            gid,
+            name: CString::new(u.name).map_err(|e| e.to_string())?,
+            home: u.dir.display().to_string(),
+        }),
+        None => Err(format!("uid {uid} is not a user on this node")),
+    }
+}
+
+struct Supervisor<'a> {
+    launch: &'a v1::Launch,
+    job: &'a v1::JobInfo,
+    spec: &'a v1::JobSpec,
+    user: User,
+    node: String,
+    /// Direct children we wait for: pid → task id.
+    main: HashMap<i32, u32>,
+    statuses: HashMap<u32, i32>,
+    /// Pipes of task output: fd → (task, kind).
+    outputs: HashMap<RawFd, (u32, u8, OwnedFd)>,
+    io: Option<std::net::TcpStream>,
+    how: String,
+    stderr_path: Option<PathBuf>,
+}
+
+fn cstr(s: &str) -> CString {
+    CString::new(s.replace('\0', "")).expect("invariant: NULs removed")
+}
+
+fn env_c(env: &[(String, String)]) -> Vec<CString> {
+    env.iter().map(|(k, v)| cstr(&format!("{k}={v}"))).collect()
+}
+
+/// In the forked child: become the user, enter the work dir. Returns the dir actually used.
+fn drop_privileges(user: &User) -> Result<(), String> {
+    let me = nix::unistd::getuid().as_raw();
+    if me == 0 && user.uid != 0 || me == 0 && user.gid != 0 {
+        nix::unistd::initgroups(&user.name, nix::unistd::Gid::from_raw(user.gid)).map_err(|e| format!("initgroups: {e}"))?;
+        nix::unistd::setgid(nix::unistd::Gid::from_raw(user.gid)).map_err(|e| format!("setgid: {e}"))?;
+        nix::unistd::setuid(nix::unistd::Uid::from_raw(user.uid)).map_err(|e| format!("setuid: {e}"))?;
+    } else if me != user.uid && me != 0 {
+        return Err(format!("the node agent runs as uid {me} and cannot run jobs of uid {}", user.uid));
+    }
+    Ok(())
+}
+
+fn child_fail(msg: &str) -> ! {
+    let _ = std::io::stderr().write_all(format!("slurmstepd: error: {msg}\n").as_bytes());
+    // SAFETY: _exit in the forked child, no destructors must run.
+    unsafe { libc::_exit(1) }
+}
+
+fn open_out(path: &str, append: bool) -> Result<OwnedFd, String> {
+    use nix::fcntl::{open, OFlag};
+    use nix::sys::stat::Mode;
+    let flags = OFlag::O_WRONLY | OFlag::O_CREAT | if append { OFlag::O_APPEND } else { OFlag::O_TRUNC };
+    open(path, flags, Mode::from_bits_truncate(0o644)).map_err(|e| format!("cannot open {path}: {e}"))
+}
+
+fn reset_signals() {
+    let all = nix::sys::signal::SigSet::all();
+    let _ = nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_UNBLOCK, Some(&all), None);
+    for s in [Signal::SIGCHLD, Signal::SIGHUP, Signal::SIGPIPE, Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: restoring default dispositions in the child before exec.
+        unsafe {
+            let _ = nix::sys::signal::signal(s, nix::sys::signal::SigHandler::SigDfl);
+        }
+    }
+}
+
+impl Supervisor<'_> {
+    fn pattern(&self, p: &str, task: Option<u32>) -> String {
+        let v = PatternVars {
+            job_id: self.job.job_id,
+            array_job_id: self.job.job_id,
+            array_task_id: None,
+            job_name: &self.spec.name,
+            user: self.user.name.to_str().unwrap_or(""),
+            node: &self.node,
+            node_index: self.launch.node_index,
+            task,
+            step: None,
+        };
+        let s = expand_pattern(p, &v);
+        if s.starts_with('/') {
+            s
+        } else {
+            format!("{}/{}", self.spec.work_dir.trim_end_matches('/'), s)
+        }
+    }
+
+    fn start_batch(&mut self, dir: &Path, env: Vec<(String, String)>) -> Result<i32, String> {
+        let script = dir.join("script");
+        std::fs::write(&script, &self.spec.script).map_err(|e| format!("writing script: {e}"))?;
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o700));
+        let _ = nix::unistd::chown(&script, Some(nix::unistd::Uid::from_raw(self.user.uid)), Some(nix::unistd::Gid::from_raw(self.user.gid)));
+        // The job dir must be traversable by the user to exec the script.
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711));
+        let out = self.pattern(self.spec.stdout.as_deref().unwrap_or("slurm-%j.out"), None);
+        let err = self.spec.stderr.as_deref().map(|e| self.pattern(e, None));
+        let inp = self.spec.stdin.as_deref().map(|i| self.pattern(i, None)).unwrap_or_else(|| "/dev/null".into());
+        self.stderr_path = Some(PathBuf::from(err.clone().unwrap_or_else(|| out.clone())));
+        let append = self.spec.open_mode_append;
+        let mut argv = vec![cstr(&script.display().to_string())];
+        argv.extend(self.spec.argv.iter().skip(1).map(|a| cstr(a)));
+        let envc = env_c(&env);
+        let prog = cstr(&script.display().to_string());
+        let work = self.spec.work_dir.clone();
+        let home = self.user.home.clone();
+        // SAFETY: this process is single-threaded; the child only sets up and execs.
+        match unsafe { nix::unistd::fork() }.map_err(|e| format!("fork: {e}"))? {
+            ForkResult::Child => {
+                let _ = nix::unistd::setsid();
+                reset_signals();
+                if let Err(e) = drop_privileges(&self.user) {
+                    child_fail(&e);
+                }
+                let mut note = None;
+                if nix::unistd::chdir(work.as_str()).is_err() {
+                    note = Some(format!("couldn't chdir to `{work}': No such file or directory: going to /tmp instead"));
+                    let _ = nix::unistd::chdir("/tmp");
+                }
+                let _ = home;
+                let o = open_out(&out, append).unwrap_or_else(|e| child_fail(&e));
+                let e = match &err {
+                    Some(p) if *p != out => open_out(p, append).unwrap_or_else(|e| child_fail(&e)),
+                    _ => o.try_clone().unwrap_or_else(|e| child_fail(&e.to_string())),
+                };
+                let i = nix::fcntl::open(inp.as_str(), nix::fcntl::OFlag::O_RDONLY, nix::sys::stat::Mode::empty())
+                    .unwrap_or_else(|e| child_fail(&format!("cannot open {inp}: {e}")));
+                let _ = nix::unistd::dup2_stdin(&i);
+                let _ = nix::unistd::dup2_stdout(&o);
+                let _ = nix::unistd::dup2_stderr(&e);
+                if let Some(n) = note {
+                    let _ = std::io::stderr().write_all(format!("slurmstepd: error: {n}\n").as_bytes());
+                }
+                let err = nix::unistd::execve(&prog, &argv, &envc).err();
+                child_fail(&format!("execve(): {}: {}", self.spec.name, err.map(|e| e.to_string()).unwrap_or_default()));
+            }
+            ForkResult::Parent { child } => Ok(child.as_raw()),
+        }
+    }
+
+    fn start_tasks(&mut self, ctx: &EnvCtx<'_>) -> Result<(), String> {
+        let addr = self.launch.io_addr.clone();
+        let (host, port) = addr.rsplit_once(':').map(|(h, p)| (h.to_string(), p.to_string())).unwrap_or_default();
+        let mut io = std::net::TcpStream::connect(&addr).map_err(|e| format!("connecting to srun at {addr}: {e}"))?;
+        let _ = io.set_nodelay(true);
+        drover_proto::io::write_frame(&mut io, drover_proto::io::HELLO, 0, self.node.as_bytes()).map_err(|e| e.to_string())?;
+        self.io = Some(io);
+        let argv: Vec<CString> = self.spec.argv.iter().map(|a| cstr(a)).collect();
+        if argv.is_empty() {
+            return Err("nothing to run".into());
+        }
+        for (local, &task) in self.launch.task_ids.iter().enumerate() {
+            let env = task_env(ctx, task, local as u32, &host, &port);
+            let envc = env_c(&env);
+            let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
+            let (err_r, err_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
+            let work = self.spec.work_dir.clone();
+            let user = &self.user;
+            // SAFETY: single-threaded process; the child only sets up and execs.
+            match unsafe { nix::unistd::fork() }.map_err(|e| format!("fork: {e}"))? {
+                ForkResult::Child => {
+                    let _ = nix::unistd::setsid();
+                    reset_signals();
+                    if let Err(e) = drop_privileges(user) {
+                        child_fail(&e);
+                    }
+                    if nix::unistd::chdir(work.as_str()).is_err() {
+                        let _ = nix::unistd::chdir("/tmp");
+                    }
+                    let i = nix::fcntl::open("/dev/null", nix::fcntl::OFlag::O_RDONLY, nix::sys::stat::Mode::empty())
+                        .unwrap_or_else(|e| child_fail(&e.to_string()));
+                    let _ = nix::unistd::dup2_stdin(&i);
+                    let _ = nix::unistd::dup2_stdout(&out_w);
+                    let _ = nix::unistd::dup2_stderr(&err_w);
+                    let err = nix::unistd::execvpe(&argv[0], &argv, &envc).err();
+                    let _ = std::io::stderr().write_all(
+                        format!(
+                            "slurmstepd: error: execve(): {}: {}\n",
+                            self.spec.argv[0],
+                            err.map(|e| e.desc()).unwrap_or("failed")
+                        )
+                        .as_bytes(),
+                    );
+                    // SAFETY: _exit in the forked child.
+                    unsafe { libc::_exit(2) }
+                }
+                ForkResult::Parent { child } => {
+                    drop(out_w);
+                    drop(err_w);
+                    self.main.insert(child.as_raw(), task);
+                    self.outputs.insert(out_r.as_raw_fd(), (task, drover_proto::io::STDOUT, out_r));
+                    self.outputs.insert(err_r.as_raw_fd(), (task, drover_proto::io::STDERR, err_r));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every live descendant of this supervisor (the job's whole process tree).
+    fn descendants() -> Vec<i32> {
+        let me = std::process::id() as i32;
+        let mut parent: HashMap<i32, i32> = HashMap::new();
+        if let Ok(rd) = std::fs::read_dir("/proc") {
+            for e in rd.flatten() {
+                let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+                let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+                // The command name may hold spaces: fields start after the last ')'.
+                let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { continue };
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                if let Some(pp) = f.get(1).and_then(|p| p.parse::<i32>().ok()) {
+                    parent.insert(pid, pp);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (&pid, _) in parent.iter() {
+            let mut p = pid;
+            let mut hops = 0;
+            while let Some(&pp) = parent.get(&p) {
+                if pp == me {
+                    out.push(pid);
+                    break;
+                }
+                p = pp;
+                hops += 1;
+                if hops > 64 || pp <= 1 {
+                    break;
+                }
+            }
+        }
+        out
+    }
+
+    fn signal_all(&self, sig: Signal) {
+        for &pid in self.main.keys() {
+            let _ = kill(Pid::from_raw(-pid), sig);
+        }
+        for pid in Self::descendants() {
+            let _ = kill(Pid::from_raw(pid), sig);
+        }
+    }
+
+    fn note_stderr(&self, msg: &str) {
+        let line = format!("slurmstepd-{}: error: {msg}\n", self.node);
+        if let Some(p) = &self.stderr_path {
+            if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(p) {
+                let _ = f.write_all(line.as_bytes());
+                return;
+            }
+        }
+        if let Some(io) = self.io.as_ref() {
+            let mut io = io;
+            let _ = drover_proto::io::write_frame(&mut io, drover_proto::io::STDERR, 0, line.as_bytes());
+        }
+    }
+
+    fn wait_loop(&mut self, wake: &OwnedFd, listener: &UnixListener) -> Result<(), String> {
+        let deadline = self
+            .job
+            .time_limit_secs
+            .map(|t| Instant::now() + Duration::from_secs((self.job.start_time + t as i64 - now()).max(0) as u64));
+        let kill_wait = Duration::from_secs(u64::from(self.launch.kill_wait.max(1)));
+        let mut kill_at: Option<Instant> = None;
+        let mut buf = [0u8; 65536];
+        loop {
+            // Reap everything that exited; only our direct children carry the job's result.
+            loop {
+                match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                    Ok(WaitStatus::Exited(pid, code)) => self.reaped(pid.as_raw(), code << 8),
+                    Ok(WaitStatus::Signaled(pid, sig, core)) => {
+                        self.reaped(pid.as_raw(), sig as i32 | if core { 0x80 } else { 0 })
+                    }
+                    Ok(WaitStatus::StillAlive) | Err(_) => break,
+                    Ok(_) => continue,
+                }
+            }
+            if self.main.is_empty() && self.outputs.is_empty() {
+                // The job is over: nothing of it may outlive it.
+                self.signal_all(Signal::SIGKILL);
+                while let Ok(st) = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                    if matches!(st, WaitStatus::StillAlive) {
+                        break;
+                    }
+                }
+                if let Some(io) = self.io.as_mut() {
+                    let mut tasks: Vec<(&u32, &i32)> = self.statuses.iter().collect();
+                    tasks.sort();
+                    for (t, s) in tasks {
+                        let _ = drover_proto::io::write_frame(io, drover_proto::io::EXIT, *t, &s.to_be_bytes());
+                    }
+                    let _ = io.flush();
+                }
+                return Ok(());
+            }
+            let now_i = Instant::now();
+            if let Some(d) = deadline {
+                if now_i >= d && self.how.is_empty() {
+                    self.how = "TIMEOUT".into();
+                    self.note_stderr(&format!(
+                        "*** JOB {} ON {} CANCELLED AT {} DUE TO TIME LIMIT ***",
+                        self.job.job_id,
+                        self.node,
+                        slurm_time(now())
+                    ));
+                    self.signal_all(Signal::SIGCONT);
+                    self.signal_all(Signal::SIGTERM);
+                    kill_at = Some(now_i + kill_wait);
+                }
+            }
+            if kill_at.is_some_and(|k| now_i >= k) {
+                self.signal_all(Signal::SIGKILL);
+            }
+            let mut timeout = Duration::from_millis(1000);
+            for t in [deadline, kill_at].into_iter().flatten() {
+                if t > now_i {
+                    timeout = timeout.min(t - now_i);
+                } else {
+                    timeout = timeout.min(Duration::from_millis(100));
+                }
+            }
+            let mut fds = vec![
+                nix::poll::PollFd::new(wake.as_fd(), nix::poll::PollFlags::POLLIN),
+                nix::poll::PollFd::new(listener.as_fd(), nix::poll::PollFlags::POLLIN),
+            ];
+            let out_fds: Vec<RawFd> = self.outputs.keys().copied().collect();
+            for fd in &out_fds {
+                let b = self.outputs[fd].2.as_fd();
+                fds.push(nix::poll::PollFd::new(b, nix::poll::PollFlags::POLLIN));
+            }
+            let ms = u16::try_from(timeout.as_millis().max(1)).unwrap_or(1000);
+            let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms));
+            let ready: Vec<bool> = fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect();
+            drop(fds);
+            if ready[0] {
+                let _ = nix::unistd::read(wake, &mut buf);
+            }
+            if ready[1] {
+                while let Ok((mut s, _)) = listener.accept() {
+                    let _ = s.set_nonblocking(false);
+                    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+                    let mut line = String::new();
+                    let _ = s.read_to_string(&mut line);
+                    if let Some(k) = self.command(line.trim()) {
+                        kill_at = Some(Instant::now() + kill_wait.min(k));
+                    }
+                }
+            }
+            for (k, fd) in out_fds.iter().enumerate() {
+                if !ready[k + 2] {
+                    continue;
+                }
+                let (task, kind) = {
+                    let e = &self.outputs[fd];
+                    (e.0, e.1)
+                };
+                match nix::unistd::read(&self.outputs[fd].2, &mut buf) {
+                    Ok(0) | Err(_) => {
+                        self.outputs.remove(fd);
+                    }
+                    Ok(n) => {
+                        if let Some(io) = self.io.as_mut() {
+                            if drover_proto::io::write_frame(io, kind, task, &buf[..n]).is_err() {
+                                // srun is gone: the step goes with it.
+                                self.io = None;
+                                if self.how.is_empty() {
+                                    self.how = "CANCELLED".into();
+                                }
+                                self.signal_all(Signal::SIGKILL);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn reaped(&mut self, pid: i32, status: i32) {
+        if let Some(task) = self.main.remove(&pid) {
+            self.statuses.insert(task, status);
+            if !self.spec.batch && status != 0 && self.spec.argv.is_empty() {
+                self.signal_all(Signal::SIGKILL);
+            }
+        }
+    }
+
+    /// Handles an agent request; returns a kill-wait to arm when it asks for termination.
+    fn command(&mut self, line: &str) -> Option<Duration> {
+        let mut it = line.split_whitespace();
+        match it.next() {
+            Some("term") => {
+                if self.how.is_empty() {
+                    let requeue = it.next() == Some("requeue");
+                    self.how = if requeue { "REQUEUE".into() } else { "CANCELLED".into() };
+                    if !requeue {
+                        self.note_stderr(&format!(
+                            "*** JOB {} ON {} CANCELLED AT {} ***",
+                            self.job.job_id,
+                            self.node,
+                            slurm_time(now())
+                        ));
+                    }
+                }
+                self.signal_all(Signal::SIGCONT);
+                self.signal_all(Signal::SIGTERM);
+                Some(Duration::from_secs(u64::from(self.launch.kill_wait.max(1))))
+            }
+            Some("sig") => {
+                let sig = it.next().and_then(|s| s.parse::<i32>().ok()).and_then(|s| Signal::try_from(s).ok());
+                let batch_only = it.next() == Some("batch");
+                if let Some(sig) = sig {
+                    if batch_only {
+                        for &pid in self.main.keys() {
+                            let _ = kill(Pid::from_raw(pid), sig);
+                        }
+                    } else {
+                        self.signal_all(sig);
+                    }
+                }
+                None
+            }
+            _ => None,
+        }
+    }
+}

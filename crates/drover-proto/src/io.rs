@@ -1,0 +1,64 @@
+//! The task I/O stream between a job supervisor and `srun`: length-prefixed frames over one
+//! TCP connection per node. `[kind u8][task u32 BE][len u32 BE][bytes]`.
+
+use std::io::{self, Read, Write};
+
+pub const STDOUT: u8 = 1;
+pub const STDERR: u8 = 2;
+/// Payload: the task's raw wait status as i32 BE.
+pub const EXIT: u8 = 3;
+/// Payload: the node name; first frame on a connection.
+pub const HELLO: u8 = 4;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    pub kind: u8,
+    pub task: u32,
+    pub data: Vec<u8>,
+}
+
+pub fn write_frame(w: &mut impl Write, kind: u8, task: u32, data: &[u8]) -> io::Result<()> {
+    let mut buf = Vec::with_capacity(9 + data.len());
+    buf.push(kind);
+    buf.extend_from_slice(&task.to_be_bytes());
+    buf.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    buf.extend_from_slice(data);
+    w.write_all(&buf)
+}
+
+/// Reads one frame; `Ok(None)` at a clean end of stream.
+pub fn read_frame(r: &mut impl Read) -> io::Result<Option<Frame>> {
+    let mut head = [0u8; 9];
+    let mut got = 0;
+    while got < head.len() {
+        let n = r.read(&mut head[got..])?;
+        if n == 0 {
+            return if got == 0 { Ok(None) } else { Err(io::ErrorKind::UnexpectedEof.into()) };
+        }
+        got += n;
+    }
+    let task = u32::from_be_bytes([head[1], head[2], head[3], head[4]]);
+    let len = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) as usize;
+    if len > 16 << 20 {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "I/O frame too large"));
+    }
+    let mut data = vec![0u8; len];
+    r.read_exact(&mut data)?;
+    Ok(Some(Frame { kind: head[0], task, data }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip() {
+        let mut buf = Vec::new();
+        write_frame(&mut buf, STDOUT, 3, b"hello\n").unwrap();
+        write_frame(&mut buf, EXIT, 3, &0i32.to_be_bytes()).unwrap();
+        let mut r = &buf[..];
+        assert_eq!(read_frame(&mut r).unwrap().unwrap(), Frame { kind: STDOUT, task: 3, data: b"hello\n".to_vec() });
+        assert_eq!(read_frame(&mut r).unwrap().unwrap().kind, EXIT);
+        assert!(read_frame(&mut r).unwrap().is_none());
+    }
+}
