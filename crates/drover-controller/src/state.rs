@@ -61,10 +61,22 @@ pub struct NodeAdmin {
 /// One change, journalled before it is acknowledged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Record {
-    Submit { id: JobId, spec: JobSpec, status: JobStatus },
-    Status { id: JobId, status: JobStatus },
-    Purge { id: JobId },
-    NodeAdmin { node: String, admin: NodeAdmin },
+    Submit {
+        id: JobId,
+        spec: JobSpec,
+        status: JobStatus,
+    },
+    Status {
+        id: JobId,
+        status: JobStatus,
+    },
+    Purge {
+        id: JobId,
+    },
+    NodeAdmin {
+        node: String,
+        admin: NodeAdmin,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -79,7 +91,14 @@ impl Durable {
         match rec {
             Record::Submit { id, spec, status } => {
                 self.next_job_id = self.next_job_id.max(id + 1);
-                self.jobs.insert(id, Arc::new(Job { id, spec: Arc::new(spec), status }));
+                self.jobs.insert(
+                    id,
+                    Arc::new(Job {
+                        id,
+                        spec: Arc::new(spec),
+                        status,
+                    }),
+                );
             }
             Record::Status { id, status } => {
                 if let Some(j) = self.jobs.get_mut(&id) {

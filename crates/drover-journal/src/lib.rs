@@ -26,7 +26,10 @@ pub enum JournalError {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> JournalError + '_ {
-    move |source| JournalError::Io { path: path.display().to_string(), source }
+    move |source| JournalError::Io {
+        path: path.display().to_string(),
+        source,
+    }
 }
 
 /// What was on disk at open.
@@ -68,8 +71,11 @@ impl Journal {
             }
             generation = u64::from_le_bytes(bytes[0..8].try_into().expect("invariant: 8 bytes"));
             let crc = u32::from_le_bytes(bytes[8..12].try_into().expect("invariant: 4 bytes"));
-            let len = u32::from_le_bytes(bytes[12..16].try_into().expect("invariant: 4 bytes")) as usize;
-            let body = bytes.get(16..16 + len).ok_or_else(|| corrupt("truncated"))?;
+            let len =
+                u32::from_le_bytes(bytes[12..16].try_into().expect("invariant: 4 bytes")) as usize;
+            let body = bytes
+                .get(16..16 + len)
+                .ok_or_else(|| corrupt("truncated"))?;
             if crc32fast::hash(body) != crc {
                 return Err(corrupt("checksum mismatch"));
             }
@@ -80,12 +86,22 @@ impl Journal {
         let mut good_len = 0u64;
         if jpath.exists() {
             let mut data = Vec::new();
-            File::open(&jpath).and_then(|mut f| f.read_to_end(&mut data)).map_err(io_err(&jpath))?;
+            File::open(&jpath)
+                .and_then(|mut f| f.read_to_end(&mut data))
+                .map_err(io_err(&jpath))?;
             let mut off = 0usize;
             while off + HEADER <= data.len() {
-                let len = u32::from_le_bytes(data[off..off + 4].try_into().expect("invariant: 4 bytes")) as usize;
-                let crc = u32::from_le_bytes(data[off + 4..off + 8].try_into().expect("invariant: 4 bytes"));
-                let Some(body) = data.get(off + HEADER..off + HEADER + len) else { break };
+                let len =
+                    u32::from_le_bytes(data[off..off + 4].try_into().expect("invariant: 4 bytes"))
+                        as usize;
+                let crc = u32::from_le_bytes(
+                    data[off + 4..off + 8]
+                        .try_into()
+                        .expect("invariant: 4 bytes"),
+                );
+                let Some(body) = data.get(off + HEADER..off + HEADER + len) else {
+                    break;
+                };
                 if crc32fast::hash(body) != crc {
                     break;
                 }
@@ -95,11 +111,18 @@ impl Journal {
             good_len = off as u64;
             rec.truncated_bytes = data.len() as u64 - good_len;
         }
-        let file = OpenOptions::new().create(true).append(false).write(true).truncate(false).open(&jpath).map_err(io_err(&jpath))?;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(false)
+            .write(true)
+            .truncate(false)
+            .open(&jpath)
+            .map_err(io_err(&jpath))?;
         file.set_len(good_len).map_err(io_err(&jpath))?;
         let mut file = file;
         use std::io::Seek;
-        file.seek(io::SeekFrom::Start(good_len)).map_err(io_err(&jpath))?;
+        file.seek(io::SeekFrom::Start(good_len))
+            .map_err(io_err(&jpath))?;
         if rec.truncated_bytes > 0 {
             file.sync_data().map_err(io_err(&jpath))?;
         }
@@ -109,7 +132,10 @@ impl Journal {
         if let Ok(rd) = fs::read_dir(dir) {
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().to_string();
-                if let Some(g) = name.strip_prefix("journal.").and_then(|g| g.parse::<u64>().ok()) {
+                if let Some(g) = name
+                    .strip_prefix("journal.")
+                    .and_then(|g| g.parse::<u64>().ok())
+                {
                     if g < generation {
                         let _ = fs::remove_file(e.path());
                     }
@@ -117,15 +143,24 @@ impl Journal {
             }
         }
         Ok((
-            Journal { dir: dir.to_path_buf(), generation, file, buf: Vec::new(), pending_records: 0, records_since_snapshot: n },
+            Journal {
+                dir: dir.to_path_buf(),
+                generation,
+                file,
+                buf: Vec::new(),
+                pending_records: 0,
+                records_since_snapshot: n,
+            },
             rec,
         ))
     }
 
     /// Buffers one record; it is durable after the next [`Journal::commit`].
     pub fn append(&mut self, record: &[u8]) {
-        self.buf.extend_from_slice(&(record.len() as u32).to_le_bytes());
-        self.buf.extend_from_slice(&crc32fast::hash(record).to_le_bytes());
+        self.buf
+            .extend_from_slice(&(record.len() as u32).to_le_bytes());
+        self.buf
+            .extend_from_slice(&crc32fast::hash(record).to_le_bytes());
         self.buf.extend_from_slice(record);
         self.pending_records += 1;
     }
@@ -174,7 +209,9 @@ impl Journal {
         }
         let snap = self.dir.join("snapshot");
         fs::rename(&tmp, &snap).map_err(io_err(&snap))?;
-        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io_err(&self.dir))?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(&self.dir))?;
         let old = self.journal_path();
         self.generation = next;
         self.file = file;

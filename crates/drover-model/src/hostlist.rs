@@ -16,7 +16,10 @@ const MAX_PREFIX_CNT: u64 = 1024 * 1024;
 pub enum HostlistError {
     /// `detail` is Slurm's `_parse_single_range` message, when Slurm prints one.
     #[error("Invalid hostlist: {input}")]
-    Invalid { input: String, detail: Option<String> },
+    Invalid {
+        input: String,
+        detail: Option<String>,
+    },
 }
 
 impl HostlistError {
@@ -111,10 +114,22 @@ fn split_host(name: &str) -> Range {
     // Slurm treats an all-digit name with no prefix as numeric too, but refuses suffixes too
     // long to be a number.
     if suffix.is_empty() || suffix.len() > 18 {
-        return Range { prefix: name.to_string(), lo: 0, hi: 0, width: 0, single: true };
+        return Range {
+            prefix: name.to_string(),
+            lo: 0,
+            hi: 0,
+            width: 0,
+            single: true,
+        };
     }
     let num: u64 = suffix.parse().unwrap_or(0);
-    Range { prefix: name[..idx].to_string(), lo: num, hi: num, width: suffix.len(), single: false }
+    Range {
+        prefix: name[..idx].to_string(),
+        lo: num,
+        hi: num,
+        width: suffix.len(),
+        single: false,
+    }
 }
 
 impl Hostlist {
@@ -125,7 +140,10 @@ impl Hostlist {
     /// Parses a hostlist expression. Separators are `,`, space, tab and newline outside brackets.
     pub fn parse(input: &str) -> Result<Hostlist, HostlistError> {
         let mut hl = Hostlist::new();
-        let invalid = |detail: Option<String>| HostlistError::Invalid { input: input.to_string(), detail };
+        let invalid = |detail: Option<String>| HostlistError::Invalid {
+            input: input.to_string(),
+            detail,
+        };
         for tok in tokens(input) {
             if let Some(open) = tok.rfind('[') {
                 let prefix = &tok[..open];
@@ -136,7 +154,8 @@ impl Hostlist {
                         return Err(invalid(None));
                     }
                     let ranges = parse_range_list(&rest[..close]).map_err(|d| invalid(Some(d)))?;
-                    hl.push_range_list(prefix, &ranges).map_err(|d| invalid(d))?;
+                    hl.push_range_list(prefix, &ranges)
+                        .map_err(|d| invalid(d))?;
                 } else {
                     // Slurm 22.05 closes an unbalanced trailing bracket and keeps the name.
                     hl.push_host(&format!("{prefix}{rest}]"));
@@ -148,7 +167,11 @@ impl Hostlist {
         Ok(hl)
     }
 
-    fn push_range_list(&mut self, prefix: &str, ranges: &[(u64, u64, usize)]) -> Result<(), Option<String>> {
+    fn push_range_list(
+        &mut self,
+        prefix: &str,
+        ranges: &[(u64, u64, usize)],
+    ) -> Result<(), Option<String>> {
         if let Some(open) = prefix.rfind('[') {
             if let Some(close_rel) = prefix[open..].rfind(']') {
                 let head = &prefix[..open];
@@ -168,7 +191,13 @@ impl Hostlist {
                             self.push_range_list(&new_prefix, ranges)?;
                         } else {
                             for &(l, h, w) in ranges {
-                                self.push_range(Range { prefix: new_prefix.clone(), lo: l, hi: h, width: w, single: false });
+                                self.push_range(Range {
+                                    prefix: new_prefix.clone(),
+                                    lo: l,
+                                    hi: h,
+                                    width: w,
+                                    single: false,
+                                });
                             }
                         }
                     }
@@ -177,7 +206,13 @@ impl Hostlist {
             }
         }
         for &(l, h, w) in ranges {
-            self.push_range(Range { prefix: prefix.to_string(), lo: l, hi: h, width: w, single: false });
+            self.push_range(Range {
+                prefix: prefix.to_string(),
+                lo: l,
+                hi: h,
+                width: w,
+                single: false,
+            });
         }
         Ok(())
     }
@@ -245,7 +280,8 @@ impl Hostlist {
                 out.push(',');
             }
             let first = &self.ranges[i];
-            let bracket = first.count() > 1 || self.ranges.get(i + 1).is_some_and(|n| first.within(n));
+            let bracket =
+                first.count() > 1 || self.ranges.get(i + 1).is_some_and(|n| first.within(n));
             out.push_str(&first.prefix);
             if bracket {
                 out.push('[');
@@ -276,7 +312,13 @@ impl Hostlist {
                 hosts.push(r.clone());
             } else {
                 for n in r.lo..=r.hi {
-                    hosts.push(Range { prefix: r.prefix.clone(), lo: n, hi: n, width: r.width, single: false });
+                    hosts.push(Range {
+                        prefix: r.prefix.clone(),
+                        lo: n,
+                        hi: n,
+                        width: r.width,
+                        single: false,
+                    });
                 }
             }
         }
@@ -316,8 +358,12 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
             while j < b.len() && b[j].is_ascii_digit() {
                 j += 1;
             }
-            let na = std::str::from_utf8(&a[si..i]).unwrap_or("0").trim_start_matches('0');
-            let nb = std::str::from_utf8(&b[sj..j]).unwrap_or("0").trim_start_matches('0');
+            let na = std::str::from_utf8(&a[si..i])
+                .unwrap_or("0")
+                .trim_start_matches('0');
+            let nb = std::str::from_utf8(&b[sj..j])
+                .unwrap_or("0")
+                .trim_start_matches('0');
             let ord = na.len().cmp(&nb.len()).then_with(|| na.cmp(nb));
             if ord != Ordering::Equal {
                 return ord;

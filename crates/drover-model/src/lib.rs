@@ -8,10 +8,10 @@
 //! Nothing here performs I/O except [`conf::parse_file`], which reads the file it is handed (and
 //! its `Include`s). Times are plain Unix seconds handed in by the caller; no clock is read.
 
-pub mod hostlist;
 pub mod alloc;
 pub mod conf;
 pub mod duration;
+pub mod hostlist;
 pub mod job;
 pub mod memsize;
 pub mod state;

@@ -16,7 +16,7 @@
 
 mod core;
 
-pub use drover_model::alloc::{Allocation, NodeAlloc};
 pub use crate::core::{
     Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, SchedJob, SubmitCheck,
 };
+pub use drover_model::alloc::{Allocation, NodeAlloc};

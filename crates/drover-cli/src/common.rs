@@ -1,0 +1,230 @@
+//! What every command needs: the configuration, a connection to the controller, times in
+//! Slurm's format, user and group names.
+
+use drover_model::conf::Config;
+use drover_proto::v1::controller_client::ControllerClient;
+use std::path::PathBuf;
+use tonic::transport::Channel;
+
+pub type Client = ControllerClient<Channel>;
+
+/// Where `slurm.conf` is: `SLURM_CONF`, else Slurm's default location.
+pub fn conf_path() -> PathBuf {
+    std::env::var_os("SLURM_CONF")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"))
+}
+
+pub fn load_config() -> Result<Config, String> {
+    let p = conf_path();
+    drover_model::conf::parse_file(&p).map_err(|e| e.to_string())
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("invariant: a runtime starts")
+}
+
+pub async fn connect(cfg: &Config) -> Result<Client, String> {
+    let ch = drover_proto::connect_unix(&cfg.controller_socket())
+        .await
+        .map_err(|_| "Unable to contact slurm controller (connect failure)".to_string())?;
+    Ok(ControllerClient::new(ch)
+        .max_decoding_message_size(512 << 20)
+        .max_encoding_message_size(64 << 20))
+}
+
+/// Slurm's timestamp form in local time: `2026-12-02T11:57:03`.
+pub fn fmt_time(t: i64) -> String {
+    if t <= 0 {
+        return "Unknown".into();
+    }
+    jiff::Timestamp::from_second(t)
+        .map(|ts| ts.to_zoned(tz()).strftime("%Y-%m-%dT%H:%M:%S").to_string())
+        .unwrap_or_else(|_| "Unknown".into())
+}
+
+pub fn tz() -> jiff::tz::TimeZone {
+    jiff::tz::TimeZone::system()
+}
+
+/// The header date of `-l` outputs: `Wed Dec 02 11:56:55 2026`.
+pub fn fmt_header_date(t: i64) -> String {
+    jiff::Timestamp::from_second(t)
+        .map(|ts| {
+            ts.to_zoned(tz())
+                .strftime("%a %b %d %H:%M:%S %Y")
+                .to_string()
+        })
+        .unwrap_or_default()
+}
+
+pub fn now() -> i64 {
+    jiff::Timestamp::now().as_second()
+}
+
+pub fn user_name(uid: u32) -> String {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .unwrap_or_else(|| uid.to_string())
+}
+
+pub fn group_name(gid: u32) -> String {
+    nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
+        .ok()
+        .flatten()
+        .map(|g| g.name)
+        .unwrap_or_else(|| gid.to_string())
+}
+
+pub fn uid_of(name: &str) -> Option<u32> {
+    if let Ok(n) = name.parse::<u32>() {
+        return Some(n);
+    }
+    nix::unistd::User::from_name(name)
+        .ok()
+        .flatten()
+        .map(|u| u.uid.as_raw())
+}
+
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+/// `ExitCode=` style `code:signal` from a raw wait status.
+pub fn exit_code(status: i32) -> String {
+    let sig = status & 0x7f;
+    if sig != 0 {
+        format!("0:{sig}")
+    } else {
+        format!("{}:0", (status >> 8) & 0xff)
+    }
+}
+
+/// Parses `--begin`/`StartTime=` values: `now+N[seconds|minutes|hours|days|weeks]`,
+/// `YYYY-MM-DD[THH:MM[:SS]]`, `HH:MM[:SS]` (today, or tomorrow when past), `midnight`,
+/// `noon`, `teatime`, `today`, `tomorrow`, or Unix seconds.
+pub fn parse_time_spec(s: &str, now: i64) -> Option<i64> {
+    let s = s.trim();
+    let zone = tz();
+    let today = jiff::Timestamp::from_second(now)
+        .ok()?
+        .to_zoned(zone.clone());
+    let at = |h: i8, m: i8, sec: i8, next_if_past: bool| -> Option<i64> {
+        let d = today.date().at(h, m, sec, 0).to_zoned(zone.clone()).ok()?;
+        let t = d.timestamp().as_second();
+        if next_if_past && t <= now {
+            Some(t + 86400)
+        } else {
+            Some(t)
+        }
+    };
+    let lower = s.to_ascii_lowercase();
+    if let Some(rest) = lower.strip_prefix("now") {
+        if rest.is_empty() {
+            return Some(now);
+        }
+        let rest = rest.strip_prefix('+')?;
+        let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+        let n: i64 = digits.parse().ok()?;
+        let unit = &rest[digits.len()..];
+        let mult = match unit {
+            "" | "s" | "sec" | "secs" | "second" | "seconds" => 1,
+            "m" | "min" | "mins" | "minute" | "minutes" => 60,
+            "h" | "hour" | "hours" => 3600,
+            "d" | "day" | "days" => 86400,
+            "w" | "week" | "weeks" => 604800,
+            _ => return None,
+        };
+        return Some(now + n * mult);
+    }
+    match lower.as_str() {
+        "today" => return at(0, 0, 0, false),
+        "tomorrow" => return at(0, 0, 0, false).map(|t| t + 86400),
+        "midnight" => return at(0, 0, 0, true),
+        "noon" => return at(12, 0, 0, true),
+        "teatime" => return at(16, 0, 0, true),
+        _ => {}
+    }
+    if let Ok(n) = s.parse::<i64>() {
+        if n > 100_000 {
+            return Some(n);
+        }
+    }
+    if let Ok(dt) = s.parse::<jiff::civil::DateTime>() {
+        return dt.to_zoned(zone).ok().map(|z| z.timestamp().as_second());
+    }
+    if let Ok(d) = s.parse::<jiff::civil::Date>() {
+        return d
+            .at(0, 0, 0, 0)
+            .to_zoned(zone)
+            .ok()
+            .map(|z| z.timestamp().as_second());
+    }
+    if let Some((date, time)) = s.split_once('T') {
+        let d: jiff::civil::Date = date.parse().ok()?;
+        let parts: Vec<i8> = time
+            .split(':')
+            .map(|p| p.parse().ok())
+            .collect::<Option<_>>()?;
+        let (h, m, sec) = (
+            parts.first().copied()?,
+            parts.get(1).copied().unwrap_or(0),
+            parts.get(2).copied().unwrap_or(0),
+        );
+        return d
+            .at(h, m, sec, 0)
+            .to_zoned(zone)
+            .ok()
+            .map(|z| z.timestamp().as_second());
+    }
+    let parts: Vec<i8> = s
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    if parts.len() >= 2 {
+        return at(parts[0], parts[1], parts.get(2).copied().unwrap_or(0), true);
+    }
+    None
+}
+
+/// A tonic error as the one line Slurm prints.
+pub fn status_msg(s: &tonic::Status) -> String {
+    if s.code() == tonic::Code::Unavailable
+        || s.code() == tonic::Code::Unknown && s.message().contains("connect")
+    {
+        return "Unable to contact slurm controller (connect failure)".into();
+    }
+    s.message().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_specs() {
+        let now = 1_796_212_615;
+        assert_eq!(parse_time_spec("now+60", now), Some(now + 60));
+        assert_eq!(parse_time_spec("now+2hours", now), Some(now + 7200));
+        assert_eq!(parse_time_spec("now", now), Some(now));
+        assert!(parse_time_spec("2026-12-25T10:00:00", now).is_some());
+        assert!(parse_time_spec("2026-12-25", now).is_some());
+        let t = parse_time_spec("16:00", now).unwrap();
+        assert!(t > now && t <= now + 86400);
+        assert_eq!(parse_time_spec("bogus", now), None);
+    }
+
+    #[test]
+    fn exit_codes() {
+        assert_eq!(exit_code(0), "0:0");
+        assert_eq!(exit_code(3 << 8), "3:0");
+        assert_eq!(exit_code(9), "0:9");
+    }
+}

@@ -1,0 +1,132 @@
+//! Slurm's `%[.][width]code` output formats (squeue/sinfo `-o`), shared by every command that
+//! prints columns: literals are copied, `.` right-justifies, a width pads and truncates.
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    Lit(String),
+    Field {
+        code: char,
+        width: Option<usize>,
+        right: bool,
+    },
+}
+
+pub fn parse(fmt: &str) -> Vec<Item> {
+    let mut out = Vec::new();
+    let mut lit = String::new();
+    let chars: Vec<char> = fmt.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c != '%' {
+            lit.push(c);
+            i += 1;
+            continue;
+        }
+        if chars.get(i + 1) == Some(&'%') {
+            lit.push('%');
+            i += 2;
+            continue;
+        }
+        let mut j = i + 1;
+        let right = chars.get(j) == Some(&'.');
+        if right {
+            j += 1;
+        }
+        let start = j;
+        while j < chars.len() && chars[j].is_ascii_digit() {
+            j += 1;
+        }
+        let width = if j > start {
+            chars[start..j].iter().collect::<String>().parse().ok()
+        } else {
+            None
+        };
+        match chars.get(j) {
+            Some(&code) if code.is_ascii_alphabetic() => {
+                if !lit.is_empty() {
+                    out.push(Item::Lit(std::mem::take(&mut lit)));
+                }
+                out.push(Item::Field { code, width, right });
+                i = j + 1;
+            }
+            _ => {
+                lit.extend(&chars[i..j.min(chars.len())]);
+                i = j;
+            }
+        }
+    }
+    if !lit.is_empty() {
+        out.push(Item::Lit(lit));
+    }
+    out
+}
+
+/// Pads or truncates `v` to the field's width.
+pub fn cell(v: &str, width: Option<usize>, right: bool) -> String {
+    match width {
+        None => v.to_string(),
+        Some(w) => {
+            let t: String = v.chars().take(w).collect();
+            if right {
+                format!("{t:>w$}")
+            } else {
+                format!("{t:<w$}")
+            }
+        }
+    }
+}
+
+/// Renders one line: `value(code)` gives the text of each field.
+pub fn render(items: &[Item], mut value: impl FnMut(char) -> String) -> String {
+    let mut s = String::new();
+    for it in items {
+        match it {
+            Item::Lit(l) => s.push_str(l),
+            Item::Field { code, width, right } => s.push_str(&cell(&value(*code), *width, *right)),
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_widths_and_literals() {
+        let items = parse("%.18i %9P|%j%%");
+        assert_eq!(
+            items[0],
+            Item::Field {
+                code: 'i',
+                width: Some(18),
+                right: true
+            }
+        );
+        assert_eq!(items[1], Item::Lit(" ".into()));
+        assert_eq!(
+            items[2],
+            Item::Field {
+                code: 'P',
+                width: Some(9),
+                right: false
+            }
+        );
+        assert_eq!(
+            items[4],
+            Item::Field {
+                code: 'j',
+                width: None,
+                right: false
+            }
+        );
+        assert_eq!(items[5], Item::Lit("%".into()));
+        let line = render(&items, |c| match c {
+            'i' => "42".into(),
+            'P' => "averyverylongname".into(),
+            _ => "x".into(),
+        });
+        assert_eq!(line, "                42 averyvery|x%");
+    }
+}

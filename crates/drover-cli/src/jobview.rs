@@ -1,0 +1,333 @@
+//! Derived values of a job as the commands print them (shared by squeue and scontrol).
+
+use crate::common::{fmt_time, group_name};
+use drover_model::duration::{fmt_limit_short, fmt_short};
+use drover_model::hostlist::Hostlist;
+use drover_model::memsize::fmt_tres_mb;
+use drover_proto::v1;
+
+pub fn spec(j: &v1::JobInfo) -> &v1::JobSpec {
+    static EMPTY: std::sync::OnceLock<v1::JobSpec> = std::sync::OnceLock::new();
+    j.spec
+        .as_ref()
+        .unwrap_or_else(|| EMPTY.get_or_init(v1::JobSpec::default))
+}
+
+pub fn is_pending(j: &v1::JobInfo) -> bool {
+    j.state == "PENDING"
+}
+
+pub fn state_short(j: &v1::JobInfo) -> &'static str {
+    drover_model::state::JobState::parse(&j.state)
+        .map(|s| s.short())
+        .unwrap_or("??")
+}
+
+/// Seconds used so far.
+pub fn used(j: &v1::JobInfo, now: i64) -> u64 {
+    if j.start_time <= 0 || is_pending(j) {
+        return 0;
+    }
+    let end = if j.end_time > 0 { j.end_time } else { now };
+    (end - j.start_time).max(0) as u64
+}
+
+pub fn num_nodes(j: &v1::JobInfo) -> u32 {
+    if !j.alloc.is_empty() {
+        j.alloc.len() as u32
+    } else {
+        let s = spec(j);
+        s.min_nodes.unwrap_or(1).max(1)
+    }
+}
+
+pub fn num_tasks(j: &v1::JobInfo) -> u32 {
+    let s = spec(j);
+    match (s.ntasks, s.ntasks_per_node) {
+        (Some(n), _) => n,
+        (None, Some(p)) => p * s.min_nodes.unwrap_or(1),
+        (None, None) => s.min_nodes.unwrap_or(1),
+    }
+    .max(s.min_nodes.unwrap_or(1))
+}
+
+pub fn num_cpus(j: &v1::JobInfo) -> u32 {
+    if !j.alloc.is_empty() {
+        j.alloc.iter().map(|a| a.cpu_ids.len() as u32).sum()
+    } else {
+        num_tasks(j) * spec(j).cpus_per_task.unwrap_or(1)
+    }
+}
+
+pub fn nodelist(j: &v1::JobInfo) -> String {
+    j.nodes.clone()
+}
+
+pub fn min_memory(j: &v1::JobInfo) -> String {
+    let s = spec(j);
+    match (s.mem_per_node_mb, s.mem_per_cpu_mb) {
+        (Some(m), _) => fmt_tres_mb(m),
+        (None, Some(m)) => fmt_tres_mb(m),
+        _ => "0".into(),
+    }
+}
+
+pub fn time_limit(j: &v1::JobInfo) -> Option<u64> {
+    j.time_limit_secs
+}
+
+pub fn user(j: &v1::JobInfo) -> String {
+    let s = spec(j);
+    if s.user.is_empty() {
+        s.uid.to_string()
+    } else {
+        s.user.clone()
+    }
+}
+
+pub fn group(j: &v1::JobInfo) -> String {
+    let s = spec(j);
+    if s.group.is_empty() {
+        group_name(s.gid)
+    } else {
+        s.group.clone()
+    }
+}
+
+pub fn reason_text(j: &v1::JobInfo) -> String {
+    if j.reason.is_empty() {
+        "None".into()
+    } else {
+        j.reason.clone()
+    }
+}
+
+/// `%R`: pending and stopped jobs show `(Reason)`, running ones their nodes.
+pub fn reason_or_nodes(j: &v1::JobInfo) -> String {
+    if is_pending(j) || j.nodes.is_empty() {
+        format!("({})", reason_text(j))
+    } else {
+        j.nodes.clone()
+    }
+}
+
+pub fn tres(j: &v1::JobInfo) -> String {
+    let cpus = num_cpus(j);
+    let nodes = num_nodes(j);
+    let s = spec(j);
+    let mem: u64 = if !j.alloc.is_empty() {
+        j.alloc.iter().map(|a| a.mem_mb).sum()
+    } else {
+        s.mem_per_node_mb
+            .map(|m| m * u64::from(nodes))
+            .or(s.mem_per_cpu_mb.map(|m| m * u64::from(cpus)))
+            .unwrap_or(0)
+    };
+    if mem > 0 {
+        format!(
+            "cpu={cpus},mem={},node={nodes},billing={cpus}",
+            fmt_tres_mb(mem)
+        )
+    } else {
+        format!("cpu={cpus},node={nodes},billing={cpus}")
+    }
+}
+
+pub fn std_path(j: &v1::JobInfo, which: char) -> String {
+    let s = spec(j);
+    let pat = match which {
+        'o' => s.stdout.clone().unwrap_or_else(|| "slurm-%j.out".into()),
+        'e' => s
+            .stderr
+            .clone()
+            .or_else(|| s.stdout.clone())
+            .unwrap_or_else(|| "slurm-%j.out".into()),
+        _ => s.stdin.clone().unwrap_or_else(|| "/dev/null".into()),
+    };
+    let node = j.alloc.first().map(|a| a.node.clone()).unwrap_or_default();
+    let v = drover_model::job::PatternVars {
+        job_id: j.job_id,
+        array_job_id: j.job_id,
+        array_task_id: None,
+        job_name: &s.name,
+        user: &s.user,
+        node: &node,
+        node_index: 0,
+        task: None,
+        step: None,
+    };
+    let p = drover_model::job::expand_pattern(&pat, &v);
+    if p.starts_with('/') {
+        p
+    } else {
+        format!("{}/{}", s.work_dir.trim_end_matches('/'), p)
+    }
+}
+
+/// One squeue `%` code.
+pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> String {
+    let s = spec(j);
+    let limit = time_limit(j);
+    match code {
+        'a' => s.user.clone(),
+        'A' | 'i' | 'F' => j.job_id.to_string(),
+        'b' => "N/A".into(),
+        'B' => {
+            if j.batch_host.is_empty() {
+                "n/a".into()
+            } else {
+                j.batch_host.clone()
+            }
+        }
+        'c' => s.cpus_per_task.unwrap_or(1).to_string(),
+        'C' => num_cpus(j).to_string(),
+        'd' => "0".into(),
+        'D' => num_nodes(j).to_string(),
+        'e' => {
+            if j.end_time > 0 {
+                fmt_time(j.end_time)
+            } else if j.start_time > 0 && !is_pending(j) {
+                limit
+                    .map(|l| fmt_time(j.start_time + l as i64))
+                    .unwrap_or_else(|| "N/A".into())
+            } else {
+                "N/A".into()
+            }
+        }
+        'E' => {
+            if s.dependency.is_empty() {
+                "(null)".into()
+            } else {
+                s.dependency.clone()
+            }
+        }
+        'f' => s.constraint.clone().unwrap_or_else(|| "(null)".into()),
+        'g' => group(j),
+        'G' => s.gid.to_string(),
+        'h' => {
+            if s.exclusive {
+                "NO".into()
+            } else {
+                "OK".into()
+            }
+        }
+        'H' | 'I' | 'J' | 'X' => "*".into(),
+        'j' => s.name.clone(),
+        'k' => s.comment.clone().unwrap_or_else(|| "(null)".into()),
+        'K' => "N/A".into(),
+        'l' => fmt_limit_short(limit),
+        'L' => match limit {
+            None => "UNLIMITED".into(),
+            Some(l) => fmt_short(l.saturating_sub(used(j, now))),
+        },
+        'm' => min_memory(j),
+        'M' => fmt_short(used(j, now)),
+        'n' => {
+            if s.nodelist.is_empty() {
+                String::new()
+            } else {
+                Hostlist::from_iter(&s.nodelist).ranged()
+            }
+        }
+        'N' => nodelist(j),
+        'o' => s
+            .argv
+            .first()
+            .cloned()
+            .filter(|a| !a.is_empty())
+            .unwrap_or_else(|| "(null)".into()),
+        'O' => "0".into(),
+        'p' => format!("{:.8}", j.priority as f64 / f64::from(u32::MAX)),
+        'P' => j.partition.clone(),
+        'q' => "normal".into(),
+        'Q' => j.priority.to_string(),
+        'r' => reason_text(j),
+        'R' => reason_or_nodes(j),
+        's' => "N/A".into(),
+        'S' => {
+            if j.start_time > 0 {
+                fmt_time(j.start_time)
+            } else {
+                "N/A".into()
+            }
+        }
+        't' => state_short(j).into(),
+        'T' => j.state.clone(),
+        'u' => user(j),
+        'U' => s.uid.to_string(),
+        'v' => "(null)".into(),
+        'V' => fmt_time(j.submit_time),
+        'w' => "(null)".into(),
+        'W' => "(null)".into(),
+        'x' => {
+            if s.exclude.is_empty() {
+                String::new()
+            } else {
+                Hostlist::from_iter(&s.exclude).ranged()
+            }
+        }
+        'y' => "0".into(),
+        'Y' => "(null)".into(),
+        'z' => "*:*:*".into(),
+        'Z' => s.work_dir.clone(),
+        _ => String::new(),
+    }
+}
+
+pub fn squeue_header(code: char) -> &'static str {
+    match code {
+        'a' => "ACCOUNT",
+        'A' => "JOBID",
+        'b' => "TRES_PER_NODE",
+        'B' => "EXEC_HOST",
+        'c' => "MIN_CPUS",
+        'C' => "CPUS",
+        'd' => "MIN_TMP_DISK",
+        'D' => "NODES",
+        'e' => "END_TIME",
+        'E' => "DEPENDENCY",
+        'f' => "FEATURES",
+        'F' => "ARRAY_JOB_ID",
+        'g' => "GROUP",
+        'G' => "GROUP",
+        'h' => "OVER_SUBSCRIBE",
+        'H' => "SOCKETS_PER_NODE",
+        'i' => "JOBID",
+        'I' => "CORES_PER_SOCKET",
+        'j' => "NAME",
+        'J' => "THREADS_PER_CORE",
+        'k' => "COMMENT",
+        'K' => "ARRAY_TASK_ID",
+        'l' => "TIME_LIMIT",
+        'L' => "TIME_LEFT",
+        'm' => "MIN_MEMORY",
+        'M' => "TIME",
+        'n' => "REQ_NODES",
+        'N' => "NODELIST",
+        'o' => "COMMAND",
+        'O' => "CONTIGUOUS",
+        'p' => "PRIORITY",
+        'P' => "PARTITION",
+        'q' => "QOS",
+        'Q' => "PRIORITY",
+        'r' => "REASON",
+        'R' => "NODELIST(REASON)",
+        's' => "SELECT_JOBINFO",
+        'S' => "START_TIME",
+        't' => "ST",
+        'T' => "STATE",
+        'u' => "USER",
+        'U' => "UID",
+        'v' => "RESERVATION",
+        'V' => "SUBMIT_TIME",
+        'w' => "WCKEY",
+        'W' => "LICENSES",
+        'x' => "EXC_NODES",
+        'X' => "CORE_SPEC",
+        'y' => "NICE",
+        'Y' => "SCHEDNODES",
+        'z' => "S:C:T",
+        'Z' => "WORK_DIR",
+        _ => "",
+    }
+}

@@ -1,0 +1,37 @@
+//! The Slurm-compatible commands. Each module is one command: raw arguments (clap) are turned
+//! into a validated request, sent to the controller over its local Unix socket, and the reply
+//! printed in Slurm's exact format.
+//!
+//! ```text
+//!  argv ──clap──► JobArgs/Args ──validate──► JobSpec / request ──gRPC──► controller
+//!  reply ──format (%-codes, scontrol key=value, --json)──► stdout/stderr, exit code
+//! ```
+
+pub mod common;
+pub mod format;
+pub mod jobopts;
+pub mod jobview;
+pub mod json;
+pub mod sbatch;
+pub mod scancel;
+pub mod scontrol;
+pub mod sinfo;
+pub mod squeue;
+pub mod srun;
+pub mod up;
+
+/// The commands this crate implements, by the name they are invoked under.
+pub const COMMANDS: &[&str] = &["sbatch", "srun", "squeue", "sinfo", "scancel", "scontrol"];
+
+/// Runs command `prog` with its arguments (without argv[0]); returns the exit status.
+pub fn run(prog: &str, args: Vec<String>) -> Option<i32> {
+    Some(match prog {
+        "sbatch" => sbatch::main(args),
+        "srun" => srun::main(args),
+        "squeue" => squeue::main(args),
+        "sinfo" => sinfo::main(args),
+        "scancel" => scancel::main(args),
+        "scontrol" => scontrol::main(args),
+        _ => return None,
+    })
+}

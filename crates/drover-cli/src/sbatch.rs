@@ -1,0 +1,332 @@
+//! `sbatch`: submit a batch script.
+
+use crate::common::{self, status_msg};
+use crate::jobopts::{directives, env_args, JobArgs};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::Parser;
+use drover_proto::v1;
+use std::io::Read;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sbatch",
+    disable_help_flag = true,
+    disable_version_flag = true,
+    args_override_self = true
+)]
+struct SbatchArgs {
+    #[command(flatten)]
+    job: JobArgs,
+    #[arg(long = "parsable")]
+    parsable: bool,
+    #[arg(long = "test-only")]
+    test_only: bool,
+    #[arg(short = 'W', long = "wait")]
+    wait: bool,
+    #[arg(long = "wrap")]
+    wrap: Option<String>,
+    #[arg(short = 'V', long = "version")]
+    version: bool,
+    #[arg(short = 'h', long = "help")]
+    help: bool,
+    #[arg(long = "usage")]
+    usage: bool,
+    /// The script and its arguments; option parsing stops at the script path.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = false)]
+    script: Vec<String>,
+}
+
+/// Turns a clap error into Slurm's wording.
+pub fn clap_error(prog: &str, e: &clap::Error) -> String {
+    let arg = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(s)) => s.clone(),
+        _ => String::new(),
+    };
+    match e.kind() {
+        ErrorKind::UnknownArgument => {
+            format!(
+                "{prog}: unrecognized option '{arg}'\nTry \"{prog} --help\" for more information"
+            )
+        }
+        ErrorKind::InvalidValue | ErrorKind::NoEquals => {
+            let name = arg
+                .split_whitespace()
+                .next()
+                .unwrap_or(&arg)
+                .split('=')
+                .next()
+                .unwrap_or("")
+                .to_string();
+            format!("{prog}: option '{name}' requires an argument\nTry \"{prog} --help\" for more information")
+        }
+        _ => {
+            let text = e.to_string();
+            let first = text
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim_start_matches("error: ")
+                .to_string();
+            format!("{prog}: error: {first}")
+        }
+    }
+}
+
+const USAGE: &str = "Usage: sbatch [OPTIONS(0)...] [ : [OPTIONS(N)...]] script(0) [args(0)...]";
+
+pub fn main(args: Vec<String>) -> i32 {
+    let cli = match SbatchArgs::try_parse_from(
+        std::iter::once("sbatch".to_string()).chain(args.iter().cloned()),
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{}", clap_error("sbatch", &e));
+            return 1;
+        }
+    };
+    if cli.version {
+        println!("slurm-wlm {}", drover_model::SLURM_COMPAT_VERSION);
+        return 0;
+    }
+    if cli.help || cli.usage {
+        println!("{USAGE}\n\nDrover implements sbatch as documented in sbatch(1) of Slurm 22.05.");
+        return 0;
+    }
+    let (script, script_name, command) = if let Some(w) = &cli.wrap {
+        if !cli.script.is_empty() {
+            eprintln!("sbatch: error: script argument not permitted with --wrap option");
+            return 1;
+        }
+        (
+            format!("#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{w}\n"),
+            "wrap".to_string(),
+            None,
+        )
+    } else if let Some(path) = cli.script.first() {
+        match std::fs::read(path) {
+            Ok(b) => {
+                let name = std::path::Path::new(path)
+                    .file_name()
+                    .map(|f| f.to_string_lossy().to_string())
+                    .unwrap_or_default();
+                let full = std::fs::canonicalize(path)
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|_| path.clone());
+                (String::from_utf8_lossy(&b).to_string(), name, Some(full))
+            }
+            Err(e) => {
+                eprintln!("sbatch: error: Unable to open file {path}");
+                let _ = e;
+                return 1;
+            }
+        }
+    } else {
+        let mut s = String::new();
+        if std::io::stdin().read_to_string(&mut s).is_err() {
+            eprintln!("sbatch: error: Unable to read batch script from standard input");
+            return 1;
+        }
+        (s, "sbatch".to_string(), None)
+    };
+    if script.is_empty() {
+        eprintln!("sbatch: error: Batch script is empty!");
+        return 1;
+    }
+    if !script.starts_with("#!") {
+        eprintln!("sbatch: error: This does not look like a batch script.  The first");
+        eprintln!("sbatch: error: line must start with #! followed by the path to an interpreter.");
+        eprintln!("sbatch: error: For instance: #!/bin/sh");
+        return 1;
+    }
+    // Directives, then SBATCH_* variables, then the command line: later ones win.
+    let mut dir_args = match directives(&script, "#SBATCH") {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("sbatch: error: invalid #SBATCH directive: {e}");
+            return 1;
+        }
+    };
+    let job_from_directives = loop {
+        match JobArgs::try_parse_from(
+            std::iter::once("sbatch".to_string()).chain(dir_args.iter().cloned()),
+        ) {
+            Ok(j) => break j,
+            Err(e) if e.kind() == ErrorKind::UnknownArgument => {
+                let bad = match e.get(ContextKind::InvalidArg) {
+                    Some(ContextValue::String(s)) => s.clone(),
+                    _ => String::new(),
+                };
+                // Slurm-era scripts carry site options this build does not know: keep going.
+                let Some(pos) = dir_args
+                    .iter()
+                    .position(|a| *a == bad || a.starts_with(&format!("{bad}=")))
+                else {
+                    eprintln!("{}", clap_error("sbatch", &e));
+                    return 1;
+                };
+                let removed = dir_args.remove(pos);
+                eprintln!("sbatch: warning: ignoring unrecognized #SBATCH option '{removed}'");
+                // A separate value belongs to the dropped option.
+                if !removed.contains('=') && pos < dir_args.len() && !dir_args[pos].starts_with('-')
+                {
+                    dir_args.remove(pos);
+                }
+            }
+            Err(e) => {
+                eprintln!("{}", clap_error("sbatch", &e));
+                return 1;
+            }
+        }
+    };
+    let _ = job_from_directives;
+    let cmdline_opts: Vec<String> = {
+        // The command line up to the script path.
+        let n = args.len() - cli.script.len();
+        args[..n].to_vec()
+    };
+    let all: Vec<String> = std::iter::once("sbatch".to_string())
+        .chain(dir_args)
+        .chain(env_args("SBATCH_"))
+        .chain(strip_wrap(&cmdline_opts))
+        .collect();
+    let merged = match SbatchArgs::try_parse_from(&all) {
+        Ok(m) => m.job,
+        Err(e) => {
+            eprintln!("{}", clap_error("sbatch", &e));
+            return 1;
+        }
+    };
+    let validated = match merged.validate("sbatch", true) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("sbatch: error: {e}");
+            return 1;
+        }
+    };
+    let mut spec = validated.spec;
+    spec.name = merged.job_name.clone().unwrap_or(script_name);
+    spec.script = script;
+    spec.argv = std::iter::once(command.clone().unwrap_or_default())
+        .chain(cli.script.iter().skip(1).cloned())
+        .collect();
+    spec.submit_line = std::iter::once("sbatch".to_string())
+        .chain(args.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    if validated.array.is_some() && !cli.test_only {
+        eprintln!("sbatch: error: Batch job submission failed: job arrays (--array) are not supported by this Drover release yet");
+        return 1;
+    }
+    let cfg = match common::load_config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sbatch: error: {e}");
+            return 1;
+        }
+    };
+    let rt = common::runtime();
+    rt.block_on(async move {
+        let mut client = match common::connect(&cfg).await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("sbatch: error: Batch job submission failed: {e}");
+                return 1;
+            }
+        };
+        let parts = spec.partitions.clone();
+        let req = v1::SubmitRequest {
+            spec: Some(drover_proto::spec_to_wire(&spec)),
+            test_only: cli.test_only,
+        };
+        let reply = match client.submit(req).await {
+            Ok(r) => r.into_inner(),
+            Err(s) => {
+                let msg = status_msg(&s);
+                if msg == "Invalid partition name specified" {
+                    let bad = parts
+                        .iter()
+                        .find(|p| cfg.partition(p).is_none())
+                        .cloned()
+                        .unwrap_or_default();
+                    eprintln!("sbatch: error: invalid partition specified: {bad}");
+                }
+                eprintln!("sbatch: error: Batch job submission failed: {msg}");
+                return 1;
+            }
+        };
+        if cli.test_only {
+            let cpus = spec.task_count() * spec.cpus_per_task();
+            eprintln!(
+                "sbatch: Job {} to start at {} using {} processors on nodes {} in partition {}",
+                reply.job_id,
+                common::fmt_time(reply.test_start_time),
+                cpus,
+                reply.test_nodes,
+                reply.test_partition
+            );
+            return 0;
+        }
+        if cli.parsable {
+            println!("{}", reply.job_id);
+        } else {
+            println!("Submitted batch job {}", reply.job_id);
+        }
+        if cli.wait {
+            return wait_for(&mut client, reply.job_id).await;
+        }
+        0
+    })
+}
+
+fn strip_wrap(all: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut skip = false;
+    for a in all {
+        if skip {
+            skip = false;
+            continue;
+        }
+        if a == "--wrap" {
+            skip = true;
+            continue;
+        }
+        if a.starts_with("--wrap=") {
+            continue;
+        }
+        out.push(a.clone());
+    }
+    out
+}
+
+/// `--wait`: block until the job ends; exit with its exit code.
+async fn wait_for(client: &mut common::Client, id: u32) -> i32 {
+    let mut stream = match client.watch_job(v1::WatchRequest { job_id: id }).await {
+        Ok(s) => s.into_inner(),
+        Err(s) => {
+            eprintln!("sbatch: error: {}", status_msg(&s));
+            return 1;
+        }
+    };
+    while let Ok(Some(ev)) = stream.message().await {
+        let Some(job) = ev.job else { continue };
+        let state = drover_model::state::JobState::parse(&job.state);
+        if state.is_some_and(|s| s.is_finished()) {
+            let code = (job.exit_status >> 8) & 0xff;
+            let sig = job.exit_status & 0x7f;
+            if job.state != "COMPLETED" {
+                eprintln!("sbatch: error: Job {id} ended with state {}", job.state);
+            }
+            return if sig != 0 {
+                128 + sig
+            } else if code != 0 {
+                code
+            } else if job.state == "COMPLETED" {
+                0
+            } else {
+                1
+            };
+        }
+    }
+    eprintln!("sbatch: error: lost contact with the controller while waiting for job {id}");
+    1
+}

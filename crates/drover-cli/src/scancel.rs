@@ -1,0 +1,185 @@
+//! `scancel`: cancel or signal jobs.
+
+use crate::common::{self, status_msg};
+use clap::Parser;
+use drover_proto::v1;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "scancel",
+    disable_help_flag = true,
+    disable_version_flag = true,
+    args_override_self = true
+)]
+struct Args {
+    #[arg(short = 'u', long = "user")]
+    user: Option<String>,
+    #[arg(long = "me")]
+    me: bool,
+    #[arg(short = 'n', long = "name", alias = "jobname")]
+    name: Option<String>,
+    #[arg(short = 't', long = "state")]
+    state: Option<String>,
+    #[arg(short = 'p', long = "partition")]
+    partition: Option<String>,
+    #[arg(short = 'w', long = "nodelist")]
+    nodelist: Option<String>,
+    #[arg(short = 's', long = "signal")]
+    signal: Option<String>,
+    #[arg(short = 'b', long = "batch")]
+    batch: bool,
+    #[arg(short = 'f', long = "full")]
+    full: bool,
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[arg(short = 'Q', long = "quiet")]
+    quiet: bool,
+    #[arg(short = 'i', long = "interactive")]
+    interactive: bool,
+    #[arg(short = 'A', long = "account")]
+    account: Option<String>,
+    #[arg(short = 'q', long = "qos")]
+    qos: Option<String>,
+    #[arg(short = 'M', long = "clusters")]
+    clusters: Option<String>,
+    #[arg(short = 'V', long = "version")]
+    version: bool,
+    #[arg(long = "help")]
+    help: bool,
+    #[arg(long = "usage")]
+    usage: bool,
+    jobs: Vec<String>,
+}
+
+/// A signal by name (`TERM`, `SIGUSR1`) or number.
+pub fn parse_signal(s: &str) -> Option<i32> {
+    if let Ok(n) = s.parse::<i32>() {
+        return nix::sys::signal::Signal::try_from(n).ok().map(|x| x as i32);
+    }
+    let up = s.to_ascii_uppercase();
+    let name = if up.starts_with("SIG") {
+        up
+    } else {
+        format!("SIG{up}")
+    };
+    name.parse::<nix::sys::signal::Signal>()
+        .ok()
+        .map(|x| x as i32)
+}
+
+pub fn main(args: Vec<String>) -> i32 {
+    let a = match Args::try_parse_from(std::iter::once("scancel".to_string()).chain(args)) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{}", crate::sbatch::clap_error("scancel", &e));
+            return 1;
+        }
+    };
+    if a.version {
+        println!("slurm-wlm {}", drover_model::SLURM_COMPAT_VERSION);
+        return 0;
+    }
+    if a.help || a.usage {
+        println!("Usage: scancel [-A account] [--batch] [--full] [--interactive] [-n job_name]\n               [-p partition] [-Q] [-q qos] [--reservation=reservation]\n               [-s signal | integer] [-t PENDING | RUNNING | SUSPENDED]\n               [--usage] [-u user_name] [--hurry] [-V] [-v] [-w hosts...]\n               [--wckey=wckey] [job_id[_array_id][.step_id]]");
+        return 0;
+    }
+    let mut ids = Vec::new();
+    for j in &a.jobs {
+        for id in j.split(',').filter(|s| !s.is_empty()) {
+            let base = id.split(['_', '.']).next().unwrap_or(id);
+            match base.parse::<u32>() {
+                Ok(n) => ids.push(n),
+                Err(_) => {
+                    eprintln!("scancel: error: Invalid job id {id}");
+                    return 1;
+                }
+            }
+        }
+    }
+    let user = if a.me {
+        Some(common::user_name(nix::unistd::getuid().as_raw()))
+    } else {
+        a.user.clone()
+    };
+    let filtered = user.is_some()
+        || a.name.is_some()
+        || a.state.is_some()
+        || a.partition.is_some()
+        || a.nodelist.is_some();
+    if ids.is_empty() && !filtered {
+        eprintln!("scancel: error: No job identification provided");
+        return 1;
+    }
+    let signal = match &a.signal {
+        Some(s) => match parse_signal(s) {
+            Some(n) => n,
+            None => {
+                eprintln!("scancel: error: Invalid job signal: {s}");
+                return 1;
+            }
+        },
+        None => 0,
+    };
+    let cfg = match common::load_config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("scancel: error: {e}");
+            return 1;
+        }
+    };
+    let req = v1::CancelRequest {
+        job_ids: ids.clone(),
+        signal,
+        batch_only: a.batch,
+        full: a.full,
+        has_user: user.is_some(),
+        user: user.unwrap_or_default(),
+        name: a.name.clone().unwrap_or_default(),
+        state: a.state.clone().unwrap_or_default(),
+        partition: a.partition.clone().unwrap_or_default(),
+        nodelist: a.nodelist.clone().unwrap_or_default(),
+    };
+    let rt = common::runtime();
+    let reply = rt.block_on(async {
+        let mut c = common::connect(&cfg).await?;
+        c.cancel(req)
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|s| status_msg(&s))
+    });
+    let reply = match reply {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("scancel: error: {e}");
+            return 1;
+        }
+    };
+    let mut rc = 0;
+    for r in reply.results {
+        if a.verbose > 0 {
+            if signal != 0 {
+                eprintln!("scancel: Signal {signal} to job {}", r.job_id);
+            } else {
+                eprintln!("scancel: Terminating job {}", r.job_id);
+            }
+        }
+        if r.error.is_empty() {
+            continue;
+        }
+        let quiet_ok = r.error == "Invalid job id specified"
+            || r.error == "Job/step already completing or completed";
+        if quiet_ok && a.verbose == 0 {
+            continue;
+        }
+        if !a.quiet || !quiet_ok {
+            eprintln!(
+                "scancel: error: Kill job error on job id {}: {}",
+                r.job_id, r.error
+            );
+        }
+        if !quiet_ok {
+            rc = 1;
+        }
+    }
+    rc
+}

@@ -1,0 +1,910 @@
+//! `scontrol`: show and change jobs, nodes and partitions; hostlist helpers; ping.
+
+use crate::common::{self, exit_code, fmt_time, status_msg};
+use crate::jobview::{self, spec};
+use drover_model::duration::{fmt_limit_long, fmt_long};
+use drover_model::hostlist::Hostlist;
+use drover_model::memsize::fmt_tres_mb;
+use drover_proto::v1;
+
+struct Opts {
+    oneliner: bool,
+    json: bool,
+    details: bool,
+    quiet: bool,
+}
+
+pub fn main(args: Vec<String>) -> i32 {
+    let mut opts = Opts {
+        oneliner: false,
+        json: false,
+        details: false,
+        quiet: false,
+    };
+    let mut words: Vec<String> = Vec::new();
+    for a in args {
+        match a.as_str() {
+            "-o" | "--oneliner" => opts.oneliner = true,
+            "--json" => opts.json = true,
+            "-d" | "--details" => opts.details = true,
+            "-Q" | "--quiet" => opts.quiet = true,
+            "-a" | "--all" | "-v" | "--verbose" => {}
+            "-V" | "--version" => {
+                println!("slurm-wlm {}", drover_model::SLURM_COMPAT_VERSION);
+                return 0;
+            }
+            "-h" | "--help" | "--usage" => {
+                println!("Usage: scontrol [<OPTION>] [<COMMAND>]\n  Drover implements scontrol as documented in scontrol(1) of Slurm 22.05.");
+                return 0;
+            }
+            s if s.starts_with('-') && words.is_empty() => {
+                eprintln!("scontrol: unrecognized option '{s}'\nTry \"scontrol --help\" for more information");
+                return 1;
+            }
+            _ => words.push(a),
+        }
+    }
+    let Some(cmd) = words.first().map(|w| w.to_ascii_lowercase()) else {
+        eprintln!("scontrol: error: no command given (interactive mode is not supported)");
+        return 1;
+    };
+    let rest = &words[1..];
+    let _ = opts.details;
+    match cmd.as_str() {
+        "show" => show(rest, &opts),
+        "version" => {
+            println!("slurm-wlm {}", drover_model::SLURM_COMPAT_VERSION);
+            0
+        }
+        "ping" => ping(),
+        "hold" | "uhold" | "release" | "requeue" => job_action(&cmd, rest, &[]),
+        "update" => update(rest),
+        "reconfigure" | "reconfig" => {
+            simple(|mut c| async move { c.reconfigure(v1::Empty {}).await.map(|_| ()) })
+        }
+        "shutdown" => simple(|mut c| async move { c.shutdown(v1::Empty {}).await.map(|_| ()) }),
+        other => {
+            eprintln!("invalid keyword: {other}");
+            1
+        }
+    }
+}
+
+fn simple<F, Fut>(f: F) -> i32
+where
+    F: FnOnce(common::Client) -> Fut,
+    Fut: std::future::Future<Output = Result<(), tonic::Status>>,
+{
+    let cfg = match common::load_config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("scontrol: error: {e}");
+            return 1;
+        }
+    };
+    let rt = common::runtime();
+    let r = rt.block_on(async {
+        let c = common::connect(&cfg).await?;
+        f(c).await.map_err(|s| status_msg(&s))
+    });
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("slurm_reconfigure error: {e}");
+            1
+        }
+    }
+}
+
+fn ping() -> i32 {
+    let cfg = match common::load_config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("scontrol: error: {e}");
+            return 1;
+        }
+    };
+    let host = cfg
+        .controller_hosts
+        .first()
+        .map(|h| h.name.clone())
+        .unwrap_or_else(common::hostname);
+    let rt = common::runtime();
+    let up = rt.block_on(async {
+        match common::connect(&cfg).await {
+            Ok(mut c) => c.ping(v1::Empty {}).await.is_ok(),
+            Err(_) => false,
+        }
+    });
+    println!(
+        "Slurmctld(primary) at {host} is {}",
+        if up { "UP" } else { "DOWN" }
+    );
+    if up {
+        0
+    } else {
+        1
+    }
+}
+
+fn fetch(req: v1::StateRequest) -> Result<v1::StateReply, String> {
+    let cfg = common::load_config()?;
+    let rt = common::runtime();
+    rt.block_on(async {
+        let mut c = common::connect(&cfg).await?;
+        c.get_state(req)
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|s| status_msg(&s))
+    })
+}
+
+fn show(rest: &[String], o: &Opts) -> i32 {
+    let Some(what) = rest.first().map(|w| w.to_ascii_lowercase()) else {
+        eprintln!("too few arguments for keyword:show");
+        return 1;
+    };
+    let arg = rest.get(1).cloned();
+    match what.as_str() {
+        "hostnames" | "hostname" => {
+            let expr = arg
+                .or_else(|| std::env::var("SLURM_JOB_NODELIST").ok())
+                .unwrap_or_default();
+            match Hostlist::parse(&expr) {
+                Ok(h) => {
+                    let mut out = String::new();
+                    for n in h.iter() {
+                        out.push_str(&n);
+                        out.push('\n');
+                    }
+                    print!("{out}");
+                    0
+                }
+                Err(e) => {
+                    for l in e.slurm_lines("scontrol") {
+                        eprintln!("{l}");
+                    }
+                    0
+                }
+            }
+        }
+        "hostlist" | "hostlistsorted" => {
+            let expr = arg.unwrap_or_default();
+            match Hostlist::parse(&expr) {
+                Ok(h) => {
+                    let s = if what == "hostlist" {
+                        h.ranged()
+                    } else {
+                        h.sorted().ranged()
+                    };
+                    println!("{s}");
+                    0
+                }
+                Err(e) => {
+                    for l in e.slurm_lines("scontrol") {
+                        eprintln!("{l}");
+                    }
+                    1
+                }
+            }
+        }
+        "job" | "jobs" | "jobid" => {
+            let ids: Vec<u32> = match &arg {
+                Some(a) => match a.split(['_', '.']).next().unwrap_or(a).parse() {
+                    Ok(n) => vec![n],
+                    Err(_) => {
+                        eprintln!("Invalid job id specified");
+                        return 1;
+                    }
+                },
+                None => Vec::new(),
+            };
+            let reply = match fetch(v1::StateRequest {
+                job_ids: ids.clone(),
+                jobs: true,
+                partitions: true,
+                nodes: true,
+                ..Default::default()
+            }) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("slurm_load_jobs error: {e}");
+                    return 1;
+                }
+            };
+            if !ids.is_empty() && reply.jobs.is_empty() {
+                eprintln!("slurm_load_jobs error: Invalid job id specified");
+                return 1;
+            }
+            if o.json {
+                println!(
+                    "{}",
+                    crate::json::squeue_json(&reply.jobs, &reply.cluster_name, reply.now)
+                );
+                return 0;
+            }
+            if reply.jobs.is_empty() {
+                println!("No jobs in the system");
+                return 0;
+            }
+            let mut out = String::new();
+            for j in &reply.jobs {
+                out.push_str(&job_text(j, &reply, o.oneliner));
+            }
+            print!("{out}");
+            0
+        }
+        "node" | "nodes" => {
+            let reply = match fetch(v1::StateRequest {
+                nodes: true,
+                ..Default::default()
+            }) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("slurm_load_node error: {e}");
+                    return 1;
+                }
+            };
+            let wanted: Option<Vec<String>> = arg
+                .as_ref()
+                .and_then(|a| Hostlist::parse(a).ok())
+                .map(|h| h.names());
+            let nodes: Vec<&v1::NodeInfo> = reply
+                .nodes
+                .iter()
+                .filter(|n| wanted.as_ref().is_none_or(|w| w.contains(&n.name)))
+                .collect();
+            if nodes.is_empty() {
+                if let Some(a) = arg {
+                    eprintln!("Node {a} not found");
+                    return 1;
+                }
+            }
+            if o.json {
+                println!("{}", crate::json::nodes_json(&nodes));
+                return 0;
+            }
+            let mut out = String::new();
+            for n in nodes {
+                out.push_str(&node_text(n, o.oneliner));
+            }
+            print!("{out}");
+            0
+        }
+        "partition" | "partitions" => {
+            let reply = match fetch(v1::StateRequest {
+                partitions: true,
+                ..Default::default()
+            }) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("slurm_load_partitions error: {e}");
+                    return 1;
+                }
+            };
+            let parts: Vec<&v1::PartitionInfo> = reply
+                .partitions
+                .iter()
+                .filter(|p| arg.as_ref().is_none_or(|a| *a == p.name))
+                .collect();
+            if parts.is_empty() {
+                if let Some(a) = arg {
+                    eprintln!("Partition {a} not found");
+                    return 1;
+                }
+                println!("No partitions in the system");
+                return 0;
+            }
+            let mut out = String::new();
+            for p in parts {
+                out.push_str(&partition_text(p, o.oneliner));
+            }
+            print!("{out}");
+            0
+        }
+        "config" => {
+            let reply = match fetch(v1::StateRequest {
+                config: true,
+                ..Default::default()
+            }) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("slurm_load_ctl_conf error: {e}");
+                    return 1;
+                }
+            };
+            let mut out = format!(
+                "Configuration data as of {}\n",
+                fmt_time(reply.last_update.max(1))
+            );
+            let mut entries = reply.config.clone();
+            entries.sort_by(|a, b| a.key.cmp(&b.key));
+            for e in entries {
+                out.push_str(&format!("{:<23} = {}\n", e.key, e.value));
+            }
+            let host = reply
+                .config
+                .iter()
+                .find(|e| e.key == "SlurmctldHost[0]")
+                .map(|e| e.value.split('(').next().unwrap_or("").to_string())
+                .unwrap_or_default();
+            out.push_str(&format!("\nSlurmctld(primary) at {host} is UP\n"));
+            print!("{out}");
+            0
+        }
+        other => {
+            eprintln!("invalid entity:{other} for keyword:show");
+            1
+        }
+    }
+}
+
+/// Memory of the smallest node of the job's partition (what Slurm shows for a pending job
+/// that asked for no memory).
+fn partition_node_mem(j: &v1::JobInfo, reply: &v1::StateReply) -> u64 {
+    reply
+        .partitions
+        .iter()
+        .find(|p| p.name == j.partition)
+        .map(|p| {
+            p.node_names
+                .iter()
+                .filter_map(|n| reply.nodes.iter().find(|x| &x.name == n))
+                .map(|n| n.real_memory_mb)
+                .min()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0)
+}
+
+fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
+    let s = spec(j);
+    let pending = jobview::is_pending(j);
+    let held = pending && (j.reason == "JobHeldUser" || j.reason == "JobHeldAdmin");
+    let now = reply.now;
+    let run_time = jobview::used(j, now);
+    let nodes = jobview::num_nodes(j);
+    let cpus = jobview::num_cpus(j);
+    let tasks = jobview::num_tasks(j);
+    let num_nodes = if pending && s.max_nodes.is_some() {
+        format!("{}-{}", s.min_nodes.unwrap_or(1), s.max_nodes.unwrap_or(1))
+    } else {
+        nodes.to_string()
+    };
+    let tres = if pending && s.mem_per_node_mb.is_none() && s.mem_per_cpu_mb.is_none() {
+        let mem = partition_node_mem(j, reply) * u64::from(nodes);
+        format!(
+            "cpu={cpus},mem={},node={nodes},billing={cpus}",
+            fmt_tres_mb(mem)
+        )
+    } else {
+        jobview::tres(j)
+    };
+    let end = if j.end_time > 0 {
+        fmt_time(j.end_time)
+    } else if j.start_time > 0 && !pending {
+        j.time_limit_secs
+            .map(|l| fmt_time(j.start_time + l as i64))
+            .unwrap_or_else(|| "Unknown".into())
+    } else {
+        "Unknown".into()
+    };
+    let reason = if j.state == "TIMEOUT" {
+        "TimeLimit".to_string()
+    } else {
+        jobview::reason_text(j)
+    };
+    let req_nodes = if s.nodelist.is_empty() {
+        "(null)".into()
+    } else {
+        Hostlist::from_iter(&s.nodelist).ranged()
+    };
+    let exc_nodes = if s.exclude.is_empty() {
+        "(null)".into()
+    } else {
+        Hostlist::from_iter(&s.exclude).ranged()
+    };
+    let command = s
+        .argv
+        .first()
+        .cloned()
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| "(null)".into());
+    let min_mem = match (s.mem_per_node_mb, s.mem_per_cpu_mb) {
+        (Some(m), _) => format!("MinMemoryNode={}", fmt_tres_mb(m)),
+        (None, Some(m)) => format!("MinMemoryCPU={}", fmt_tres_mb(m)),
+        _ => "MinMemoryNode=0".into(),
+    };
+    let mut lines: Vec<String> = vec![
+        format!("JobId={} JobName={}", j.job_id, s.name),
+        format!(
+            "UserId={}({}) GroupId={}({}) MCS_label=N/A",
+            jobview::user(j),
+            s.uid,
+            jobview::group(j),
+            s.gid
+        ),
+        format!(
+            "Priority={} Nice=0 Account={} QOS=normal",
+            j.priority, s.user
+        ),
+        format!(
+            "JobState={} Reason={} Dependency={}",
+            j.state,
+            reason,
+            if s.dependency.is_empty() {
+                "(null)"
+            } else {
+                &s.dependency
+            }
+        ),
+        format!(
+            "Requeue={} Restarts={} BatchFlag={} Reboot=0 ExitCode={}",
+            u8::from(s.requeue != Some(false)),
+            j.restarts,
+            u8::from(s.batch),
+            exit_code(j.exit_status)
+        ),
+        format!(
+            "RunTime={} TimeLimit={} TimeMin=N/A",
+            fmt_long(run_time),
+            fmt_limit_long(j.time_limit_secs)
+        ),
+        format!(
+            "SubmitTime={} EligibleTime={}",
+            fmt_time(j.submit_time),
+            if held {
+                "Unknown".into()
+            } else {
+                fmt_time(j.eligible_time)
+            }
+        ),
+        format!(
+            "AccrueTime={}",
+            if held {
+                "Unknown".into()
+            } else {
+                fmt_time(j.eligible_time)
+            }
+        ),
+        format!(
+            "StartTime={} EndTime={} Deadline=N/A",
+            if j.start_time > 0 {
+                fmt_time(j.start_time)
+            } else {
+                "Unknown".into()
+            },
+            end
+        ),
+        format!(
+            "SuspendTime=None SecsPreSuspend=0 LastSchedEval={} Scheduler=Main",
+            fmt_time(if j.last_sched_eval > 0 {
+                j.last_sched_eval
+            } else {
+                j.submit_time
+            })
+        ),
+        format!(
+            "Partition={} AllocNode:Sid={}:{}",
+            j.partition, s.submit_host, 0
+        ),
+        format!("ReqNodeList={req_nodes} ExcNodeList={exc_nodes}"),
+        format!("NodeList={}", j.nodes),
+    ];
+    if !j.batch_host.is_empty() && s.batch {
+        lines.push(format!("BatchHost={}", j.batch_host));
+    }
+    lines.extend([
+        format!(
+            "NumNodes={num_nodes} NumCPUs={cpus} NumTasks={tasks} CPUs/Task={} ReqB:S:C:T=0:0:*:*",
+            s.cpus_per_task.unwrap_or(1)
+        ),
+        format!("TRES={tres}"),
+        format!(
+            "Socks/Node=* NtasksPerN:B:S:C={}:0:*:* CoreSpec=*",
+            s.ntasks_per_node.unwrap_or(0)
+        ),
+        format!(
+            "MinCPUsNode={} {min_mem} MinTmpDiskNode=0",
+            s.cpus_per_task.unwrap_or(1) * s.ntasks_per_node.unwrap_or(1)
+        ),
+        format!(
+            "Features={} DelayBoot=00:00:00",
+            s.constraint.clone().unwrap_or_else(|| "(null)".into())
+        ),
+        format!(
+            "OverSubscribe={} Contiguous=0 Licenses=(null) Network=(null)",
+            if s.exclusive { "NO" } else { "OK" }
+        ),
+        format!("Command={command}"),
+        format!("WorkDir={}", s.work_dir),
+    ]);
+    if let Some(c) = &s.comment {
+        lines.push(format!("Comment={c} "));
+    }
+    if s.batch {
+        lines.push(format!("StdErr={}", jobview::std_path(j, 'e')));
+        lines.push(format!("StdIn={}", jobview::std_path(j, 'i')));
+        lines.push(format!("StdOut={}", jobview::std_path(j, 'o')));
+    }
+    lines.push("Power=".into());
+    if let Some(m) = &s.mail_user {
+        let _ = m;
+    }
+    if oneliner {
+        format!("{}\n", lines.join(" "))
+    } else {
+        let mut out = String::new();
+        for (i, l) in lines.iter().enumerate() {
+            if i > 0 {
+                out.push_str("   ");
+            }
+            out.push_str(l);
+            out.push('\n');
+        }
+        out.push_str("   \n\n");
+        out
+    }
+}
+
+fn node_text(n: &v1::NodeInfo, oneliner: bool) -> String {
+    let feats = if n.features.is_empty() {
+        "(null)".to_string()
+    } else {
+        n.features.join(",")
+    };
+    let mut lines = vec![
+        format!(
+            "NodeName={} Arch={} CoresPerSocket={} ",
+            n.name,
+            if n.arch.is_empty() { "x86_64" } else { &n.arch },
+            n.cores_per_socket
+        ),
+        format!(
+            "CPUAlloc={} CPUEfctv={} CPUTot={} CPULoad={:.2}",
+            n.alloc_cpus, n.cpus, n.cpus, n.cpu_load
+        ),
+        format!("AvailableFeatures={feats}"),
+        format!("ActiveFeatures={feats}"),
+        format!(
+            "Gres={}",
+            if n.gres.is_empty() { "(null)" } else { &n.gres }
+        ),
+        format!(
+            "NodeAddr={} NodeHostName={} Port={} Version={}",
+            n.addr,
+            n.hostname,
+            n.port,
+            if n.version.is_empty() {
+                "(null)"
+            } else {
+                &n.version
+            }
+        ),
+        format!("OS={} ", if n.os.is_empty() { "(null)" } else { &n.os }),
+        format!(
+            "RealMemory={} AllocMem={} FreeMem={} Sockets={} Boards={}",
+            n.real_memory_mb,
+            n.alloc_mem_mb,
+            if n.free_mem_mb > 0 {
+                n.free_mem_mb.to_string()
+            } else {
+                "N/A".into()
+            },
+            n.sockets,
+            n.boards
+        ),
+        format!(
+            "State={} ThreadsPerCore={} TmpDisk={} Weight={} Owner=N/A MCS_label=N/A",
+            n.state_scontrol, n.threads_per_core, n.tmp_disk_mb, n.weight
+        ),
+        format!("Partitions={} ", n.partitions.join(",")),
+        format!(
+            "BootTime={} SlurmdStartTime={}",
+            if n.boot_time > 0 {
+                fmt_time(n.boot_time)
+            } else {
+                "None".into()
+            },
+            if n.slurmd_start_time > 0 {
+                fmt_time(n.slurmd_start_time)
+            } else {
+                "None".into()
+            }
+        ),
+        format!(
+            "LastBusyTime={}",
+            if n.last_busy_time > 0 {
+                fmt_time(n.last_busy_time)
+            } else {
+                fmt_time(n.slurmd_start_time)
+            }
+        ),
+        format!(
+            "CfgTRES=cpu={},mem={},billing={}",
+            n.cpus,
+            fmt_tres_mb(n.real_memory_mb),
+            n.cpus
+        ),
+        format!(
+            "AllocTRES={}",
+            if n.alloc_cpus > 0 {
+                if n.alloc_mem_mb > 0 {
+                    format!("cpu={},mem={}", n.alloc_cpus, fmt_tres_mb(n.alloc_mem_mb))
+                } else {
+                    format!("cpu={}", n.alloc_cpus)
+                }
+            } else {
+                String::new()
+            }
+        ),
+        "CapWatts=n/a".into(),
+        "CurrentWatts=0 AveWatts=0".into(),
+        "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s".into(),
+    ];
+    if !n.reason.is_empty() {
+        lines.push(format!(
+            "Reason={} [{}@{}]",
+            n.reason,
+            common::user_name(n.reason_uid),
+            fmt_time(n.reason_time)
+        ));
+    }
+    if !n.confinement.is_empty() && !n.confinement.starts_with("on") {
+        lines.push(format!("Comment=confinement {}", n.confinement));
+    }
+    if oneliner {
+        format!(
+            "{}\n",
+            lines
+                .iter()
+                .map(|l| l.trim_end())
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    } else {
+        let mut out = String::new();
+        for (i, l) in lines.iter().enumerate() {
+            if i > 0 {
+                out.push_str("   ");
+            }
+            out.push_str(l);
+            out.push('\n');
+        }
+        out.push('\n');
+        out
+    }
+}
+
+fn partition_text(p: &v1::PartitionInfo, oneliner: bool) -> String {
+    let lines = [
+        format!("PartitionName={}", p.name),
+        format!(
+            "AllowGroups={} AllowAccounts=ALL AllowQos=ALL",
+            p.allow_groups
+        ),
+        format!(
+            "AllocNodes=ALL Default={} QoS=N/A",
+            if p.default { "YES" } else { "NO" }
+        ),
+        format!(
+            "DefaultTime={} DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden={}",
+            if p.default_time_set {
+                fmt_limit_long(p.default_time_secs)
+            } else {
+                "NONE".into()
+            },
+            if p.hidden { "YES" } else { "NO" }
+        ),
+        format!(
+            "MaxNodes={} MaxTime={} MinNodes={} LLN=NO MaxCPUsPerNode=UNLIMITED",
+            p.max_nodes
+                .map(|m| m.to_string())
+                .unwrap_or_else(|| "UNLIMITED".into()),
+            fmt_limit_long(p.max_time_secs),
+            p.min_nodes
+        ),
+        format!(
+            "Nodes={}",
+            if p.nodes.is_empty() {
+                "(null)"
+            } else {
+                &p.nodes
+            }
+        ),
+        format!(
+            "PriorityJobFactor=1 PriorityTier={} RootOnly=NO ReqResv=NO OverSubscribe=NO",
+            p.priority_tier
+        ),
+        "OverTimeLimit=NONE PreemptMode=OFF".into(),
+        format!(
+            "State={} TotalCPUs={} TotalNodes={} SelectTypeParameters=NONE",
+            p.state,
+            p.total_cpus,
+            p.node_names.len()
+        ),
+        "JobDefaults=(null)".into(),
+        "DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED".into(),
+        format!(
+            "TRES=cpu={},mem={},node={},billing={}",
+            p.total_cpus,
+            fmt_tres_mb(p.total_mem_mb),
+            p.node_names.len(),
+            p.total_cpus
+        ),
+    ];
+    if oneliner {
+        format!("{}\n", lines.join(" "))
+    } else {
+        let mut out = String::new();
+        for (i, l) in lines.iter().enumerate() {
+            if i > 0 {
+                out.push_str("   ");
+            }
+            out.push_str(l);
+            out.push('\n');
+        }
+        out.push('\n');
+        out
+    }
+}
+
+fn parse_ids(list: &str) -> Result<Vec<u32>, String> {
+    list.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|id| {
+            id.split(['_', '.'])
+                .next()
+                .unwrap_or(id)
+                .parse::<u32>()
+                .map_err(|_| format!("Invalid job id specified: {id}"))
+        })
+        .collect()
+}
+
+fn job_action(action: &str, rest: &[String], fields: &[v1::KeyValue]) -> i32 {
+    let Some(list) = rest.first() else {
+        eprintln!("too few arguments for keyword:{action}");
+        return 1;
+    };
+    let ids = match parse_ids(
+        list.trim_start_matches("jobid=")
+            .trim_start_matches("JobId="),
+    ) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    let cfg = match common::load_config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("scontrol: error: {e}");
+            return 1;
+        }
+    };
+    let req = v1::JobControlRequest {
+        action: action.to_string(),
+        job_ids: ids,
+        fields: fields.to_vec(),
+    };
+    let rt = common::runtime();
+    let r = rt.block_on(async {
+        let mut c = common::connect(&cfg).await?;
+        c.job_control(req)
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|s| status_msg(&s))
+    });
+    match r {
+        Ok(reply) => {
+            let mut rc = 0;
+            for res in reply.results {
+                if !res.error.is_empty() {
+                    if reply_len_one(action) {
+                        eprintln!("{}", res.error);
+                    } else {
+                        eprintln!("{} for job {}", res.error, res.job_id);
+                    }
+                    rc = 1;
+                }
+            }
+            rc
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            1
+        }
+    }
+}
+
+fn reply_len_one(_action: &str) -> bool {
+    true
+}
+
+fn update(rest: &[String]) -> i32 {
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for w in rest {
+        match w.split_once('=') {
+            Some((k, v)) => pairs.push((k.to_string(), v.to_string())),
+            None => {
+                eprintln!("Invalid input: {w}\nRequest aborted");
+                return 1;
+            }
+        }
+    }
+    let Some((k0, v0)) = pairs.first().cloned() else {
+        eprintln!("too few arguments for keyword:update");
+        return 1;
+    };
+    match k0.to_ascii_lowercase().as_str() {
+        "jobid" | "job" => {
+            let now = common::now();
+            let mut fields = Vec::new();
+            for (k, v) in &pairs[1..] {
+                let value = if matches!(k.to_ascii_lowercase().as_str(), "starttime" | "begintime")
+                {
+                    match common::parse_time_spec(v, now) {
+                        Some(t) => t.to_string(),
+                        None => {
+                            eprintln!("Invalid time specification {v}");
+                            return 1;
+                        }
+                    }
+                } else {
+                    v.clone()
+                };
+                fields.push(v1::KeyValue {
+                    key: k.clone(),
+                    value,
+                });
+            }
+            job_action("update", &[v0], &fields)
+        }
+        "nodename" | "node" => {
+            let mut state = String::new();
+            let mut reason = String::new();
+            for (k, v) in &pairs[1..] {
+                match k.to_ascii_lowercase().as_str() {
+                    "state" => state = v.clone(),
+                    "reason" => reason = v.clone(),
+                    other => {
+                        eprintln!("Update of {other} is not supported for nodes");
+                        return 1;
+                    }
+                }
+            }
+            let cfg = match common::load_config() {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("scontrol: error: {e}");
+                    return 1;
+                }
+            };
+            let rt = common::runtime();
+            let r = rt.block_on(async {
+                let mut c = common::connect(&cfg).await?;
+                c.update_node(v1::UpdateNodeRequest {
+                    nodes: v0,
+                    state,
+                    reason,
+                })
+                .await
+                .map(|_| ())
+                .map_err(|s| status_msg(&s))
+            });
+            match r {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("slurm_update error: {e}");
+                    1
+                }
+            }
+        }
+        other => {
+            eprintln!("Update of {other} is not supported");
+            1
+        }
+    }
+}

@@ -1,0 +1,486 @@
+//! `sinfo`: partitions and nodes, in Slurm's formats.
+
+use crate::common::{self, status_msg};
+use crate::format::{self, Item};
+use clap::Parser;
+use drover_model::duration::fmt_limit_sinfo;
+use drover_model::hostlist::Hostlist;
+use drover_proto::v1;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sinfo",
+    disable_help_flag = true,
+    disable_version_flag = true,
+    args_override_self = true
+)]
+struct Args {
+    #[arg(short = 'h', long = "noheader")]
+    noheader: bool,
+    #[arg(short = 'N', long = "Node")]
+    node: bool,
+    #[arg(short = 'l', long = "long")]
+    long: bool,
+    #[arg(short = 's', long = "summarize")]
+    summarize: bool,
+    #[arg(short = 'R', long = "list-reasons")]
+    reasons: bool,
+    #[arg(short = 'o', long = "format")]
+    format: Option<String>,
+    #[arg(short = 'p', long = "partition")]
+    partition: Option<String>,
+    #[arg(short = 't', long = "states")]
+    states: Option<String>,
+    #[arg(short = 'n', long = "nodes")]
+    nodes: Option<String>,
+    #[arg(short = 'e', long = "exact")]
+    exact: bool,
+    #[arg(short = 'a', long = "all")]
+    all: bool,
+    #[arg(short = 'd', long = "dead")]
+    dead: bool,
+    #[arg(short = 'r', long = "responding")]
+    responding: bool,
+    #[arg(long = "json")]
+    json: bool,
+    #[arg(short = 'M', long = "clusters")]
+    clusters: Option<String>,
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[arg(short = 'V', long = "version")]
+    version: bool,
+    #[arg(long = "help")]
+    help: bool,
+    #[arg(long = "usage")]
+    usage: bool,
+}
+
+fn header(code: char) -> &'static str {
+    match code {
+        'a' => "AVAIL",
+        'A' => "NODES(A/I)",
+        'b' => "ACTIVE_FEATURES",
+        'B' => "MAX_CPUS_PER_NODE",
+        'c' => "CPUS",
+        'C' => "CPUS(A/I/O/T)",
+        'd' => "TMP_DISK",
+        'D' => "NODES",
+        'e' => "FREE_MEM",
+        'E' => "REASON",
+        'f' => "AVAIL_FEATURES",
+        'F' => "NODES(A/I/O/T)",
+        'g' => "GROUPS",
+        'G' => "GRES",
+        'h' => "OVERSUBSCRIBE",
+        'H' => "TIMESTAMP",
+        'l' => "TIMELIMIT",
+        'L' => "DEFAULTTIME",
+        'm' => "MEMORY",
+        'M' => "PREEMPT_MODE",
+        'n' => "HOSTNAMES",
+        'N' => "NODELIST",
+        'o' => "NODE_ADDR",
+        'O' => "CPU_LOAD",
+        'p' => "PRIO_TIER",
+        'P' => "PARTITION",
+        'r' => "ROOT",
+        'R' => "PARTITION",
+        's' => "JOB_SIZE",
+        'S' => "ALLOCNODES",
+        't' => "STATE",
+        'T' => "STATE",
+        'u' => "USER",
+        'U' => "USER",
+        'w' => "WEIGHT",
+        'X' => "SOCKETS",
+        'Y' => "CORES",
+        'Z' => "THREADS",
+        'z' => "S:C:T",
+        _ => "",
+    }
+}
+
+/// One output line: a partition (or none) and the nodes grouped into it.
+struct Group<'a> {
+    part: Option<&'a v1::PartitionInfo>,
+    default: bool,
+    nodes: Vec<&'a v1::NodeInfo>,
+}
+
+fn value(g: &Group<'_>, code: char, cfg_users: &dyn Fn(u32) -> String) -> String {
+    let n0 = g.nodes[0];
+    let names = || Hostlist::from_iter(g.nodes.iter().map(|n| n.name.as_str())).ranged();
+    let p = g.part;
+    let count = |f: &dyn Fn(&v1::NodeInfo) -> bool| g.nodes.iter().filter(|n| f(n)).count();
+    let is_alloc = |n: &v1::NodeInfo| {
+        n.state_short.starts_with("alloc")
+            || n.state_short.starts_with("mix")
+            || n.state_short.starts_with("drng")
+            || n.state_short.starts_with("comp")
+    };
+    let is_idle = |n: &v1::NodeInfo| {
+        n.state_short.trim_end_matches('*') == "idle" && !n.state_short.ends_with('*')
+    };
+    match code {
+        'a' => p
+            .map(|p| match p.state.as_str() {
+                "UP" => "up",
+                "DOWN" => "down",
+                "DRAIN" => "drain",
+                _ => "inact",
+            })
+            .unwrap_or("n/a")
+            .into(),
+        'A' => format!("{}/{}", count(&is_alloc), count(&is_idle)),
+        'b' | 'f' => {
+            if n0.features.is_empty() {
+                "(null)".into()
+            } else {
+                n0.features.join(",")
+            }
+        }
+        'B' => "UNLIMITED".into(),
+        'c' => n0.cpus.to_string(),
+        'C' => {
+            let a: u32 = g.nodes.iter().map(|n| n.alloc_cpus).sum();
+            let t: u32 = g.nodes.iter().map(|n| n.cpus).sum();
+            let o: u32 = g
+                .nodes
+                .iter()
+                .filter(|n| {
+                    !n.state_short.starts_with("alloc")
+                        && !n.state_short.starts_with("mix")
+                        && !n.state_short.starts_with("idle")
+                })
+                .map(|n| n.cpus - n.alloc_cpus)
+                .sum();
+            format!("{a}/{}/{o}/{t}", t - a - o)
+        }
+        'd' => n0.tmp_disk_mb.to_string(),
+        'D' => g.nodes.len().to_string(),
+        'e' => n0.free_mem_mb.to_string(),
+        'E' => {
+            if n0.reason.is_empty() {
+                "none".into()
+            } else {
+                n0.reason.clone()
+            }
+        }
+        'F' => {
+            let a = count(&is_alloc);
+            let i = count(&is_idle);
+            let t = g.nodes.len();
+            format!("{a}/{i}/{}/{t}", t - a - i)
+        }
+        'g' => p
+            .map(|p| {
+                if p.allow_groups == "ALL" {
+                    "all".to_string()
+                } else {
+                    p.allow_groups.clone()
+                }
+            })
+            .unwrap_or_default(),
+        'G' => {
+            if n0.gres.is_empty() {
+                "(null)".into()
+            } else {
+                n0.gres.clone()
+            }
+        }
+        'h' => "NO".into(),
+        'H' => {
+            if n0.reason_time > 0 {
+                common::fmt_time(n0.reason_time)
+            } else {
+                "Unknown".into()
+            }
+        }
+        'l' => p
+            .map(|p| fmt_limit_sinfo(p.max_time_secs))
+            .unwrap_or_else(|| "n/a".into()),
+        'L' => p
+            .map(|p| {
+                if p.default_time_set {
+                    fmt_limit_sinfo(p.default_time_secs)
+                } else {
+                    "n/a".into()
+                }
+            })
+            .unwrap_or_else(|| "n/a".into()),
+        'm' => n0.real_memory_mb.to_string(),
+        'M' => "OFF".into(),
+        'n' => Hostlist::from_iter(g.nodes.iter().map(|n| n.hostname.as_str())).ranged(),
+        'N' => names(),
+        'o' => Hostlist::from_iter(g.nodes.iter().map(|n| n.addr.as_str())).ranged(),
+        'O' => format!("{:.2}", n0.cpu_load),
+        'p' => p.map(|p| p.priority_tier.to_string()).unwrap_or_default(),
+        'P' => p
+            .map(|p| format!("{}{}", p.name, if g.default { "*" } else { "" }))
+            .unwrap_or_default(),
+        'r' => "no".into(),
+        'R' => p.map(|p| p.name.clone()).unwrap_or_default(),
+        's' => p
+            .map(|p| {
+                let max = p
+                    .max_nodes
+                    .map(|m| m.to_string())
+                    .unwrap_or_else(|| "infinite".into());
+                format!("{}-{max}", p.min_nodes.max(1))
+            })
+            .unwrap_or_default(),
+        'S' => "all".into(),
+        't' => n0.state_short.clone(),
+        'T' => n0.state_long.clone(),
+        'u' => {
+            if n0.reason.is_empty() {
+                "Unknown".into()
+            } else {
+                cfg_users(n0.reason_uid)
+            }
+        }
+        'U' => n0.reason_uid.to_string(),
+        'w' => n0.weight.to_string(),
+        'X' => n0.sockets.to_string(),
+        'Y' => n0.cores_per_socket.to_string(),
+        'Z' => n0.threads_per_core.to_string(),
+        'z' => format!(
+            "{}:{}:{}",
+            n0.sockets, n0.cores_per_socket, n0.threads_per_core
+        ),
+        _ => String::new(),
+    }
+}
+
+pub fn main(args: Vec<String>) -> i32 {
+    let a = match Args::try_parse_from(std::iter::once("sinfo".to_string()).chain(args)) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{}", crate::sbatch::clap_error("sinfo", &e));
+            return 1;
+        }
+    };
+    if a.version {
+        println!("slurm-wlm {}", drover_model::SLURM_COMPAT_VERSION);
+        return 0;
+    }
+    if a.help || a.usage {
+        println!("Usage: sinfo [-abdelNRrsTv] [-i seconds] [-t states] [-p partition] [-n nodes]\n             [-S fields] [-o format] [-O Format] [--json]");
+        return 0;
+    }
+    let cfg = match common::load_config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sinfo: error: {e}");
+            return 1;
+        }
+    };
+    let rt = common::runtime();
+    let reply = rt.block_on(async {
+        let mut c = common::connect(&cfg).await?;
+        c.get_state(v1::StateRequest {
+            nodes: true,
+            partitions: true,
+            ..Default::default()
+        })
+        .await
+        .map(|r| r.into_inner())
+        .map_err(|s| status_msg(&s))
+    });
+    let reply = match reply {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("slurm_load_partitions: {e}");
+            return 1;
+        }
+    };
+    if a.json {
+        println!("{}", crate::json::sinfo_json(&reply));
+        return 0;
+    }
+    let part_filter: Option<Vec<String>> = a
+        .partition
+        .as_ref()
+        .map(|p| p.split(',').map(String::from).collect());
+    let node_filter: Option<Vec<String>> = a
+        .nodes
+        .as_ref()
+        .and_then(|n| Hostlist::parse(n).ok())
+        .map(|h| h.names());
+    let state_filter: Option<Vec<String>> = a
+        .states
+        .as_ref()
+        .map(|s| s.split(',').map(String::from).collect());
+    let node_ok = |n: &v1::NodeInfo| {
+        node_filter.as_ref().is_none_or(|f| f.contains(&n.name))
+            && state_filter.as_ref().is_none_or(|f| {
+                f.iter().any(|s| {
+                    let st =
+                        drover_model::state::NodeState::new(drover_model::state::NodeBase::Idle);
+                    let _ = st;
+                    let want = s.to_ascii_lowercase();
+                    let short = n.state_short.trim_end_matches('*');
+                    let long = n.state_long.trim_end_matches('*');
+                    want == short
+                        || want == long
+                        || (want == "alloc" && short == "alloc")
+                        || (want == "drain" && (short == "drain" || short == "drng"))
+                        || (want == "down" && short.starts_with("down"))
+                        || (want == "no_respond" && n.state_short.ends_with('*'))
+                        || (want == "responding" && !n.state_short.ends_with('*'))
+                })
+            })
+            && (!a.dead || n.state_short.ends_with('*'))
+            && (!a.responding || !n.state_short.ends_with('*'))
+    };
+    let parts: Vec<&v1::PartitionInfo> = reply
+        .partitions
+        .iter()
+        .filter(|p| a.all || !p.hidden || part_filter.is_some())
+        .filter(|p| part_filter.as_ref().is_none_or(|f| f.contains(&p.name)))
+        .collect();
+    let by_name = |n: &str| reply.nodes.iter().find(|x| x.name == n);
+    let mut groups: Vec<Group<'_>> = Vec::new();
+    let max_part = parts
+        .iter()
+        .map(|p| p.name.len() + usize::from(p.default))
+        .max()
+        .unwrap_or(0);
+    let max_node = reply.nodes.iter().map(|n| n.name.len()).max().unwrap_or(0);
+    let (fmt, date_line) = if let Some(f) = a
+        .format
+        .clone()
+        .or_else(|| std::env::var("SINFO_FORMAT").ok())
+    {
+        (f, a.long)
+    } else if a.reasons {
+        ("%20E %9u %19H %N".to_string(), false)
+    } else if a.summarize {
+        (format!("%{}P %.5a %.10l %.15F %N", max_part.max(9)), false)
+    } else if a.node && a.long {
+        (
+            format!(
+                "%{}N %.6D %.{}P %.11T %4c %.8z %.6m %.8d %.6w %.8f %20E",
+                max_node.max(10),
+                max_part.max(9)
+            ),
+            true,
+        )
+    } else if a.node {
+        (
+            format!("%{}N %.6D %.{}P %.6t", max_node.max(9), max_part.max(9)),
+            false,
+        )
+    } else if a.long {
+        (
+            format!(
+                "%{}P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N",
+                max_part.max(9)
+            ),
+            true,
+        )
+    } else {
+        (
+            format!("%{}P %.5a %.10l %.6D %.6t %N", max_part.max(9)),
+            false,
+        )
+    };
+    let items: Vec<Item> = format::parse(&fmt);
+    // Lines group nodes that print the same (Slurm's default grouping by partition and state).
+    let key_codes: Vec<char> = items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Field { code, .. }
+                if !matches!(code, 'N' | 'D' | 'n' | 'o' | 'F' | 'A' | 'C') =>
+            {
+                Some(*code)
+            }
+            _ => None,
+        })
+        .collect();
+    let users = |uid: u32| common::user_name(uid);
+    if a.reasons {
+        let mut seen: Vec<(String, Vec<&v1::NodeInfo>)> = Vec::new();
+        for n in reply.nodes.iter().filter(|n| node_ok(n)) {
+            if n.reason.is_empty() {
+                continue;
+            }
+            let k = format!("{}|{}|{}", n.reason, n.reason_uid, n.reason_time);
+            match seen.iter_mut().find(|(kk, _)| *kk == k) {
+                Some((_, v)) => v.push(n),
+                None => seen.push((k, vec![n])),
+            }
+        }
+        for (_, nodes) in seen {
+            groups.push(Group {
+                part: None,
+                default: false,
+                nodes,
+            });
+        }
+    } else {
+        for p in &parts {
+            let members: Vec<&v1::NodeInfo> = p
+                .node_names
+                .iter()
+                .filter_map(|n| by_name(n))
+                .filter(|n| node_ok(n))
+                .collect();
+            if a.node {
+                for n in members {
+                    groups.push(Group {
+                        part: Some(p),
+                        default: p.default,
+                        nodes: vec![n],
+                    });
+                }
+                continue;
+            }
+            let mut mine: Vec<Group<'_>> = Vec::new();
+            for n in members {
+                let probe = Group {
+                    part: Some(p),
+                    default: p.default,
+                    nodes: vec![n],
+                };
+                let key: Vec<String> = key_codes
+                    .iter()
+                    .map(|c| value(&probe, *c, &users))
+                    .collect();
+                match mine.iter_mut().find(|g| {
+                    let k2: Vec<String> = key_codes.iter().map(|c| value(g, *c, &users)).collect();
+                    k2 == key
+                }) {
+                    Some(g) => g.nodes.push(n),
+                    None => mine.push(probe),
+                }
+            }
+            if mine.is_empty() && !a.summarize && node_filter.is_none() && state_filter.is_none() {
+                continue;
+            }
+            groups.extend(mine);
+        }
+        if a.node {
+            groups.sort_by(|x, y| {
+                drover_model::hostlist::natural_cmp(&x.nodes[0].name, &y.nodes[0].name)
+            });
+        }
+    }
+    let _ = a.exact;
+    let mut out = String::new();
+    if date_line && !a.noheader {
+        out.push_str(&common::fmt_header_date(reply.now));
+        out.push('\n');
+    }
+    if !a.noheader {
+        out.push_str(&format::render(&items, |c| header(c).to_string()));
+        out.push('\n');
+    }
+    for g in &groups {
+        out.push_str(&format::render(&items, |c| value(g, c, &users)));
+        out.push('\n');
+    }
+    use std::io::Write;
+    let _ = std::io::stdout().write_all(out.as_bytes());
+    0
+}

@@ -1,0 +1,144 @@
+//! `drover`: dispatches by the name it was invoked under (`sbatch`, `squeue`, ...) and by
+//! subcommand (`drover controller`, `drover node`, `drover up`, ...). Nothing else lives here.
+
+use std::path::PathBuf;
+
+fn usage() -> i32 {
+    eprintln!(
+        "usage: drover <command>\n\
+         \n\
+         \x20 up [--nodes N] [--detach] [--state-dir DIR]   start a local cluster\n\
+         \x20 down [--state-dir DIR]                         stop it\n\
+         \x20 controller [-f slurm.conf]                     run the controller (slurmctld)\n\
+         \x20 node [-f slurm.conf] [-N name]                 run a node agent (slurmd)\n\
+         \x20 install-links DIR                              create sbatch, squeue, ... links\n\
+         \x20 sbatch|srun|squeue|sinfo|scancel|scontrol ...  run a command\n\
+         \x20 version"
+    );
+    2
+}
+
+fn conf_arg(args: &[String]) -> PathBuf {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "-f" || a == "--conf" {
+            if let Some(p) = it.next() {
+                return PathBuf::from(p);
+            }
+        }
+    }
+    drover_cli::common::conf_path()
+}
+
+fn opt(args: &[String], short: &str, long: &str) -> Option<String> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == short || a == long {
+            return it.next().cloned();
+        }
+    }
+    None
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("invariant: a runtime starts")
+}
+
+fn main() {
+    let mut argv: Vec<String> = std::env::args().collect();
+    let prog = argv
+        .first()
+        .map(|a| {
+            std::path::Path::new(a)
+                .file_name()
+                .map(|f| f.to_string_lossy().to_string())
+                .unwrap_or_default()
+        })
+        .unwrap_or_default();
+    let rest: Vec<String> = argv.split_off(1.min(argv.len()));
+    if let Some(code) = drover_cli::run(&prog, rest.clone()) {
+        std::process::exit(code);
+    }
+    let Some(sub) = rest.first().cloned() else {
+        std::process::exit(usage())
+    };
+    let args: Vec<String> = rest[1..].to_vec();
+    if let Some(code) = drover_cli::run(&sub, args.clone()) {
+        std::process::exit(code);
+    }
+    let code = match sub.as_str() {
+        "controller" => match runtime().block_on(drover_controller::run(&conf_arg(&args))) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("drover controller: fatal: {e}");
+                1
+            }
+        },
+        "node" => {
+            let name = opt(&args, "-N", "--name");
+            match runtime().block_on(drover_node::run(&conf_arg(&args), name.as_deref())) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("drover node: fatal: {e}");
+                    1
+                }
+            }
+        }
+        "supervise" => match args.first() {
+            Some(dir) => drover_node::supervisor::supervise(std::path::Path::new(dir)),
+            None => usage(),
+        },
+        "up" => {
+            use clap::Parser;
+            match drover_cli::up::UpArgs::try_parse_from(
+                std::iter::once("drover up".to_string()).chain(args),
+            ) {
+                Ok(a) => drover_cli::up::up(a),
+                Err(e) => {
+                    let _ = e.print();
+                    2
+                }
+            }
+        }
+        "down" => {
+            use clap::Parser;
+            match drover_cli::up::DownArgs::try_parse_from(
+                std::iter::once("drover down".to_string()).chain(args),
+            ) {
+                Ok(a) => drover_cli::up::down(a),
+                Err(e) => {
+                    let _ = e.print();
+                    2
+                }
+            }
+        }
+        "install-links" => match args.first() {
+            Some(d) => match drover_cli::up::install_links(std::path::Path::new(d)) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("drover install-links: error: {e}");
+                    1
+                }
+            },
+            None => usage(),
+        },
+        "version" | "--version" | "-V" => {
+            println!(
+                "drover {} (slurm {} compatible)",
+                env!("CARGO_PKG_VERSION"),
+                drover_model_version()
+            );
+            0
+        }
+        _ => usage(),
+    };
+    std::process::exit(code);
+}
+
+fn drover_model_version() -> &'static str {
+    drover_controller::SLURM_VERSION
+}
