@@ -237,6 +237,8 @@ pub fn env_args(prefix: &str) -> Vec<String> {
 pub struct Validated {
     pub spec: JobSpec,
     pub array: Option<String>,
+    /// The job asks for GRES/GPUs (scheduled from the execution issue on).
+    pub gres: bool,
 }
 
 fn num<T: std::str::FromStr>(v: &str, what: &str) -> Result<T, String> {
@@ -246,7 +248,7 @@ fn num<T: std::str::FromStr>(v: &str, what: &str) -> Result<T, String> {
 }
 
 impl JobArgs {
-    pub fn validate(&self, prog: &str, batch: bool) -> Result<Validated, String> {
+    pub fn validate(&self, batch: bool) -> Result<Validated, String> {
         let mut spec = JobSpec {
             batch,
             ..Default::default()
@@ -409,23 +411,18 @@ impl JobArgs {
                 num(i, "immediate")?
             });
         }
-        if self
+        let gres = self
             .gres
             .as_deref()
             .is_some_and(|g| !g.is_empty() && g != "none")
             || self.gpus.is_some()
             || self.gpus_per_node.is_some()
-            || self.gpus_per_task.is_some()
-        {
-            // GRES scheduling arrives with the execution issue; refusing is honest, ignoring is not.
-            if !prog.is_empty() {
-                return Err("Invalid generic resource (gres) specification".into());
-            }
-        }
+            || self.gpus_per_task.is_some();
         spec.submit_host = crate::common::hostname();
         Ok(Validated {
             spec,
             array: self.array.clone(),
+            gres,
         })
     }
 }
@@ -506,14 +503,14 @@ mod tests {
     fn validates_counts_and_limits() {
         let a =
             JobArgs::try_parse_from(["x", "-N", "2-4", "-t", "1-00:00:00", "--mem=4G"]).unwrap();
-        let v = a.validate("sbatch", true).unwrap();
+        let v = a.validate(true).unwrap();
         assert_eq!((v.spec.min_nodes, v.spec.max_nodes), (Some(2), Some(4)));
         assert_eq!(v.spec.time_limit, Some(Some(86400)));
         assert_eq!(v.spec.mem_per_node_mb, Some(4096));
         let bad = JobArgs::try_parse_from(["x", "-t", "abc"]).unwrap();
-        assert!(bad.validate("sbatch", true).is_err());
+        assert!(bad.validate(true).is_err());
         let bad = JobArgs::try_parse_from(["x", "-N", "0"]).unwrap();
-        assert!(bad.validate("sbatch", true).is_err());
+        assert!(bad.validate(true).is_err());
     }
 
     #[test]

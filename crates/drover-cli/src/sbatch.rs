@@ -196,7 +196,7 @@ pub fn main(args: Vec<String>) -> i32 {
             return 1;
         }
     };
-    let validated = match merged.validate("sbatch", true) {
+    let validated = match merged.validate(true) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("sbatch: error: {e}");
@@ -213,6 +213,11 @@ pub fn main(args: Vec<String>) -> i32 {
         .chain(args.iter().cloned())
         .collect::<Vec<_>>()
         .join(" ");
+    if validated.gres && !cli.test_only {
+        // GRES scheduling arrives with the execution issue; refusing is honest, ignoring is not.
+        eprintln!("sbatch: error: Batch job submission failed: Invalid generic resource (gres) specification");
+        return 1;
+    }
     if validated.array.is_some() && !cli.test_only {
         eprintln!("sbatch: error: Batch job submission failed: job arrays (--array) are not supported by this Drover release yet");
         return 1;

@@ -88,13 +88,17 @@ pub fn main(args: Vec<String>) -> i32 {
         );
         return 1;
     }
-    let validated = match a.job.validate("srun", false) {
+    let validated = match a.job.validate(false) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("srun: error: {e}");
             return 1;
         }
     };
+    if validated.gres {
+        eprintln!("srun: error: Unable to allocate resources: Invalid generic resource (gres) specification");
+        return 1;
+    }
     let mut spec = validated.spec;
     spec.name = a.job.job_name.clone().unwrap_or_else(|| {
         std::path::Path::new(&a.command[0])

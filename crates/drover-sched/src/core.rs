@@ -388,13 +388,22 @@ impl Core {
             {
                 continue;
             }
-            // Enough CPUs across the usable nodes for all tasks (node counts beyond the
-            // partition's size are a pending reason, not a refusal, as in Slurm).
-            let total: u64 = usable
+            // Enough CPUs across the nodes the job may use for all its tasks (node counts beyond
+            // the partition's size are a pending reason, not a refusal, as in Slurm).
+            let cpt = job.cpus_per_task.max(1);
+            let mut caps: Vec<u64> = usable
                 .iter()
-                .map(|n| (n.cpus / job.cpus_per_task.max(1)) as u64)
-                .sum();
-            if total < job.ntasks as u64 && job.min_nodes as usize <= part.nodes.len() {
+                .map(|n| {
+                    let c = n.cpus / cpt;
+                    u64::from(job.ntasks_per_node.map_or(c, |p| p.min(c)))
+                })
+                .collect();
+            caps.sort_unstable_by(|a, b| b.cmp(a));
+            let k = job
+                .max_nodes
+                .map_or(caps.len(), |m| (m as usize).min(caps.len()));
+            let total: u64 = caps.iter().take(k).sum();
+            if total < u64::from(job.ntasks) && job.min_nodes as usize <= part.nodes.len() {
                 continue;
             }
             any = true;

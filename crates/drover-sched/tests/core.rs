@@ -248,3 +248,25 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_job_that_can_never_fit_is_refused_at_submit() {
+    let c = cluster(4, 1, 1000);
+    let mut j = job(1);
+    j.min_nodes = 2;
+    j.max_nodes = Some(2);
+    j.ntasks = 4;
+    assert_eq!(
+        c.check_submit(&j, false),
+        drover_sched::SubmitCheck::NodeConfigUnavailable
+    );
+    let mut ok = job(2);
+    ok.ntasks = 4;
+    assert_eq!(c.check_submit(&ok, false), drover_sched::SubmitCheck::Ok);
+    let mut big = job(3);
+    big.mem_per_node_mb = Some(5000);
+    assert_eq!(
+        c.check_submit(&big, false),
+        drover_sched::SubmitCheck::NodeConfigUnavailable
+    );
+}

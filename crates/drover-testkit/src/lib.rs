@@ -1,0 +1,371 @@
+//! Real clusters for tests: a controller and N node agents started as separate processes of
+//! the built `drover` binary, on loopback, in a temporary directory, driven through the same
+//! command names a user types (`sbatch`, `squeue`, ...). Processes can be killed (`kill -9`)
+//! and restarted individually. Everything is stopped when the [`Cluster`] is dropped.
+//!
+//! ```text
+//!  test ──► Cluster::start ──► drover controller  (StateSaveLocation in tmp)
+//!                        └──► drover node × N      (SlurmdSpoolDir in tmp)
+//!  test ──► cluster.run("sbatch", ["--wrap", "true"]) ──► Output
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    pub conf: PathBuf,
+    pub bin: PathBuf,
+    exe: PathBuf,
+    controller: Option<Child>,
+    nodes: BTreeMap<String, Child>,
+    pub node_names: Vec<String>,
+}
+
+pub struct Options {
+    pub nodes: u32,
+    pub cpus: u32,
+    pub mem_mb: u64,
+    pub extra_conf: String,
+    pub partitions: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            nodes: 4,
+            cpus: 2,
+            mem_mb: 2000,
+            extra_conf: String::new(),
+            partitions: "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n"
+                .into(),
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+impl Cluster {
+    /// Starts a cluster with `exe` (pass `env!("CARGO_BIN_EXE_drover")`) and waits for every
+    /// node to register.
+    pub fn start(exe: &str, o: Options) -> Cluster {
+        let dir = tempfile::Builder::new()
+            .prefix("drover-test-")
+            .tempdir()
+            .expect("a temp dir");
+        // Jobs of other users must reach their work dirs below it.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod temp dir");
+        let d = dir.path().display().to_string();
+        let port = free_port();
+        let conf_text = format!(
+            "ClusterName=test\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={port}\n\
+             StateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool/%n\nSlurmdTimeout=10\nKillWait=2\n\
+             MinJobAge=300\nReturnToService=2\nMaxJobCount=1000000\n{extra}\
+             NodeName=node[1-{n}] NodeHostname=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem} State=UNKNOWN\n{parts}",
+            extra = o.extra_conf,
+            n = o.nodes,
+            cpus = o.cpus,
+            mem = o.mem_mb,
+            parts = o.partitions,
+        );
+        let conf = dir.path().join("slurm.conf");
+        std::fs::write(&conf, conf_text).expect("write slurm.conf");
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).expect("bin dir");
+        std::fs::create_dir_all(dir.path().join("log")).expect("log dir");
+        for c in [
+            "sbatch", "srun", "squeue", "sinfo", "scancel", "scontrol", "drover",
+        ] {
+            std::os::unix::fs::symlink(exe, bin.join(c)).expect("command link");
+        }
+        let node_names: Vec<String> = (1..=o.nodes).map(|i| format!("node{i}")).collect();
+        let mut c = Cluster {
+            dir,
+            conf,
+            bin,
+            exe: PathBuf::from(exe),
+            controller: None,
+            nodes: BTreeMap::new(),
+            node_names: node_names.clone(),
+        };
+        c.start_controller();
+        for n in &node_names {
+            c.start_node(n);
+        }
+        c.wait_nodes_up(Duration::from_secs(30));
+        c
+    }
+
+    fn log(&self, name: &str) -> std::fs::File {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("log").join(name))
+            .expect("log file")
+    }
+
+    fn spawn(&self, args: &[&str], log: &str) -> Child {
+        let f = self.log(log);
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(f.try_clone().expect("dup log"))
+            .stderr(f);
+        cmd.spawn().expect("start a drover process")
+    }
+
+    pub fn start_controller(&mut self) {
+        let conf = self.conf.display().to_string();
+        let child = self.spawn(&["controller", "-f", &conf], "controller.log");
+        self.controller = Some(child);
+    }
+
+    pub fn start_node(&mut self, name: &str) {
+        let conf = self.conf.display().to_string();
+        let child = self.spawn(
+            &["node", "-f", &conf, "-N", name],
+            &format!("node-{name}.log"),
+        );
+        self.nodes.insert(name.to_string(), child);
+    }
+
+    /// `kill -9` of the controller.
+    pub fn kill_controller(&mut self) {
+        if let Some(mut c) = self.controller.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// `kill -9` of a node agent (its jobs' supervisors keep running).
+    pub fn kill_node(&mut self, name: &str) {
+        if let Some(mut c) = self.nodes.remove(name) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Runs a command by its Slurm name, as a user would, with this cluster's `SLURM_CONF`.
+    pub fn run(&self, prog: &str, args: &[&str]) -> Output {
+        self.command(prog, args).output().expect("run a command")
+    }
+
+    pub fn command(&self, prog: &str, args: &[&str]) -> Command {
+        let mut cmd = Command::new(self.bin.join(prog));
+        cmd.args(args)
+            .env("SLURM_CONF", &self.conf)
+            .env_remove("SLURM_JOB_ID")
+            .env_remove("SLURM_JOBID")
+            .current_dir(self.dir.path());
+        cmd
+    }
+
+    /// stdout of a command that must succeed.
+    pub fn ok(&self, prog: &str, args: &[&str]) -> String {
+        let out = self.run(prog, args);
+        assert!(
+            out.status.success(),
+            "{prog} {args:?} failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+
+    /// Submits `sbatch ARGS --parsable` and returns the job id.
+    pub fn submit(&self, args: &[&str]) -> u32 {
+        let mut a = vec!["--parsable"];
+        a.extend_from_slice(args);
+        self.ok("sbatch", &a).trim().parse().expect("a job id")
+    }
+
+    /// The job's state as `squeue` prints `%T` (any state).
+    pub fn state(&self, job: u32) -> String {
+        let out = self.run(
+            "squeue",
+            &["-h", "-t", "all", "-j", &job.to_string(), "-o", "%T"],
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    pub fn wait_state(&self, job: u32, want: &[&str], timeout: Duration) -> String {
+        let t = Instant::now();
+        loop {
+            let s = self.state(job);
+            if want.contains(&s.as_str()) {
+                return s;
+            }
+            assert!(
+                t.elapsed() < timeout,
+                "job {job} is {s}, not {want:?}, after {timeout:?}\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn wait_until(&self, what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+        let t = Instant::now();
+        while !f() {
+            assert!(
+                t.elapsed() < timeout,
+                "timed out waiting for {what}\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn wait_nodes_up(&self, timeout: Duration) {
+        self.wait_until("all nodes to register", timeout, || {
+            let out = self.run("sinfo", &["-h", "-N", "-o", "%N %t"]);
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            out.status.success()
+                && text.lines().count() >= self.node_names.len()
+                && !text.contains('*')
+        });
+    }
+
+    pub fn logs(&self) -> String {
+        let mut s = String::new();
+        if let Ok(rd) = std::fs::read_dir(self.dir.path().join("log")) {
+            for e in rd.flatten() {
+                let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(15).collect();
+                s.push_str(&format!("--- {}\n", e.file_name().to_string_lossy()));
+                for l in tail.into_iter().rev() {
+                    s.push_str(l);
+                    s.push('\n');
+                }
+            }
+        }
+        s
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Pids of live job supervisors.
+    pub fn supervisor_pids(&self) -> Vec<i32> {
+        let mut pids = Vec::new();
+        if let Ok(nodes) = std::fs::read_dir(self.dir.path().join("spool")) {
+            for n in nodes.flatten() {
+                if let Ok(jobs) = std::fs::read_dir(n.path()) {
+                    for j in jobs.flatten() {
+                        if let Some(pid) = std::fs::read_to_string(j.path().join("pid"))
+                            .ok()
+                            .and_then(|p| p.trim().parse().ok())
+                        {
+                            if nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+                            {
+                                pids.push(pid);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        pids
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for (_, mut c) in std::mem::take(&mut self.nodes) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        self.kill_controller();
+        // Supervisors run in their own sessions: stop everything under them, then them.
+        for pid in self.supervisor_pids() {
+            for d in descendants(pid) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(d),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        if std::env::var_os("DROVER_KEEP_TEST_DIR").is_some() {
+            let p = self.dir.path().to_path_buf();
+            eprintln!("keeping {}", p.display());
+            std::mem::forget(std::mem::replace(
+                &mut self.dir,
+                tempfile::tempdir().expect("temp dir"),
+            ));
+        }
+    }
+}
+
+/// Every live descendant of `root`.
+pub fn descendants(root: i32) -> Vec<i32> {
+    let mut parent = std::collections::HashMap::new();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            let Some((_, rest)) = stat.rsplit_once(')') else {
+                continue;
+            };
+            if let Some(pp) = rest
+                .split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<i32>().ok())
+            {
+                parent.insert(pid, pp);
+            }
+        }
+    }
+    parent
+        .keys()
+        .copied()
+        .filter(|&p| {
+            let mut cur = p;
+            for _ in 0..64 {
+                match parent.get(&cur) {
+                    Some(&pp) if pp == root => return true,
+                    Some(&pp) if pp > 1 => cur = pp,
+                    _ => return false,
+                }
+            }
+            false
+        })
+        .collect()
+}
+
+/// Pids of processes whose command line contains `needle`.
+pub fn processes_with(needle: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            if let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) {
+                let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+                if cmd.contains(needle) {
+                    out.push(pid);
+                }
+            }
+        }
+    }
+    out
+}
