@@ -9,6 +9,11 @@ pub struct MemError(pub String);
 pub fn parse_mb(s: &str) -> Result<u64, MemError> {
     let t = s.trim();
     let err = || MemError(s.to_string());
+    // `1GB` as well as `1G`, as Slurm reads them.
+    let t = match t.strip_suffix(['B', 'b']) {
+        Some(x) if x.ends_with(|c: char| "KkMmGgTt".contains(c)) => x,
+        _ => t,
+    };
     let (num, mult_kb): (&str, u64) = match t.chars().last() {
         Some('K' | 'k') => (&t[..t.len() - 1], 1),
         Some('M' | 'm') => (&t[..t.len() - 1], 1024),
@@ -46,6 +51,8 @@ mod tests {
         assert_eq!(parse_mb("512M"), Ok(512));
         assert_eq!(parse_mb("1T"), Ok(1024 * 1024));
         assert_eq!(parse_mb("1K"), Ok(1));
+        assert_eq!(parse_mb("1GB"), Ok(1024));
+        assert!(parse_mb("1B").is_err());
         assert!(parse_mb("4X").is_err());
         assert!(parse_mb("").is_err());
     }

@@ -1,0 +1,65 @@
+//! Every real job script in `../shared/data/scripts/` is accepted (`sbatch --test-only`), and
+//! the CLI calls workflow tools were seen making parse.
+
+use drover_testkit::{Cluster, Options};
+use std::path::PathBuf;
+
+const EXE: &str = env!("CARGO_BIN_EXE_drover");
+
+fn shared() -> PathBuf {
+    std::env::var_os("DROVER_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"))
+}
+
+#[test]
+fn every_real_job_script_is_accepted() {
+    let c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 4,
+            cpus: 32,
+            mem_mb: 256_000,
+            partitions: "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n\
+                         PartitionName=gpu Nodes=ALL MaxTime=INFINITE State=UP\n\
+                         PartitionName=learnfair Nodes=ALL MaxTime=INFINITE State=UP\n"
+                .into(),
+            ..Default::default()
+        },
+    );
+    let mut scripts: Vec<PathBuf> = Vec::new();
+    for dir in [shared().join("data/scripts"), shared().join("data/scripts/generated")] {
+        for e in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).flatten() {
+            let p = e.path();
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            if p.is_file() && !name.ends_with(".md") && !name.ends_with(".json") {
+                scripts.push(p);
+            }
+        }
+    }
+    assert!(scripts.len() >= 17, "found {} scripts", scripts.len());
+    let mut failures = Vec::new();
+    for s in &scripts {
+        let text = std::fs::read_to_string(s).unwrap();
+        // simple-slurm feeds its script on standard input.
+        let out = if s.to_string_lossy().contains("simple_slurm") {
+            use std::io::Write;
+            let mut child = c
+                .command("sbatch", &["--test-only"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+            child.wait_with_output().unwrap()
+        } else {
+            c.run("sbatch", &["--test-only", &s.display().to_string()])
+        };
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        if !out.status.success() || !err.contains("to start at") {
+            failures.push(format!("{}: {err}", s.display()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
