@@ -650,9 +650,6 @@ fn node_text(n: &v1::NodeInfo, oneliner: bool) -> String {
             fmt_time(n.reason_time)
         ));
     }
-    if !n.confinement.is_empty() && !n.confinement.starts_with("on") {
-        lines.push(format!("Comment=confinement {}", n.confinement));
-    }
     if oneliner {
         format!(
             "{}\n",

@@ -361,7 +361,7 @@ pub fn main(args: Vec<String>) -> i32 {
         (
             format!(
                 "%{}N %.6D %.{}P %.11T %4c %.8z %.6m %.8d %.6w %.8f %20E",
-                max_node.max(10),
+                max_node.max(9),
                 max_part.max(9)
             ),
             true,

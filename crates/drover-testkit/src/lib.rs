@@ -30,6 +30,8 @@ pub struct Options {
     pub mem_mb: u64,
     pub extra_conf: String,
     pub partitions: String,
+    /// Replaces the generated `NodeName=` line.
+    pub node_line: Option<String>,
 }
 
 impl Default for Options {
@@ -41,6 +43,7 @@ impl Default for Options {
             extra_conf: String::new(),
             partitions: "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n"
                 .into(),
+            node_line: None,
         }
     }
 }
@@ -66,15 +69,17 @@ impl Cluster {
             .expect("chmod temp dir");
         let d = dir.path().display().to_string();
         let port = free_port();
+        let node_line = o.node_line.clone().unwrap_or_else(|| {
+            format!(
+                "NodeName=node[1-{}] NodeHostname=localhost NodeAddr=127.0.0.1 CPUs={} RealMemory={} State=UNKNOWN",
+                o.nodes, o.cpus, o.mem_mb
+            )
+        });
         let conf_text = format!(
             "ClusterName=test\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={port}\n\
              StateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool/%n\nSlurmdTimeout=10\nKillWait=2\n\
-             MinJobAge=300\nReturnToService=2\nMaxJobCount=1000000\n{extra}\
-             NodeName=node[1-{n}] NodeHostname=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem} State=UNKNOWN\n{parts}",
+             MinJobAge=300\nReturnToService=2\nMaxJobCount=1000000\n{extra}{node_line}\n{parts}",
             extra = o.extra_conf,
-            n = o.nodes,
-            cpus = o.cpus,
-            mem = o.mem_mb,
             parts = o.partitions,
         );
         let conf = dir.path().join("slurm.conf");
