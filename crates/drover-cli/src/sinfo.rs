@@ -356,7 +356,7 @@ pub fn main(args: Vec<String>) -> i32 {
     } else if a.reasons {
         ("%20E %9u %19H %N".to_string(), false)
     } else if a.summarize {
-        (format!("%{}P %.5a %.10l %.15F %N", max_part.max(9)), false)
+        (format!("%{}P %.5a %.10l %.16F %N", max_part.max(9)), false)
     } else if a.node && a.long {
         (
             format!(
