@@ -331,7 +331,7 @@ impl JobArgs {
         if let Some(t) = &self.time {
             spec.time_limit = Some(
                 parse_time_limit(t)
-                    .map_err(|_| format!("Invalid time limit specification"))
+                    .map_err(|_| "Invalid time limit specification".to_string())
                     .map(|l| {
                         // Slurm rounds a limit of seconds up to whole minutes.
                         l.map(|s| s.div_ceil(60) * 60)

@@ -7,6 +7,7 @@
 //!  reply ──format (%-codes, scontrol key=value, --json)──► stdout/stderr, exit code
 //! ```
 
+pub mod bench;
 pub mod common;
 pub mod format;
 pub mod jobopts;

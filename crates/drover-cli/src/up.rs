@@ -194,6 +194,29 @@ pub fn up(a: UpArgs) -> i32 {
 }
 
 fn up_inner(a: UpArgs) -> Result<i32, String> {
+    let cfg = start_detached(&a)?;
+    let dir = PathBuf::from(&cfg.path)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    if a.detach {
+        return Ok(0);
+    }
+    say("running; Ctrl-C stops the cluster");
+    common::runtime().block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+        }
+    });
+    stop_dir(&dir);
+    Ok(0)
+}
+
+/// Writes (or reuses) the config, starts the controller and agents, waits until every node is
+/// up, and prints the line that puts the commands on `PATH`.
+pub fn start_detached(a: &UpArgs) -> Result<drover_model::conf::Config, String> {
     let dir = a.state_dir.clone().unwrap_or_else(default_state_dir);
     for sub in ["state", "spool", "log", "run", "bin"] {
         std::fs::create_dir_all(dir.join(sub))
@@ -203,7 +226,11 @@ fn up_inner(a: UpArgs) -> Result<i32, String> {
     let conf = dir.join("slurm.conf");
     if let Some(pid) = read_pid(&dir.join("run/controller.pid")) {
         if alive(pid) {
-            return Err(format!("a cluster is already running from {} (pid {pid}); `drover down --state-dir {}` stops it", dir.display(), dir.display()));
+            return Err(format!(
+                "a cluster is already running from {} (pid {pid}); `drover down --state-dir {}` stops it",
+                dir.display(),
+                dir.display()
+            ));
         }
     }
     if conf.exists() {
@@ -216,7 +243,7 @@ fn up_inner(a: UpArgs) -> Result<i32, String> {
             Some(p) => p,
             None => free_port()?,
         };
-        std::fs::write(&conf, local_conf(&a, &dir, port)?).map_err(|e| e.to_string())?;
+        std::fs::write(&conf, local_conf(a, &dir, port)?).map_err(|e| e.to_string())?;
         say(&format!("wrote {}", conf.display()));
     }
     let cfg = drover_model::conf::parse_file(&conf).map_err(|e| e.to_string())?;
@@ -239,15 +266,15 @@ fn up_inner(a: UpArgs) -> Result<i32, String> {
     }
     say(&format!("starting {} node agents", cfg.nodes.len()));
     install_links(&dir.join("bin"))?;
-    // Wait until the controller answers and every node registered.
     let deadline = Instant::now() + Duration::from_secs(30);
     let rt = common::runtime();
     let ready = rt.block_on(async {
         loop {
             if Instant::now() > deadline {
-                return Err("the cluster did not come up within 30 s; see the logs in "
-                    .to_string()
-                    + &dir.join("log").display().to_string());
+                return Err(format!(
+                    "the cluster did not come up within 30 s; see the logs in {}",
+                    dir.join("log").display()
+                ));
             }
             if let Some(pid) = read_pid(&dir.join("run/controller.pid")) {
                 if !alive(pid) {
@@ -286,19 +313,7 @@ fn up_inner(a: UpArgs) -> Result<i32, String> {
         dir.join("bin").display(),
         conf.display()
     );
-    if a.detach {
-        return Ok(0);
-    }
-    say("running; Ctrl-C stops the cluster");
-    rt.block_on(async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
-        }
-    });
-    down_dir(&dir);
-    Ok(0)
+    Ok(cfg)
 }
 
 pub fn down(a: DownArgs) -> i32 {
@@ -307,7 +322,7 @@ pub fn down(a: DownArgs) -> i32 {
         eprintln!("drover down: error: no cluster state in {}", dir.display());
         return 1;
     }
-    down_dir(&dir);
+    stop_dir(&dir);
     0
 }
 
@@ -331,7 +346,8 @@ fn stop_pid(pidfile: &Path) {
     let _ = std::fs::remove_file(pidfile);
 }
 
-fn down_dir(dir: &Path) {
+/// Stops the daemons and the jobs of the cluster in `dir`.
+pub fn stop_dir(dir: &Path) {
     say("stopping the cluster");
     if let Ok(rd) = std::fs::read_dir(dir.join("run")) {
         for e in rd.flatten() {

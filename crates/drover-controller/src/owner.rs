@@ -29,7 +29,7 @@ pub type NodeTx = mpsc::UnboundedSender<Result<v1::ControllerToNode, Status>>;
 
 pub enum Msg {
     Submit {
-        spec: JobSpec,
+        spec: Box<JobSpec>,
         caller: Caller,
         test_only: bool,
         reply: Reply<v1::SubmitReply>,
@@ -63,7 +63,7 @@ pub enum Msg {
         tx: NodeTx,
         session: u64,
     },
-    NodeMsg {
+    FromNode {
         node: String,
         session: u64,
         msg: node_to_controller::Msg,
@@ -309,7 +309,7 @@ impl Owner {
                 test_only,
                 reply,
             } => {
-                let r = self.submit(spec, caller, test_only);
+                let r = self.submit(*spec, caller, test_only);
                 self.reply(reply, r);
             }
             Msg::Cancel { req, caller, reply } => {
@@ -344,7 +344,7 @@ impl Owner {
                 }
             },
             Msg::NodeRegister { reg, tx, session } => self.node_register(reg, tx, session),
-            Msg::NodeMsg { node, session, msg } => {
+            Msg::FromNode { node, session, msg } => {
                 let t = now();
                 if let Some(l) = self.live.get_mut(&node) {
                     if l.session.as_ref().map(|s| s.0) != Some(session) {

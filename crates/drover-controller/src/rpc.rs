@@ -55,7 +55,7 @@ impl Controller for Handlers {
             .map_err(Status::invalid_argument)?;
         let test_only = r.test_only;
         self.ask(|reply| Msg::Submit {
-            spec,
+            spec: Box::new(spec),
             caller,
             test_only,
             reply,
@@ -178,7 +178,7 @@ impl NodeLink for Handlers {
             while let Ok(Some(m)) = inbound.message().await {
                 if let Some(msg) = m.msg {
                     if owner
-                        .send(Msg::NodeMsg {
+                        .send(Msg::FromNode {
                             node: node.clone(),
                             session,
                             msg,

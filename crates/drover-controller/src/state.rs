@@ -59,6 +59,7 @@ pub struct NodeAdmin {
 }
 
 /// One change, journalled before it is acknowledged.
+#[allow(clippy::large_enum_variant)] // records live briefly; boxing buys nothing
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Record {
     Submit {

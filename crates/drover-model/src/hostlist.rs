@@ -154,8 +154,7 @@ impl Hostlist {
                         return Err(invalid(None));
                     }
                     let ranges = parse_range_list(&rest[..close]).map_err(|d| invalid(Some(d)))?;
-                    hl.push_range_list(prefix, &ranges)
-                        .map_err(|d| invalid(d))?;
+                    hl.push_range_list(prefix, &ranges).map_err(&invalid)?;
                 } else {
                     // Slurm 22.05 closes an unbalanced trailing bracket and keeps the name.
                     hl.push_host(&format!("{prefix}{rest}]"));

@@ -31,9 +31,9 @@ pub fn parse_mb(s: &str) -> Result<u64, MemError> {
 
 /// Slurm's compact memory form used in TRES strings: `4000M`, `16G` when a whole number of GiB.
 pub fn fmt_tres_mb(mb: u64) -> String {
-    if mb >= 1024 * 1024 && mb % (1024 * 1024) == 0 {
+    if mb >= 1024 * 1024 && mb.is_multiple_of(1024 * 1024) {
         format!("{}T", mb / (1024 * 1024))
-    } else if mb >= 1024 && mb % 1024 == 0 {
+    } else if mb >= 1024 && mb.is_multiple_of(1024) {
         format!("{}G", mb / 1024)
     } else {
         format!("{mb}M")

@@ -230,7 +230,7 @@ fn env_c(env: &[(String, String)]) -> Vec<CString> {
 /// In the forked child: become the user, enter the work dir. Returns the dir actually used.
 fn drop_privileges(user: &User) -> Result<(), String> {
     let me = nix::unistd::getuid().as_raw();
-    if me == 0 && user.uid != 0 || me == 0 && user.gid != 0 {
+    if me == 0 {
         nix::unistd::initgroups(&user.name, nix::unistd::Gid::from_raw(user.gid))
             .map_err(|e| format!("initgroups: {e}"))?;
         nix::unistd::setgid(nix::unistd::Gid::from_raw(user.gid))

@@ -12,6 +12,7 @@ fn usage() -> i32 {
          \x20 controller [-f slurm.conf]                     run the controller (slurmctld)\n\
          \x20 node [-f slurm.conf] [-N name]                 run a node agent (slurmd)\n\
          \x20 install-links DIR                              create sbatch, squeue, ... links\n\
+         \x20 bench [--quick] [--only NAME]                  measure speed and memory on a local cluster\n\
          \x20 sbatch|srun|squeue|sinfo|scancel|scontrol ...  run a command\n\
          \x20 version"
     );
@@ -110,6 +111,18 @@ fn main() {
                 std::iter::once("drover down".to_string()).chain(args),
             ) {
                 Ok(a) => drover_cli::up::down(a),
+                Err(e) => {
+                    let _ = e.print();
+                    2
+                }
+            }
+        }
+        "bench" => {
+            use clap::Parser;
+            match drover_cli::bench::BenchArgs::try_parse_from(
+                std::iter::once("drover bench".to_string()).chain(args),
+            ) {
+                Ok(a) => drover_cli::bench::main(a),
                 Err(e) => {
                     let _ = e.print();
                     2

@@ -1,0 +1,408 @@
+//! `drover bench`: the foundation's speed and memory figures, measured against a real local
+//! cluster (controller + node agents as processes) started in a temporary directory. Every
+//! figure is the median of several runs; the machine is shared and noisy, so compare ratios.
+//!
+//! ```text
+//! drover bench [--runs 5] [--quick] [--only NAME]
+//!   submit-seq      sequential `sbatch` processes (jobs/s)
+//!   submit-par8     8 concurrent `sbatch` submitters (jobs/s)
+//!   e2e-1000        1,000 `sbatch --wrap true` from submit to all COMPLETED (jobs/s)
+//!   start-latency   submit to RUNNING on an idle cluster (ms)
+//!   squeue-10k      `squeue` with 10,000 pending jobs (ms)
+//!   squeue-100k     `squeue` with 100,000 pending jobs (ms)
+//!   mem-per-job     controller resident memory per pending job (KB)
+//! ```
+
+use crate::common;
+use clap::Parser;
+use drover_model::job::JobSpec;
+use drover_proto::v1;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Parser, Debug)]
+#[command(name = "drover bench")]
+pub struct BenchArgs {
+    /// Runs per figure (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Smaller sizes, for a smoke run.
+    #[arg(long)]
+    pub quick: bool,
+    /// Only this benchmark (see the list in `drover bench --help`).
+    #[arg(long)]
+    pub only: Option<String>,
+    /// Node agents in the bench cluster.
+    #[arg(long, default_value_t = 4)]
+    pub nodes: u32,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v[v.len() / 2]
+}
+
+struct BenchCluster {
+    dir: tempfile::TempDir,
+    cfg: drover_model::conf::Config,
+    bin: PathBuf,
+}
+
+impl BenchCluster {
+    fn start(nodes: u32) -> Result<BenchCluster, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("drover-bench-")
+            .tempdir()
+            .map_err(|e| e.to_string())?;
+        let up = crate::up::UpArgs {
+            nodes,
+            cpus_per_node: Some(2),
+            mem_per_node: Some("4G".into()),
+            partition: "debug".into(),
+            state_dir: Some(dir.path().to_path_buf()),
+            port: None,
+            cluster_name: "bench".into(),
+            detach: true,
+        };
+        let cfg = crate::up::start_detached(&up)
+            .map_err(|e| format!("starting the bench cluster: {e}"))?;
+        let bin = dir.path().join("bin");
+        Ok(BenchCluster { dir, cfg, bin })
+    }
+
+    fn cmd(&self, prog: &str) -> Command {
+        let mut c = Command::new(self.bin.join(prog));
+        c.env("SLURM_CONF", self.dir.path().join("slurm.conf"))
+            .current_dir(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    }
+
+    fn controller_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.dir.path().join("run/controller.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    async fn client(&self) -> Result<common::Client, String> {
+        common::connect(&self.cfg).await
+    }
+
+    /// Cancels everything and waits until the queue is empty of live jobs.
+    async fn drain(&self) -> Result<(), String> {
+        let mut c = self.client().await?;
+        let me = common::user_name(nix::unistd::getuid().as_raw());
+        c.cancel(v1::CancelRequest {
+            has_user: true,
+            user: me,
+            ..Default::default()
+        })
+        .await
+        .map_err(|s| s.to_string())?;
+        let t = Instant::now();
+        loop {
+            let r = c
+                .get_state(v1::StateRequest {
+                    jobs: true,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|s| s.to_string())?
+                .into_inner();
+            let live = r
+                .jobs
+                .iter()
+                .filter(|j| {
+                    drover_model::state::JobState::parse(&j.state).is_some_and(|s| !s.is_finished())
+                })
+                .count();
+            if live == 0 || t.elapsed() > Duration::from_secs(60) {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for BenchCluster {
+    fn drop(&mut self) {
+        crate::up::stop_dir(self.dir.path());
+    }
+}
+
+fn spec(dir: &Path, hold: bool) -> JobSpec {
+    JobSpec {
+        name: "bench".into(),
+        uid: nix::unistd::getuid().as_raw(),
+        gid: nix::unistd::getgid().as_raw(),
+        user: common::user_name(nix::unistd::getuid().as_raw()),
+        group: common::group_name(nix::unistd::getgid().as_raw()),
+        script: "#!/bin/sh\n# This script was created by sbatch --wrap.\n\ntrue\n".into(),
+        argv: vec![String::new()],
+        work_dir: dir.display().to_string(),
+        stdout: Some("/dev/null".into()),
+        // What a real sbatch sends: the submitter's environment.
+        environment: std::env::vars().collect(),
+        hold,
+        batch: true,
+        submit_host: common::hostname(),
+        ..Default::default()
+    }
+}
+
+fn report(name: &str, value: f64, unit: &str, runs: &[f64], target: &str) {
+    let all: Vec<String> = runs.iter().map(|r| format!("{r:.1}")).collect();
+    println!(
+        "{name:<14} {value:>10.1} {unit:<6} target {target:<10} runs [{}]",
+        all.join(", ")
+    );
+}
+
+pub fn main(a: BenchArgs) -> i32 {
+    let want = |n: &str| a.only.as_deref().is_none_or(|o| o == n);
+    let rt = common::runtime();
+    let c = match BenchCluster::start(a.nodes) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("drover bench: error: {e}");
+            return 1;
+        }
+    };
+    let runs = a.runs.max(1);
+    let scale = if a.quick { 10 } else { 1 };
+    println!(
+        "drover bench: {} nodes, {runs} runs per figure, medians ({})",
+        a.nodes,
+        if a.quick { "quick" } else { "full" }
+    );
+    let r: Result<(), String> = rt.block_on(async {
+        if want("submit-seq") {
+            let n = 300 / scale;
+            let mut v = Vec::new();
+            for _ in 0..runs {
+                let t = Instant::now();
+                for _ in 0..n {
+                    let st = c
+                        .cmd("sbatch")
+                        .args(["--hold", "--wrap", "true"])
+                        .status()
+                        .map_err(|e| e.to_string())?;
+                    if !st.success() {
+                        return Err("sbatch failed".into());
+                    }
+                }
+                v.push(n as f64 / t.elapsed().as_secs_f64());
+                c.drain().await?;
+            }
+            report("submit-seq", median(v.clone()), "jobs/s", &v, ">= 400");
+        }
+        if want("submit-par8") {
+            let per = 150 / scale;
+            let mut v = Vec::new();
+            for _ in 0..runs {
+                let t = Instant::now();
+                let handles: Vec<_> = (0..8)
+                    .map(|_| {
+                        let sb = c.bin.join("sbatch");
+                        let conf = c.dir.path().join("slurm.conf");
+                        let dir = c.dir.path().to_path_buf();
+                        std::thread::spawn(move || {
+                            for _ in 0..per {
+                                let _ = Command::new(&sb)
+                                    .args(["--hold", "--wrap", "true"])
+                                    .env("SLURM_CONF", &conf)
+                                    .current_dir(&dir)
+                                    .stdout(Stdio::null())
+                                    .status();
+                            }
+                        })
+                    })
+                    .collect();
+                for h in handles {
+                    let _ = h.join();
+                }
+                v.push((8 * per) as f64 / t.elapsed().as_secs_f64());
+                c.drain().await?;
+            }
+            report("submit-par8", median(v.clone()), "jobs/s", &v, ">= 1000");
+        }
+        if want("e2e-1000") {
+            let n = 1000 / scale;
+            let mut v = Vec::new();
+            for _ in 0..runs {
+                let t = Instant::now();
+                let per = n / 8;
+                let handles: Vec<_> = (0..8)
+                    .map(|_| {
+                        let sb = c.bin.join("sbatch");
+                        let conf = c.dir.path().join("slurm.conf");
+                        let dir = c.dir.path().to_path_buf();
+                        std::thread::spawn(move || {
+                            for _ in 0..per {
+                                let _ = Command::new(&sb)
+                                    .args(["-o", "/dev/null", "--wrap", "true"])
+                                    .env("SLURM_CONF", &conf)
+                                    .current_dir(&dir)
+                                    .stdout(Stdio::null())
+                                    .status();
+                            }
+                        })
+                    })
+                    .collect();
+                for h in handles {
+                    let _ = h.join();
+                }
+                let mut cl = c.client().await?;
+                loop {
+                    let r = cl
+                        .get_state(v1::StateRequest {
+                            jobs: true,
+                            ..Default::default()
+                        })
+                        .await
+                        .map_err(|s| s.to_string())?
+                        .into_inner();
+                    let live = r
+                        .jobs
+                        .iter()
+                        .filter(|j| {
+                            drover_model::state::JobState::parse(&j.state)
+                                .is_some_and(|s| !s.is_finished())
+                        })
+                        .count();
+                    if live == 0 {
+                        break;
+                    }
+                    if t.elapsed() > Duration::from_secs(600) {
+                        return Err("e2e: jobs did not finish within 10 minutes".into());
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                v.push((8 * per) as f64 / t.elapsed().as_secs_f64());
+            }
+            report("e2e-1000", median(v.clone()), "jobs/s", &v, ">= 200");
+        }
+        if want("start-latency") {
+            let mut cl = c.client().await?;
+            let mut v = Vec::new();
+            for _ in 0..(runs * 4) {
+                let t = Instant::now();
+                let id = cl
+                    .submit(v1::SubmitRequest {
+                        spec: Some(drover_proto::spec_to_wire(&spec(c.dir.path(), false))),
+                        test_only: false,
+                    })
+                    .await
+                    .map_err(|s| s.to_string())?
+                    .into_inner()
+                    .job_id;
+                let mut w = cl
+                    .watch_job(v1::WatchRequest { job_id: id })
+                    .await
+                    .map_err(|s| s.to_string())?
+                    .into_inner();
+                while let Ok(Some(ev)) = w.message().await {
+                    if ev.job.is_some_and(|j| j.state != "PENDING") {
+                        break;
+                    }
+                }
+                v.push(t.elapsed().as_secs_f64() * 1000.0);
+                c.drain().await?;
+            }
+            report("start-latency", median(v.clone()), "ms", &v, "<= 20");
+        }
+        for (name, count, target) in [
+            ("squeue-10k", 10_000usize, "<= 20"),
+            ("squeue-100k", 100_000, "<= 150"),
+        ] {
+            if !want(name) && !(want("mem-per-job") && name == "squeue-10k") {
+                continue;
+            }
+            if a.quick && count > 10_000 {
+                continue;
+            }
+            let count = count / scale;
+            c.drain().await?;
+            let pid = c.controller_pid().ok_or("no controller pid")?;
+            let before = rss_kb(pid);
+            let mut cl = c.client().await?;
+            let s = drover_proto::spec_to_wire(&spec(c.dir.path(), true));
+            let mut pending = Vec::new();
+            for _ in 0..count {
+                let mut cl2 = cl.clone();
+                let req = v1::SubmitRequest {
+                    spec: Some(s.clone()),
+                    test_only: false,
+                };
+                pending.push(tokio::spawn(
+                    async move { cl2.submit(req).await.map(|_| ()) },
+                ));
+                if pending.len() >= 256 {
+                    for p in pending.drain(..) {
+                        p.await
+                            .map_err(|e| e.to_string())?
+                            .map_err(|s| s.to_string())?;
+                    }
+                }
+            }
+            for p in pending.drain(..) {
+                p.await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|s| s.to_string())?;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let after = rss_kb(pid);
+            if want(name) {
+                let mut v = Vec::new();
+                for _ in 0..runs {
+                    let t = Instant::now();
+                    let out = c
+                        .cmd("squeue")
+                        .stdout(Stdio::piped())
+                        .output()
+                        .map_err(|e| e.to_string())?;
+                    v.push(t.elapsed().as_secs_f64() * 1000.0);
+                    let lines = out.stdout.iter().filter(|b| **b == b'\n').count();
+                    if lines < count {
+                        return Err(format!("squeue printed {lines} lines for {count} jobs"));
+                    }
+                }
+                report(name, median(v.clone()), "ms", &v, target);
+            }
+            if want("mem-per-job") && name == "squeue-10k" {
+                let per = (after.saturating_sub(before)) as f64 / count as f64;
+                report("mem-per-job", per, "KB", &[per], "<= 1");
+            }
+            let _ = cl.cancel(v1::CancelRequest::default()).await;
+            c.drain().await?;
+            drop(cl);
+        }
+        Ok(())
+    });
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("drover bench: error: {e}");
+            1
+        }
+    }
+}
+
+fn rss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("VmRSS:")
+                    .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            })
+        })
+        .unwrap_or(0)
+}
