@@ -322,7 +322,8 @@ pub fn main(a: BenchArgs) -> i32 {
             ("squeue-10k", 10_000usize, "<= 20"),
             ("squeue-100k", 100_000, "<= 150"),
         ] {
-            if !want(name) && !(want("mem-per-job") && name == "squeue-10k") {
+            let measure_mem = want("mem-per-job") && name == "squeue-10k";
+            if !want(name) && !measure_mem {
                 continue;
             }
             if a.quick && count > 10_000 {
