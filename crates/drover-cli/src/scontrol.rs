@@ -30,7 +30,8 @@ pub fn main(args: Vec<String>) -> i32 {
             "-Q" | "--quiet" => opts.quiet = true,
             "-a" | "--all" | "-v" | "--verbose" => {}
             "-V" | "--version" => {
-                println!("slurm-wlm {}", drover_model::SLURM_COMPAT_VERSION);
+                // Parsers of `slurm X.Y.Z` still find a 22.05 release; people see it is Drover.
+                println!("slurm-wlm {} (drover {})", drover_model::SLURM_COMPAT_VERSION, env!("CARGO_PKG_VERSION"));
                 return 0;
             }
             "-h" | "--help" | "--usage" => {
@@ -53,7 +54,7 @@ pub fn main(args: Vec<String>) -> i32 {
     match cmd.as_str() {
         "show" => show(rest, &opts),
         "version" => {
-            println!("slurm-wlm {}", drover_model::SLURM_COMPAT_VERSION);
+            println!("slurm-wlm {} (drover {})", drover_model::SLURM_COMPAT_VERSION, env!("CARGO_PKG_VERSION"));
             0
         }
         "ping" => ping(),
