@@ -14,10 +14,7 @@ fn main() -> Result<()> {
 }
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives in the workspace")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
 }
 
 fn codegen(check: bool) -> Result<()> {
@@ -25,8 +22,7 @@ fn codegen(check: bool) -> Result<()> {
     let out_dir = root().join("crates/drover-proto/src/gen");
     let tmp = std::env::temp_dir().join(format!("drover-codegen-{}", std::process::id()));
     std::fs::create_dir_all(&tmp)?;
-    let fds = protox::compile([proto_dir.join("drover.proto")], [&proto_dir])
-        .context("compiling .proto")?;
+    let fds = protox::compile([proto_dir.join("drover.proto")], [&proto_dir]).context("compiling .proto")?;
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
@@ -41,10 +37,7 @@ fn codegen(check: bool) -> Result<()> {
     if check {
         let current = std::fs::read_to_string(&target).unwrap_or_default();
         if current != text {
-            bail!(
-                "{} is stale: run `cargo xtask codegen` and commit the result",
-                target.display()
-            );
+            bail!("{} is stale: run `cargo xtask codegen` and commit the result", target.display());
         }
         println!("generated code is current");
         return Ok(());

@@ -54,10 +54,7 @@ struct BenchCluster {
 
 impl BenchCluster {
     fn start(nodes: u32) -> Result<BenchCluster, String> {
-        let dir = tempfile::Builder::new()
-            .prefix("drover-bench-")
-            .tempdir()
-            .map_err(|e| e.to_string())?;
+        let dir = tempfile::Builder::new().prefix("drover-bench-").tempdir().map_err(|e| e.to_string())?;
         let up = crate::up::UpArgs {
             nodes,
             cpus_per_node: Some(2),
@@ -68,8 +65,7 @@ impl BenchCluster {
             cluster_name: "bench".into(),
             detach: true,
         };
-        let cfg = crate::up::start_detached(&up)
-            .map_err(|e| format!("starting the bench cluster: {e}"))?;
+        let cfg = crate::up::start_detached(&up).map_err(|e| format!("starting the bench cluster: {e}"))?;
         let bin = dir.path().join("bin");
         Ok(BenchCluster { dir, cfg, bin })
     }
@@ -84,11 +80,7 @@ impl BenchCluster {
     }
 
     fn controller_pid(&self) -> Option<u32> {
-        std::fs::read_to_string(self.dir.path().join("run/controller.pid"))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
+        std::fs::read_to_string(self.dir.path().join("run/controller.pid")).ok()?.trim().parse().ok()
     }
 
     async fn client(&self) -> Result<common::Client, String> {
@@ -99,29 +91,20 @@ impl BenchCluster {
     async fn drain(&self) -> Result<(), String> {
         let mut c = self.client().await?;
         let me = common::user_name(nix::unistd::getuid().as_raw());
-        c.cancel(v1::CancelRequest {
-            has_user: true,
-            user: me,
-            ..Default::default()
-        })
-        .await
-        .map_err(|s| s.to_string())?;
+        c.cancel(v1::CancelRequest { has_user: true, user: me, ..Default::default() })
+            .await
+            .map_err(|s| s.to_string())?;
         let t = Instant::now();
         loop {
             let r = c
-                .get_state(v1::StateRequest {
-                    jobs: true,
-                    ..Default::default()
-                })
+                .get_state(v1::StateRequest { jobs: true, ..Default::default() })
                 .await
                 .map_err(|s| s.to_string())?
                 .into_inner();
             let live = r
                 .jobs
                 .iter()
-                .filter(|j| {
-                    drover_model::state::JobState::parse(&j.state).is_some_and(|s| !s.is_finished())
-                })
+                .filter(|j| drover_model::state::JobState::parse(&j.state).is_some_and(|s| !s.is_finished()))
                 .count();
             if live == 0 || t.elapsed() > Duration::from_secs(60) {
                 return Ok(());
@@ -159,10 +142,7 @@ fn spec(dir: &Path, hold: bool) -> JobSpec {
 
 fn report(name: &str, value: f64, unit: &str, runs: &[f64], target: &str) {
     let all: Vec<String> = runs.iter().map(|r| format!("{r:.1}")).collect();
-    println!(
-        "{name:<14} {value:>10.1} {unit:<6} target {target:<10} runs [{}]",
-        all.join(", ")
-    );
+    println!("{name:<14} {value:>10.1} {unit:<6} target {target:<10} runs [{}]", all.join(", "));
 }
 
 pub fn main(a: BenchArgs) -> i32 {
@@ -189,11 +169,7 @@ pub fn main(a: BenchArgs) -> i32 {
             for _ in 0..runs {
                 let t = Instant::now();
                 for _ in 0..n {
-                    let st = c
-                        .cmd("sbatch")
-                        .args(["--hold", "--wrap", "true"])
-                        .status()
-                        .map_err(|e| e.to_string())?;
+                    let st = c.cmd("sbatch").args(["--hold", "--wrap", "true"]).status().map_err(|e| e.to_string())?;
                     if !st.success() {
                         return Err("sbatch failed".into());
                     }
@@ -262,20 +238,14 @@ pub fn main(a: BenchArgs) -> i32 {
                 let mut cl = c.client().await?;
                 loop {
                     let r = cl
-                        .get_state(v1::StateRequest {
-                            jobs: true,
-                            ..Default::default()
-                        })
+                        .get_state(v1::StateRequest { jobs: true, ..Default::default() })
                         .await
                         .map_err(|s| s.to_string())?
                         .into_inner();
                     let live = r
                         .jobs
                         .iter()
-                        .filter(|j| {
-                            drover_model::state::JobState::parse(&j.state)
-                                .is_some_and(|s| !s.is_finished())
-                        })
+                        .filter(|j| drover_model::state::JobState::parse(&j.state).is_some_and(|s| !s.is_finished()))
                         .count();
                     if live == 0 {
                         break;
@@ -303,11 +273,8 @@ pub fn main(a: BenchArgs) -> i32 {
                     .map_err(|s| s.to_string())?
                     .into_inner()
                     .job_id;
-                let mut w = cl
-                    .watch_job(v1::WatchRequest { job_id: id })
-                    .await
-                    .map_err(|s| s.to_string())?
-                    .into_inner();
+                let mut w =
+                    cl.watch_job(v1::WatchRequest { job_id: id }).await.map_err(|s| s.to_string())?.into_inner();
                 while let Ok(Some(ev)) = w.message().await {
                     if ev.job.is_some_and(|j| j.state != "PENDING") {
                         break;
@@ -318,10 +285,7 @@ pub fn main(a: BenchArgs) -> i32 {
             }
             report("start-latency", median(v.clone()), "ms", &v, "<= 20");
         }
-        for (name, count, target) in [
-            ("squeue-10k", 10_000usize, "<= 20"),
-            ("squeue-100k", 100_000, "<= 150"),
-        ] {
+        for (name, count, target) in [("squeue-10k", 10_000usize, "<= 20"), ("squeue-100k", 100_000, "<= 150")] {
             let measure_mem = want("mem-per-job") && name == "squeue-10k";
             if !want(name) && !measure_mem {
                 continue;
@@ -338,25 +302,16 @@ pub fn main(a: BenchArgs) -> i32 {
             let mut pending = Vec::new();
             for _ in 0..count {
                 let mut cl2 = cl.clone();
-                let req = v1::SubmitRequest {
-                    spec: Some(s.clone()),
-                    test_only: false,
-                };
-                pending.push(tokio::spawn(
-                    async move { cl2.submit(req).await.map(|_| ()) },
-                ));
+                let req = v1::SubmitRequest { spec: Some(s.clone()), test_only: false };
+                pending.push(tokio::spawn(async move { cl2.submit(req).await.map(|_| ()) }));
                 if pending.len() >= 256 {
                     for p in pending.drain(..) {
-                        p.await
-                            .map_err(|e| e.to_string())?
-                            .map_err(|s| s.to_string())?;
+                        p.await.map_err(|e| e.to_string())?.map_err(|s| s.to_string())?;
                     }
                 }
             }
             for p in pending.drain(..) {
-                p.await
-                    .map_err(|e| e.to_string())?
-                    .map_err(|s| s.to_string())?;
+                p.await.map_err(|e| e.to_string())?.map_err(|s| s.to_string())?;
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
             let after = rss_kb(pid);
@@ -364,11 +319,7 @@ pub fn main(a: BenchArgs) -> i32 {
                 let mut v = Vec::new();
                 for _ in 0..runs {
                     let t = Instant::now();
-                    let out = c
-                        .cmd("squeue")
-                        .stdout(Stdio::piped())
-                        .output()
-                        .map_err(|e| e.to_string())?;
+                    let out = c.cmd("squeue").stdout(Stdio::piped()).output().map_err(|e| e.to_string())?;
                     v.push(t.elapsed().as_secs_f64() * 1000.0);
                     let lines = out.stdout.iter().filter(|b| **b == b'\n').count();
                     if lines < count {
@@ -400,10 +351,7 @@ fn rss_kb(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix("VmRSS:")
-                    .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            })
+            s.lines().find_map(|l| l.strip_prefix("VmRSS:").and_then(|v| v.split_whitespace().next()?.parse().ok()))
         })
         .unwrap_or(0)
 }

@@ -10,9 +10,7 @@ pub type Client = ControllerClient<Channel>;
 
 /// Where `slurm.conf` is: `SLURM_CONF`, else Slurm's default location.
 pub fn conf_path() -> PathBuf {
-    std::env::var_os("SLURM_CONF")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"))
+    std::env::var_os("SLURM_CONF").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"))
 }
 
 pub fn load_config() -> Result<Config, String> {
@@ -21,19 +19,14 @@ pub fn load_config() -> Result<Config, String> {
 }
 
 pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("invariant: a runtime starts")
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("invariant: a runtime starts")
 }
 
 pub async fn connect(cfg: &Config) -> Result<Client, String> {
     let ch = drover_proto::connect_unix(&cfg.controller_socket())
         .await
         .map_err(|_| "Unable to contact slurm controller (connect failure)".to_string())?;
-    Ok(ControllerClient::new(ch)
-        .max_decoding_message_size(512 << 20)
-        .max_encoding_message_size(64 << 20))
+    Ok(ControllerClient::new(ch).max_decoding_message_size(512 << 20).max_encoding_message_size(64 << 20))
 }
 
 /// Slurm's timestamp form in local time: `2026-12-02T11:57:03`.
@@ -53,11 +46,7 @@ pub fn tz() -> jiff::tz::TimeZone {
 /// The header date of `-l` outputs: `Wed Dec 02 11:56:55 2026`.
 pub fn fmt_header_date(t: i64) -> String {
     jiff::Timestamp::from_second(t)
-        .map(|ts| {
-            ts.to_zoned(tz())
-                .strftime("%a %b %d %H:%M:%S %Y")
-                .to_string()
-        })
+        .map(|ts| ts.to_zoned(tz()).strftime("%a %b %d %H:%M:%S %Y").to_string())
         .unwrap_or_default()
 }
 
@@ -85,16 +74,11 @@ pub fn uid_of(name: &str) -> Option<u32> {
     if let Ok(n) = name.parse::<u32>() {
         return Some(n);
     }
-    nix::unistd::User::from_name(name)
-        .ok()
-        .flatten()
-        .map(|u| u.uid.as_raw())
+    nix::unistd::User::from_name(name).ok().flatten().map(|u| u.uid.as_raw())
 }
 
 pub fn hostname() -> String {
-    nix::unistd::gethostname()
-        .map(|h| h.to_string_lossy().to_string())
-        .unwrap_or_else(|_| "localhost".into())
+    nix::unistd::gethostname().map(|h| h.to_string_lossy().to_string()).unwrap_or_else(|_| "localhost".into())
 }
 
 /// `ExitCode=` style `code:signal` from a raw wait status.
@@ -113,9 +97,7 @@ pub fn exit_code(status: i32) -> String {
 pub fn parse_time_spec(s: &str, now: i64) -> Option<i64> {
     let s = s.trim();
     let zone = tz();
-    let today = jiff::Timestamp::from_second(now)
-        .ok()?
-        .to_zoned(zone.clone());
+    let today = jiff::Timestamp::from_second(now).ok()?.to_zoned(zone.clone());
     let at = |h: i8, m: i8, sec: i8, next_if_past: bool| -> Option<i64> {
         let d = today.date().at(h, m, sec, 0).to_zoned(zone.clone()).ok()?;
         let t = d.timestamp().as_second();
@@ -161,33 +143,16 @@ pub fn parse_time_spec(s: &str, now: i64) -> Option<i64> {
         return dt.to_zoned(zone).ok().map(|z| z.timestamp().as_second());
     }
     if let Ok(d) = s.parse::<jiff::civil::Date>() {
-        return d
-            .at(0, 0, 0, 0)
-            .to_zoned(zone)
-            .ok()
-            .map(|z| z.timestamp().as_second());
+        return d.at(0, 0, 0, 0).to_zoned(zone).ok().map(|z| z.timestamp().as_second());
     }
     if let Some((date, time)) = s.split_once('T') {
         let d: jiff::civil::Date = date.parse().ok()?;
-        let parts: Vec<i8> = time
-            .split(':')
-            .map(|p| p.parse().ok())
-            .collect::<Option<_>>()?;
-        let (h, m, sec) = (
-            parts.first().copied()?,
-            parts.get(1).copied().unwrap_or(0),
-            parts.get(2).copied().unwrap_or(0),
-        );
-        return d
-            .at(h, m, sec, 0)
-            .to_zoned(zone)
-            .ok()
-            .map(|z| z.timestamp().as_second());
+        let parts: Vec<i8> = time.split(':').map(|p| p.parse().ok()).collect::<Option<_>>()?;
+        let (h, m, sec) =
+            (parts.first().copied()?, parts.get(1).copied().unwrap_or(0), parts.get(2).copied().unwrap_or(0));
+        return d.at(h, m, sec, 0).to_zoned(zone).ok().map(|z| z.timestamp().as_second());
     }
-    let parts: Vec<i8> = s
-        .split(':')
-        .map(|p| p.parse().ok())
-        .collect::<Option<_>>()?;
+    let parts: Vec<i8> = s.split(':').map(|p| p.parse().ok()).collect::<Option<_>>()?;
     if parts.len() >= 2 {
         return at(parts[0], parts[1], parts.get(2).copied().unwrap_or(0), true);
     }
@@ -196,9 +161,7 @@ pub fn parse_time_spec(s: &str, now: i64) -> Option<i64> {
 
 /// A tonic error as the one line Slurm prints.
 pub fn status_msg(s: &tonic::Status) -> String {
-    if s.code() == tonic::Code::Unavailable
-        || s.code() == tonic::Code::Unknown && s.message().contains("connect")
-    {
+    if s.code() == tonic::Code::Unavailable || s.code() == tonic::Code::Unknown && s.message().contains("connect") {
         return "Unable to contact slurm controller (connect failure)".into();
     }
     s.message().to_string()

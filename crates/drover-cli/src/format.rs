@@ -4,11 +4,7 @@
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Item {
     Lit(String),
-    Field {
-        code: char,
-        width: Option<usize>,
-        right: bool,
-    },
+    Field { code: char, width: Option<usize>, right: bool },
 }
 
 pub fn parse(fmt: &str) -> Vec<Item> {
@@ -37,11 +33,7 @@ pub fn parse(fmt: &str) -> Vec<Item> {
         while j < chars.len() && chars[j].is_ascii_digit() {
             j += 1;
         }
-        let width = if j > start {
-            chars[start..j].iter().collect::<String>().parse().ok()
-        } else {
-            None
-        };
+        let width = if j > start { chars[start..j].iter().collect::<String>().parse().ok() } else { None };
         match chars.get(j) {
             Some(&code) if code.is_ascii_alphabetic() => {
                 if !lit.is_empty() {
@@ -96,31 +88,10 @@ mod tests {
     #[test]
     fn parses_widths_and_literals() {
         let items = parse("%.18i %9P|%j%%");
-        assert_eq!(
-            items[0],
-            Item::Field {
-                code: 'i',
-                width: Some(18),
-                right: true
-            }
-        );
+        assert_eq!(items[0], Item::Field { code: 'i', width: Some(18), right: true });
         assert_eq!(items[1], Item::Lit(" ".into()));
-        assert_eq!(
-            items[2],
-            Item::Field {
-                code: 'P',
-                width: Some(9),
-                right: false
-            }
-        );
-        assert_eq!(
-            items[4],
-            Item::Field {
-                code: 'j',
-                width: None,
-                right: false
-            }
-        );
+        assert_eq!(items[2], Item::Field { code: 'P', width: Some(9), right: false });
+        assert_eq!(items[4], Item::Field { code: 'j', width: None, right: false });
         assert_eq!(items[5], Item::Lit("%".into()));
         let line = render(&items, |c| match c {
             'i' => "42".into(),

@@ -9,11 +9,7 @@ use drover_model::job::{parse_dependency, JobSpec};
 use drover_model::memsize::parse_mb;
 
 #[derive(Parser, Debug, Default, Clone)]
-#[command(
-    disable_help_flag = true,
-    disable_version_flag = true,
-    args_override_self = true
-)]
+#[command(disable_help_flag = true, disable_version_flag = true, args_override_self = true)]
 pub struct JobArgs {
     #[arg(short = 'J', long = "job-name")]
     pub job_name: Option<String>,
@@ -221,11 +217,7 @@ pub fn env_args(prefix: &str) -> Vec<String> {
         if let Ok(v) = std::env::var(format!("{prefix}{suffix}")) {
             match *opt {
                 "--requeue" | "--no-requeue" | "--hold" => out.push(opt.to_string()),
-                "--exclusive" => out.push(if v.is_empty() {
-                    "--exclusive".into()
-                } else {
-                    format!("--exclusive={v}")
-                }),
+                "--exclusive" => out.push(if v.is_empty() { "--exclusive".into() } else { format!("--exclusive={v}") }),
                 _ => out.push(format!("{opt}={v}")),
             }
         }
@@ -242,17 +234,12 @@ pub struct Validated {
 }
 
 fn num<T: std::str::FromStr>(v: &str, what: &str) -> Result<T, String> {
-    v.trim()
-        .parse()
-        .map_err(|_| format!("Invalid {what} specification: {v}"))
+    v.trim().parse().map_err(|_| format!("Invalid {what} specification: {v}"))
 }
 
 impl JobArgs {
     pub fn validate(&self, batch: bool) -> Result<Validated, String> {
-        let mut spec = JobSpec {
-            batch,
-            ..Default::default()
-        };
+        let mut spec = JobSpec { batch, ..Default::default() };
         let uid = nix::unistd::getuid().as_raw();
         let gid = nix::unistd::getgid().as_raw();
         spec.uid = match &self.uid {
@@ -261,23 +248,17 @@ impl JobArgs {
         };
         spec.gid = match &self.gid {
             Some(g) => g.parse().map_err(|_| format!("Invalid group id: {g}"))?,
-            None if self.uid.is_some() => {
-                nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(spec.uid))
-                    .ok()
-                    .flatten()
-                    .map(|u| u.gid.as_raw())
-                    .unwrap_or(gid)
-            }
+            None if self.uid.is_some() => nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(spec.uid))
+                .ok()
+                .flatten()
+                .map(|u| u.gid.as_raw())
+                .unwrap_or(gid),
             None => gid,
         };
         spec.user = crate::common::user_name(spec.uid);
         spec.group = crate::common::group_name(spec.gid);
         if let Some(p) = &self.partition {
-            spec.partitions = p
-                .split(',')
-                .filter(|s| !s.is_empty())
-                .map(String::from)
-                .collect();
+            spec.partitions = p.split(',').filter(|s| !s.is_empty()).map(String::from).collect();
         }
         if let Some(n) = &self.nodes {
             let (lo, hi) = match n.split_once('-') {
@@ -321,22 +302,17 @@ impl JobArgs {
             return Err("--mem and --mem-per-cpu are mutually exclusive.".into());
         }
         if let Some(m) = &self.mem {
-            spec.mem_per_node_mb =
-                Some(parse_mb(m).map_err(|_| "invalid memory constraint".to_string())?);
+            spec.mem_per_node_mb = Some(parse_mb(m).map_err(|_| "invalid memory constraint".to_string())?);
         }
         if let Some(m) = &self.mem_per_cpu {
-            spec.mem_per_cpu_mb =
-                Some(parse_mb(m).map_err(|_| "invalid memory constraint".to_string())?);
+            spec.mem_per_cpu_mb = Some(parse_mb(m).map_err(|_| "invalid memory constraint".to_string())?);
         }
         if let Some(t) = &self.time {
-            spec.time_limit = Some(
-                parse_time_limit(t)
-                    .map_err(|_| "Invalid time limit specification".to_string())
-                    .map(|l| {
-                        // Slurm rounds a limit of seconds up to whole minutes.
-                        l.map(|s| s.div_ceil(60) * 60)
-                    })?,
-            );
+            spec.time_limit =
+                Some(parse_time_limit(t).map_err(|_| "Invalid time limit specification".to_string()).map(|l| {
+                    // Slurm rounds a limit of seconds up to whole minutes.
+                    l.map(|s| s.div_ceil(60) * 60)
+                })?);
         }
         if let Some(w) = &self.nodelist {
             let hl = if std::path::Path::new(w).is_file() && w.contains('/') {
@@ -351,8 +327,7 @@ impl JobArgs {
             spec.exclude = Hostlist::parse(x).map_err(|e| e.to_string())?.names();
         }
         if let Some(c) = &self.constraint {
-            drover_model::job::Constraint::parse(c)
-                .map_err(|_| "Invalid feature specification".to_string())?;
+            drover_model::job::Constraint::parse(c).map_err(|_| "Invalid feature specification".to_string())?;
             spec.constraint = Some(c.clone());
         }
         if let Some(e) = &self.exclusive {
@@ -369,12 +344,9 @@ impl JobArgs {
             );
         }
         if let Some(d) = &self.dependency {
-            spec.dependency =
-                parse_dependency(d).map_err(|_| "Job dependency problem".to_string())?;
+            spec.dependency = parse_dependency(d).map_err(|_| "Job dependency problem".to_string())?;
         }
-        let cwd = std::env::current_dir()
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|_| "/tmp".into());
+        let cwd = std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/tmp".into());
         spec.work_dir = match &self.chdir {
             Some(d) if d.starts_with('/') => d.clone(),
             Some(d) => format!("{cwd}/{d}"),
@@ -405,34 +377,20 @@ impl JobArgs {
             };
         }
         if let Some(i) = &self.immediate {
-            spec.immediate = Some(if i.is_empty() {
-                0
-            } else {
-                num(i, "immediate")?
-            });
+            spec.immediate = Some(if i.is_empty() { 0 } else { num(i, "immediate")? });
         }
-        let gres = self
-            .gres
-            .as_deref()
-            .is_some_and(|g| !g.is_empty() && g != "none")
+        let gres = self.gres.as_deref().is_some_and(|g| !g.is_empty() && g != "none")
             || self.gpus.is_some()
             || self.gpus_per_node.is_some()
             || self.gpus_per_task.is_some();
         spec.submit_host = crate::common::hostname();
-        Ok(Validated {
-            spec,
-            array: self.array.clone(),
-            gres,
-        })
+        Ok(Validated { spec, array: self.array.clone(), gres })
     }
 }
 
 fn validate_signal(s: &str) -> Result<(), String> {
     let (sig, _) = s.split_once('@').unwrap_or((s, ""));
-    let sig = sig
-        .trim_start_matches("B:")
-        .trim_start_matches("R:")
-        .trim_start_matches("RB:");
+    let sig = sig.trim_start_matches("B:").trim_start_matches("R:").trim_start_matches("RB:");
     if crate::scancel::parse_signal(sig).is_none() {
         return Err(format!("Invalid signal specification: {s}"));
     }
@@ -444,16 +402,11 @@ fn export_env(spec: &str) -> Result<Vec<(String, String)>, String> {
     let items: Vec<&str> = spec.split(',').filter(|s| !s.is_empty()).collect();
     let all = items.iter().any(|i| i.eq_ignore_ascii_case("ALL"));
     let none = items.iter().any(|i| i.eq_ignore_ascii_case("NONE"));
-    let mut env: Vec<(String, String)> = if all || (!none && items.is_empty()) {
-        std::env::vars().collect()
-    } else {
-        Vec::new()
-    };
+    let mut env: Vec<(String, String)> =
+        if all || (!none && items.is_empty()) { std::env::vars().collect() } else { Vec::new() };
     if !all && !none && !items.is_empty() {
         // A list without ALL exports only what it names (Slurm also keeps SLURM_* variables).
-        env = std::env::vars()
-            .filter(|(k, _)| k.starts_with("SLURM_"))
-            .collect();
+        env = std::env::vars().filter(|(k, _)| k.starts_with("SLURM_")).collect();
     }
     for it in items {
         if it.eq_ignore_ascii_case("ALL") || it.eq_ignore_ascii_case("NONE") {
@@ -484,25 +437,19 @@ mod tests {
     #[test]
     fn directives_stop_at_the_first_command() {
         let s = "#!/bin/bash\n#SBATCH -N 2 --ntasks=4\n# comment\n\n#SBATCH   --job-name  \"my job\"\nhostname\n#SBATCH --time=5\n";
-        assert_eq!(
-            directives(s, "#SBATCH").unwrap(),
-            ["-N", "2", "--ntasks=4", "--job-name", "my job"]
-        );
+        assert_eq!(directives(s, "#SBATCH").unwrap(), ["-N", "2", "--ntasks=4", "--job-name", "my job"]);
     }
 
     #[test]
     fn later_values_override_earlier_ones() {
-        let a =
-            JobArgs::try_parse_from(["x", "-N", "1", "--nodes=3", "-J", "a", "--job-name", "b"])
-                .unwrap();
+        let a = JobArgs::try_parse_from(["x", "-N", "1", "--nodes=3", "-J", "a", "--job-name", "b"]).unwrap();
         assert_eq!(a.nodes.as_deref(), Some("3"));
         assert_eq!(a.job_name.as_deref(), Some("b"));
     }
 
     #[test]
     fn validates_counts_and_limits() {
-        let a =
-            JobArgs::try_parse_from(["x", "-N", "2-4", "-t", "1-00:00:00", "--mem=4G"]).unwrap();
+        let a = JobArgs::try_parse_from(["x", "-N", "2-4", "-t", "1-00:00:00", "--mem=4G"]).unwrap();
         let v = a.validate(true).unwrap();
         assert_eq!((v.spec.min_nodes, v.spec.max_nodes), (Some(2), Some(4)));
         assert_eq!(v.spec.time_limit, Some(Some(86400)));
@@ -515,9 +462,6 @@ mod tests {
 
     #[test]
     fn shell_words_handle_quotes() {
-        assert_eq!(
-            shell_words(r#"--a="x y" 'b c' d\ e # tail"#).unwrap(),
-            ["--a=x y", "b c", "d e"]
-        );
+        assert_eq!(shell_words(r#"--a="x y" 'b c' d\ e # tail"#).unwrap(), ["--a=x y", "b c", "d e"]);
     }
 }

@@ -8,9 +8,7 @@ use drover_proto::v1;
 
 pub fn spec(j: &v1::JobInfo) -> &v1::JobSpec {
     static EMPTY: std::sync::OnceLock<v1::JobSpec> = std::sync::OnceLock::new();
-    j.spec
-        .as_ref()
-        .unwrap_or_else(|| EMPTY.get_or_init(v1::JobSpec::default))
+    j.spec.as_ref().unwrap_or_else(|| EMPTY.get_or_init(v1::JobSpec::default))
 }
 
 pub fn is_pending(j: &v1::JobInfo) -> bool {
@@ -18,9 +16,7 @@ pub fn is_pending(j: &v1::JobInfo) -> bool {
 }
 
 pub fn state_short(j: &v1::JobInfo) -> &'static str {
-    drover_model::state::JobState::parse(&j.state)
-        .map(|s| s.short())
-        .unwrap_or("??")
+    drover_model::state::JobState::parse(&j.state).map(|s| s.short()).unwrap_or("??")
 }
 
 /// Seconds used so far.
@@ -118,16 +114,10 @@ pub fn tres(j: &v1::JobInfo) -> String {
     let mem: u64 = if !j.alloc.is_empty() {
         j.alloc.iter().map(|a| a.mem_mb).sum()
     } else {
-        s.mem_per_node_mb
-            .map(|m| m * u64::from(nodes))
-            .or(s.mem_per_cpu_mb.map(|m| m * u64::from(cpus)))
-            .unwrap_or(0)
+        s.mem_per_node_mb.map(|m| m * u64::from(nodes)).or(s.mem_per_cpu_mb.map(|m| m * u64::from(cpus))).unwrap_or(0)
     };
     if mem > 0 {
-        format!(
-            "cpu={cpus},mem={},node={nodes},billing={cpus}",
-            fmt_tres_mb(mem)
-        )
+        format!("cpu={cpus},mem={},node={nodes},billing={cpus}", fmt_tres_mb(mem))
     } else {
         format!("cpu={cpus},node={nodes},billing={cpus}")
     }
@@ -137,11 +127,7 @@ pub fn std_path(j: &v1::JobInfo, which: char) -> String {
     let s = spec(j);
     let pat = match which {
         'o' => s.stdout.clone().unwrap_or_else(|| "slurm-%j.out".into()),
-        'e' => s
-            .stderr
-            .clone()
-            .or_else(|| s.stdout.clone())
-            .unwrap_or_else(|| "slurm-%j.out".into()),
+        'e' => s.stderr.clone().or_else(|| s.stdout.clone()).unwrap_or_else(|| "slurm-%j.out".into()),
         _ => s.stdin.clone().unwrap_or_else(|| "/dev/null".into()),
     };
     let node = j.alloc.first().map(|a| a.node.clone()).unwrap_or_default();
@@ -187,9 +173,7 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> String {
             if j.end_time > 0 {
                 fmt_time(j.end_time)
             } else if j.start_time > 0 && !is_pending(j) {
-                limit
-                    .map(|l| fmt_time(j.start_time + l as i64))
-                    .unwrap_or_else(|| "N/A".into())
+                limit.map(|l| fmt_time(j.start_time + l as i64)).unwrap_or_else(|| "N/A".into())
             } else {
                 "N/A".into()
             }
@@ -230,12 +214,7 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> String {
             }
         }
         'N' => nodelist(j),
-        'o' => s
-            .argv
-            .first()
-            .cloned()
-            .filter(|a| !a.is_empty())
-            .unwrap_or_else(|| "(null)".into()),
+        'o' => s.argv.first().cloned().filter(|a| !a.is_empty()).unwrap_or_else(|| "(null)".into()),
         'O' => "0".into(),
         'p' => format!("{:.8}", j.priority as f64 / f64::from(u32::MAX)),
         'P' => j.partition.clone(),

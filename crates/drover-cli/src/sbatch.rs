@@ -8,12 +8,7 @@ use drover_proto::v1;
 use std::io::Read;
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "sbatch",
-    disable_help_flag = true,
-    disable_version_flag = true,
-    args_override_self = true
-)]
+#[command(name = "sbatch", disable_help_flag = true, disable_version_flag = true, args_override_self = true)]
 struct SbatchArgs {
     #[command(flatten)]
     job: JobArgs,
@@ -44,29 +39,15 @@ pub fn clap_error(prog: &str, e: &clap::Error) -> String {
     };
     match e.kind() {
         ErrorKind::UnknownArgument => {
-            format!(
-                "{prog}: unrecognized option '{arg}'\nTry \"{prog} --help\" for more information"
-            )
+            format!("{prog}: unrecognized option '{arg}'\nTry \"{prog} --help\" for more information")
         }
         ErrorKind::InvalidValue | ErrorKind::NoEquals => {
-            let name = arg
-                .split_whitespace()
-                .next()
-                .unwrap_or(&arg)
-                .split('=')
-                .next()
-                .unwrap_or("")
-                .to_string();
+            let name = arg.split_whitespace().next().unwrap_or(&arg).split('=').next().unwrap_or("").to_string();
             format!("{prog}: option '{name}' requires an argument\nTry \"{prog} --help\" for more information")
         }
         _ => {
             let text = e.to_string();
-            let first = text
-                .lines()
-                .next()
-                .unwrap_or("")
-                .trim_start_matches("error: ")
-                .to_string();
+            let first = text.lines().next().unwrap_or("").trim_start_matches("error: ").to_string();
             format!("{prog}: error: {first}")
         }
     }
@@ -75,9 +56,7 @@ pub fn clap_error(prog: &str, e: &clap::Error) -> String {
 const USAGE: &str = "Usage: sbatch [OPTIONS(0)...] [ : [OPTIONS(N)...]] script(0) [args(0)...]";
 
 pub fn main(args: Vec<String>) -> i32 {
-    let cli = match SbatchArgs::try_parse_from(
-        std::iter::once("sbatch".to_string()).chain(args.iter().cloned()),
-    ) {
+    let cli = match SbatchArgs::try_parse_from(std::iter::once("sbatch".to_string()).chain(args.iter().cloned())) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("{}", clap_error("sbatch", &e));
@@ -97,21 +76,14 @@ pub fn main(args: Vec<String>) -> i32 {
             eprintln!("sbatch: error: script argument not permitted with --wrap option");
             return 1;
         }
-        (
-            format!("#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{w}\n"),
-            "wrap".to_string(),
-            None,
-        )
+        (format!("#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{w}\n"), "wrap".to_string(), None)
     } else if let Some(path) = cli.script.first() {
         match std::fs::read(path) {
             Ok(b) => {
-                let name = std::path::Path::new(path)
-                    .file_name()
-                    .map(|f| f.to_string_lossy().to_string())
-                    .unwrap_or_default();
-                let full = std::fs::canonicalize(path)
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_else(|_| path.clone());
+                let name =
+                    std::path::Path::new(path).file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
+                let full =
+                    std::fs::canonicalize(path).map(|p| p.display().to_string()).unwrap_or_else(|_| path.clone());
                 (String::from_utf8_lossy(&b).to_string(), name, Some(full))
             }
             Err(e) => {
@@ -147,9 +119,7 @@ pub fn main(args: Vec<String>) -> i32 {
         }
     };
     let job_from_directives = loop {
-        match JobArgs::try_parse_from(
-            std::iter::once("sbatch".to_string()).chain(dir_args.iter().cloned()),
-        ) {
+        match JobArgs::try_parse_from(std::iter::once("sbatch".to_string()).chain(dir_args.iter().cloned())) {
             Ok(j) => break j,
             Err(e) if e.kind() == ErrorKind::UnknownArgument => {
                 let bad = match e.get(ContextKind::InvalidArg) {
@@ -157,18 +127,14 @@ pub fn main(args: Vec<String>) -> i32 {
                     _ => String::new(),
                 };
                 // Slurm-era scripts carry site options this build does not know: keep going.
-                let Some(pos) = dir_args
-                    .iter()
-                    .position(|a| *a == bad || a.starts_with(&format!("{bad}=")))
-                else {
+                let Some(pos) = dir_args.iter().position(|a| *a == bad || a.starts_with(&format!("{bad}="))) else {
                     eprintln!("{}", clap_error("sbatch", &e));
                     return 1;
                 };
                 let removed = dir_args.remove(pos);
                 eprintln!("sbatch: warning: ignoring unrecognized #SBATCH option '{removed}'");
                 // A separate value belongs to the dropped option.
-                if !removed.contains('=') && pos < dir_args.len() && !dir_args[pos].starts_with('-')
-                {
+                if !removed.contains('=') && pos < dir_args.len() && !dir_args[pos].starts_with('-') {
                     dir_args.remove(pos);
                 }
             }
@@ -206,13 +172,9 @@ pub fn main(args: Vec<String>) -> i32 {
     let mut spec = validated.spec;
     spec.name = merged.job_name.clone().unwrap_or(script_name);
     spec.script = script;
-    spec.argv = std::iter::once(command.clone().unwrap_or_default())
-        .chain(cli.script.iter().skip(1).cloned())
-        .collect();
-    spec.submit_line = std::iter::once("sbatch".to_string())
-        .chain(args.iter().cloned())
-        .collect::<Vec<_>>()
-        .join(" ");
+    spec.argv =
+        std::iter::once(command.clone().unwrap_or_default()).chain(cli.script.iter().skip(1).cloned()).collect();
+    spec.submit_line = std::iter::once("sbatch".to_string()).chain(args.iter().cloned()).collect::<Vec<_>>().join(" ");
     if validated.gres && !cli.test_only {
         // GRES scheduling arrives with the execution issue; refusing is honest, ignoring is not.
         eprintln!("sbatch: error: Batch job submission failed: Invalid generic resource (gres) specification");
@@ -239,20 +201,13 @@ pub fn main(args: Vec<String>) -> i32 {
             }
         };
         let parts = spec.partitions.clone();
-        let req = v1::SubmitRequest {
-            spec: Some(drover_proto::spec_to_wire(&spec)),
-            test_only: cli.test_only,
-        };
+        let req = v1::SubmitRequest { spec: Some(drover_proto::spec_to_wire(&spec)), test_only: cli.test_only };
         let reply = match client.submit(req).await {
             Ok(r) => r.into_inner(),
             Err(s) => {
                 let msg = status_msg(&s);
                 if msg == "Invalid partition name specified" {
-                    let bad = parts
-                        .iter()
-                        .find(|p| cfg.partition(p).is_none())
-                        .cloned()
-                        .unwrap_or_default();
+                    let bad = parts.iter().find(|p| cfg.partition(p).is_none()).cloned().unwrap_or_default();
                     eprintln!("sbatch: error: invalid partition specified: {bad}");
                 }
                 eprintln!("sbatch: error: Batch job submission failed: {msg}");

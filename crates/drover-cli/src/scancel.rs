@@ -5,12 +5,7 @@ use clap::Parser;
 use drover_proto::v1;
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "scancel",
-    disable_help_flag = true,
-    disable_version_flag = true,
-    args_override_self = true
-)]
+#[command(name = "scancel", disable_help_flag = true, disable_version_flag = true, args_override_self = true)]
 struct Args {
     #[arg(short = 'u', long = "user")]
     user: Option<String>,
@@ -57,14 +52,8 @@ pub fn parse_signal(s: &str) -> Option<i32> {
         return nix::sys::signal::Signal::try_from(n).ok().map(|x| x as i32);
     }
     let up = s.to_ascii_uppercase();
-    let name = if up.starts_with("SIG") {
-        up
-    } else {
-        format!("SIG{up}")
-    };
-    name.parse::<nix::sys::signal::Signal>()
-        .ok()
-        .map(|x| x as i32)
+    let name = if up.starts_with("SIG") { up } else { format!("SIG{up}") };
+    name.parse::<nix::sys::signal::Signal>().ok().map(|x| x as i32)
 }
 
 pub fn main(args: Vec<String>) -> i32 {
@@ -96,16 +85,9 @@ pub fn main(args: Vec<String>) -> i32 {
             }
         }
     }
-    let user = if a.me {
-        Some(common::user_name(nix::unistd::getuid().as_raw()))
-    } else {
-        a.user.clone()
-    };
-    let filtered = user.is_some()
-        || a.name.is_some()
-        || a.state.is_some()
-        || a.partition.is_some()
-        || a.nodelist.is_some();
+    let user = if a.me { Some(common::user_name(nix::unistd::getuid().as_raw())) } else { a.user.clone() };
+    let filtered =
+        user.is_some() || a.name.is_some() || a.state.is_some() || a.partition.is_some() || a.nodelist.is_some();
     if ids.is_empty() && !filtered {
         eprintln!("scancel: error: No job identification provided");
         return 1;
@@ -142,10 +124,7 @@ pub fn main(args: Vec<String>) -> i32 {
     let rt = common::runtime();
     let reply = rt.block_on(async {
         let mut c = common::connect(&cfg).await?;
-        c.cancel(req)
-            .await
-            .map(|r| r.into_inner())
-            .map_err(|s| status_msg(&s))
+        c.cancel(req).await.map(|r| r.into_inner()).map_err(|s| status_msg(&s))
     });
     let reply = match reply {
         Ok(r) => r,
@@ -166,16 +145,12 @@ pub fn main(args: Vec<String>) -> i32 {
         if r.error.is_empty() {
             continue;
         }
-        let quiet_ok = r.error == "Invalid job id specified"
-            || r.error == "Job/step already completing or completed";
+        let quiet_ok = r.error == "Invalid job id specified" || r.error == "Job/step already completing or completed";
         if quiet_ok && a.verbose == 0 {
             continue;
         }
         if !a.quiet || !quiet_ok {
-            eprintln!(
-                "scancel: error: Kill job error on job id {}: {}",
-                r.job_id, r.error
-            );
+            eprintln!("scancel: error: Kill job error on job id {}: {}", r.job_id, r.error);
         }
         if !quiet_ok {
             rc = 1;

@@ -15,12 +15,7 @@ struct Opts {
 }
 
 pub fn main(args: Vec<String>) -> i32 {
-    let mut opts = Opts {
-        oneliner: false,
-        json: false,
-        details: false,
-        quiet: false,
-    };
+    let mut opts = Opts { oneliner: false, json: false, details: false, quiet: false };
     let mut words: Vec<String> = Vec::new();
     for a in args {
         match a.as_str() {
@@ -60,9 +55,7 @@ pub fn main(args: Vec<String>) -> i32 {
         "ping" => ping(),
         "hold" | "uhold" | "release" | "requeue" => job_action(&cmd, rest, &[]),
         "update" => update(rest),
-        "reconfigure" | "reconfig" => {
-            simple(|mut c| async move { c.reconfigure(v1::Empty {}).await.map(|_| ()) })
-        }
+        "reconfigure" | "reconfig" => simple(|mut c| async move { c.reconfigure(v1::Empty {}).await.map(|_| ()) }),
         "shutdown" => simple(|mut c| async move { c.shutdown(v1::Empty {}).await.map(|_| ()) }),
         other => {
             eprintln!("invalid keyword: {other}");
@@ -105,11 +98,7 @@ fn ping() -> i32 {
             return 1;
         }
     };
-    let host = cfg
-        .controller_hosts
-        .first()
-        .map(|h| h.name.clone())
-        .unwrap_or_else(common::hostname);
+    let host = cfg.controller_hosts.first().map(|h| h.name.clone()).unwrap_or_else(common::hostname);
     let rt = common::runtime();
     let up = rt.block_on(async {
         match common::connect(&cfg).await {
@@ -117,10 +106,7 @@ fn ping() -> i32 {
             Err(_) => false,
         }
     });
-    println!(
-        "Slurmctld(primary) at {host} is {}",
-        if up { "UP" } else { "DOWN" }
-    );
+    println!("Slurmctld(primary) at {host} is {}", if up { "UP" } else { "DOWN" });
     if up {
         0
     } else {
@@ -133,10 +119,7 @@ fn fetch(req: v1::StateRequest) -> Result<v1::StateReply, String> {
     let rt = common::runtime();
     rt.block_on(async {
         let mut c = common::connect(&cfg).await?;
-        c.get_state(req)
-            .await
-            .map(|r| r.into_inner())
-            .map_err(|s| status_msg(&s))
+        c.get_state(req).await.map(|r| r.into_inner()).map_err(|s| status_msg(&s))
     })
 }
 
@@ -148,9 +131,7 @@ fn show(rest: &[String], o: &Opts) -> i32 {
     let arg = rest.get(1).cloned();
     match what.as_str() {
         "hostnames" | "hostname" => {
-            let expr = arg
-                .or_else(|| std::env::var("SLURM_JOB_NODELIST").ok())
-                .unwrap_or_default();
+            let expr = arg.or_else(|| std::env::var("SLURM_JOB_NODELIST").ok()).unwrap_or_default();
             match Hostlist::parse(&expr) {
                 Ok(h) => {
                     let mut out = String::new();
@@ -173,11 +154,7 @@ fn show(rest: &[String], o: &Opts) -> i32 {
             let expr = arg.unwrap_or_default();
             match Hostlist::parse(&expr) {
                 Ok(h) => {
-                    let s = if what == "hostlist" {
-                        h.ranged()
-                    } else {
-                        h.sorted().ranged()
-                    };
+                    let s = if what == "hostlist" { h.ranged() } else { h.sorted().ranged() };
                     println!("{s}");
                     0
                 }
@@ -218,10 +195,7 @@ fn show(rest: &[String], o: &Opts) -> i32 {
                 return 1;
             }
             if o.json {
-                println!(
-                    "{}",
-                    crate::json::squeue_json(&reply.jobs, &reply.cluster_name, reply.now)
-                );
+                println!("{}", crate::json::squeue_json(&reply.jobs, &reply.cluster_name, reply.now));
                 return 0;
             }
             if reply.jobs.is_empty() {
@@ -236,25 +210,16 @@ fn show(rest: &[String], o: &Opts) -> i32 {
             0
         }
         "node" | "nodes" => {
-            let reply = match fetch(v1::StateRequest {
-                nodes: true,
-                ..Default::default()
-            }) {
+            let reply = match fetch(v1::StateRequest { nodes: true, ..Default::default() }) {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("slurm_load_node error: {e}");
                     return 1;
                 }
             };
-            let wanted: Option<Vec<String>> = arg
-                .as_ref()
-                .and_then(|a| Hostlist::parse(a).ok())
-                .map(|h| h.names());
-            let nodes: Vec<&v1::NodeInfo> = reply
-                .nodes
-                .iter()
-                .filter(|n| wanted.as_ref().is_none_or(|w| w.contains(&n.name)))
-                .collect();
+            let wanted: Option<Vec<String>> = arg.as_ref().and_then(|a| Hostlist::parse(a).ok()).map(|h| h.names());
+            let nodes: Vec<&v1::NodeInfo> =
+                reply.nodes.iter().filter(|n| wanted.as_ref().is_none_or(|w| w.contains(&n.name))).collect();
             if nodes.is_empty() {
                 if let Some(a) = arg {
                     eprintln!("Node {a} not found");
@@ -273,21 +238,15 @@ fn show(rest: &[String], o: &Opts) -> i32 {
             0
         }
         "partition" | "partitions" => {
-            let reply = match fetch(v1::StateRequest {
-                partitions: true,
-                ..Default::default()
-            }) {
+            let reply = match fetch(v1::StateRequest { partitions: true, ..Default::default() }) {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("slurm_load_partitions error: {e}");
                     return 1;
                 }
             };
-            let parts: Vec<&v1::PartitionInfo> = reply
-                .partitions
-                .iter()
-                .filter(|p| arg.as_ref().is_none_or(|a| *a == p.name))
-                .collect();
+            let parts: Vec<&v1::PartitionInfo> =
+                reply.partitions.iter().filter(|p| arg.as_ref().is_none_or(|a| *a == p.name)).collect();
             if parts.is_empty() {
                 if let Some(a) = arg {
                     eprintln!("Partition {a} not found");
@@ -304,20 +263,14 @@ fn show(rest: &[String], o: &Opts) -> i32 {
             0
         }
         "config" => {
-            let reply = match fetch(v1::StateRequest {
-                config: true,
-                ..Default::default()
-            }) {
+            let reply = match fetch(v1::StateRequest { config: true, ..Default::default() }) {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("slurm_load_ctl_conf error: {e}");
                     return 1;
                 }
             };
-            let mut out = format!(
-                "Configuration data as of {}\n",
-                fmt_time(reply.last_update.max(1))
-            );
+            let mut out = format!("Configuration data as of {}\n", fmt_time(reply.last_update.max(1)));
             let mut entries = reply.config.clone();
             entries.sort_by(|a, b| a.key.cmp(&b.key));
             for e in entries {
@@ -374,43 +327,21 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
     };
     let tres = if pending && s.mem_per_node_mb.is_none() && s.mem_per_cpu_mb.is_none() {
         let mem = partition_node_mem(j, reply) * u64::from(nodes);
-        format!(
-            "cpu={cpus},mem={},node={nodes},billing={cpus}",
-            fmt_tres_mb(mem)
-        )
+        format!("cpu={cpus},mem={},node={nodes},billing={cpus}", fmt_tres_mb(mem))
     } else {
         jobview::tres(j)
     };
     let end = if j.end_time > 0 {
         fmt_time(j.end_time)
     } else if j.start_time > 0 && !pending {
-        j.time_limit_secs
-            .map(|l| fmt_time(j.start_time + l as i64))
-            .unwrap_or_else(|| "Unknown".into())
+        j.time_limit_secs.map(|l| fmt_time(j.start_time + l as i64)).unwrap_or_else(|| "Unknown".into())
     } else {
         "Unknown".into()
     };
-    let reason = if j.state == "TIMEOUT" {
-        "TimeLimit".to_string()
-    } else {
-        jobview::reason_text(j)
-    };
-    let req_nodes = if s.nodelist.is_empty() {
-        "(null)".into()
-    } else {
-        Hostlist::from_iter(&s.nodelist).ranged()
-    };
-    let exc_nodes = if s.exclude.is_empty() {
-        "(null)".into()
-    } else {
-        Hostlist::from_iter(&s.exclude).ranged()
-    };
-    let command = s
-        .argv
-        .first()
-        .cloned()
-        .filter(|c| !c.is_empty())
-        .unwrap_or_else(|| "(null)".into());
+    let reason = if j.state == "TIMEOUT" { "TimeLimit".to_string() } else { jobview::reason_text(j) };
+    let req_nodes = if s.nodelist.is_empty() { "(null)".into() } else { Hostlist::from_iter(&s.nodelist).ranged() };
+    let exc_nodes = if s.exclude.is_empty() { "(null)".into() } else { Hostlist::from_iter(&s.exclude).ranged() };
+    let command = s.argv.first().cloned().filter(|c| !c.is_empty()).unwrap_or_else(|| "(null)".into());
     let min_mem = match (s.mem_per_node_mb, s.mem_per_cpu_mb) {
         (Some(m), _) => format!("MinMemoryNode={}", fmt_tres_mb(m)),
         (None, Some(m)) => format!("MinMemoryCPU={}", fmt_tres_mb(m)),
@@ -418,26 +349,13 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
     };
     let mut lines: Vec<String> = vec![
         format!("JobId={} JobName={}", j.job_id, s.name),
-        format!(
-            "UserId={}({}) GroupId={}({}) MCS_label=N/A",
-            jobview::user(j),
-            s.uid,
-            jobview::group(j),
-            s.gid
-        ),
-        format!(
-            "Priority={} Nice=0 Account={} QOS=normal",
-            j.priority, s.user
-        ),
+        format!("UserId={}({}) GroupId={}({}) MCS_label=N/A", jobview::user(j), s.uid, jobview::group(j), s.gid),
+        format!("Priority={} Nice=0 Account={} QOS=normal", j.priority, s.user),
         format!(
             "JobState={} Reason={} Dependency={}",
             j.state,
             reason,
-            if s.dependency.is_empty() {
-                "(null)"
-            } else {
-                &s.dependency
-            }
+            if s.dependency.is_empty() { "(null)" } else { &s.dependency }
         ),
         format!(
             "Requeue={} Restarts={} BatchFlag={} Reboot=0 ExitCode={}",
@@ -446,49 +364,23 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
             u8::from(s.batch),
             exit_code(j.exit_status)
         ),
-        format!(
-            "RunTime={} TimeLimit={} TimeMin=N/A",
-            fmt_long(run_time),
-            fmt_limit_long(j.time_limit_secs)
-        ),
+        format!("RunTime={} TimeLimit={} TimeMin=N/A", fmt_long(run_time), fmt_limit_long(j.time_limit_secs)),
         format!(
             "SubmitTime={} EligibleTime={}",
             fmt_time(j.submit_time),
-            if held {
-                "Unknown".into()
-            } else {
-                fmt_time(j.eligible_time)
-            }
+            if held { "Unknown".into() } else { fmt_time(j.eligible_time) }
         ),
-        format!(
-            "AccrueTime={}",
-            if held {
-                "Unknown".into()
-            } else {
-                fmt_time(j.eligible_time)
-            }
-        ),
+        format!("AccrueTime={}", if held { "Unknown".into() } else { fmt_time(j.eligible_time) }),
         format!(
             "StartTime={} EndTime={} Deadline=N/A",
-            if j.start_time > 0 {
-                fmt_time(j.start_time)
-            } else {
-                "Unknown".into()
-            },
+            if j.start_time > 0 { fmt_time(j.start_time) } else { "Unknown".into() },
             end
         ),
         format!(
             "SuspendTime=None SecsPreSuspend=0 LastSchedEval={} Scheduler=Main",
-            fmt_time(if j.last_sched_eval > 0 {
-                j.last_sched_eval
-            } else {
-                j.submit_time
-            })
+            fmt_time(if j.last_sched_eval > 0 { j.last_sched_eval } else { j.submit_time })
         ),
-        format!(
-            "Partition={} AllocNode:Sid={}:{}",
-            j.partition, s.submit_host, 0
-        ),
+        format!("Partition={} AllocNode:Sid={}:{}", j.partition, s.submit_host, 0),
         format!("ReqNodeList={req_nodes} ExcNodeList={exc_nodes}"),
         format!("NodeList={}", j.nodes),
     ];
@@ -501,22 +393,13 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
             s.cpus_per_task.unwrap_or(1)
         ),
         format!("TRES={tres}"),
-        format!(
-            "Socks/Node=* NtasksPerN:B:S:C={}:0:*:* CoreSpec=*",
-            s.ntasks_per_node.unwrap_or(0)
-        ),
+        format!("Socks/Node=* NtasksPerN:B:S:C={}:0:*:* CoreSpec=*", s.ntasks_per_node.unwrap_or(0)),
         format!(
             "MinCPUsNode={} {min_mem} MinTmpDiskNode=0",
             s.cpus_per_task.unwrap_or(1) * s.ntasks_per_node.unwrap_or(1)
         ),
-        format!(
-            "Features={} DelayBoot=00:00:00",
-            s.constraint.clone().unwrap_or_else(|| "(null)".into())
-        ),
-        format!(
-            "OverSubscribe={} Contiguous=0 Licenses=(null) Network=(null)",
-            if s.exclusive { "NO" } else { "OK" }
-        ),
+        format!("Features={} DelayBoot=00:00:00", s.constraint.clone().unwrap_or_else(|| "(null)".into())),
+        format!("OverSubscribe={} Contiguous=0 Licenses=(null) Network=(null)", if s.exclusive { "NO" } else { "OK" }),
         format!("Command={command}"),
         format!("WorkDir={}", s.work_dir),
     ]);
@@ -549,11 +432,7 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
 }
 
 fn node_text(n: &v1::NodeInfo, oneliner: bool) -> String {
-    let feats = if n.features.is_empty() {
-        "(null)".to_string()
-    } else {
-        n.features.join(",")
-    };
+    let feats = if n.features.is_empty() { "(null)".to_string() } else { n.features.join(",") };
     let mut lines = vec![
         format!(
             "NodeName={} Arch={} CoresPerSocket={} ",
@@ -561,37 +440,23 @@ fn node_text(n: &v1::NodeInfo, oneliner: bool) -> String {
             if n.arch.is_empty() { "x86_64" } else { &n.arch },
             n.cores_per_socket
         ),
-        format!(
-            "CPUAlloc={} CPUEfctv={} CPUTot={} CPULoad={:.2}",
-            n.alloc_cpus, n.cpus, n.cpus, n.cpu_load
-        ),
+        format!("CPUAlloc={} CPUEfctv={} CPUTot={} CPULoad={:.2}", n.alloc_cpus, n.cpus, n.cpus, n.cpu_load),
         format!("AvailableFeatures={feats}"),
         format!("ActiveFeatures={feats}"),
-        format!(
-            "Gres={}",
-            if n.gres.is_empty() { "(null)" } else { &n.gres }
-        ),
+        format!("Gres={}", if n.gres.is_empty() { "(null)" } else { &n.gres }),
         format!(
             "NodeAddr={} NodeHostName={} Port={} Version={}",
             n.addr,
             n.hostname,
             n.port,
-            if n.version.is_empty() {
-                "(null)"
-            } else {
-                &n.version
-            }
+            if n.version.is_empty() { "(null)" } else { &n.version }
         ),
         format!("OS={} ", if n.os.is_empty() { "(null)" } else { &n.os }),
         format!(
             "RealMemory={} AllocMem={} FreeMem={} Sockets={} Boards={}",
             n.real_memory_mb,
             n.alloc_mem_mb,
-            if n.free_mem_mb > 0 {
-                n.free_mem_mb.to_string()
-            } else {
-                "N/A".into()
-            },
+            if n.free_mem_mb > 0 { n.free_mem_mb.to_string() } else { "N/A".into() },
             n.sockets,
             n.boards
         ),
@@ -602,31 +467,14 @@ fn node_text(n: &v1::NodeInfo, oneliner: bool) -> String {
         format!("Partitions={} ", n.partitions.join(",")),
         format!(
             "BootTime={} SlurmdStartTime={}",
-            if n.boot_time > 0 {
-                fmt_time(n.boot_time)
-            } else {
-                "None".into()
-            },
-            if n.slurmd_start_time > 0 {
-                fmt_time(n.slurmd_start_time)
-            } else {
-                "None".into()
-            }
+            if n.boot_time > 0 { fmt_time(n.boot_time) } else { "None".into() },
+            if n.slurmd_start_time > 0 { fmt_time(n.slurmd_start_time) } else { "None".into() }
         ),
         format!(
             "LastBusyTime={}",
-            if n.last_busy_time > 0 {
-                fmt_time(n.last_busy_time)
-            } else {
-                fmt_time(n.slurmd_start_time)
-            }
+            if n.last_busy_time > 0 { fmt_time(n.last_busy_time) } else { fmt_time(n.slurmd_start_time) }
         ),
-        format!(
-            "CfgTRES=cpu={},mem={},billing={}",
-            n.cpus,
-            fmt_tres_mb(n.real_memory_mb),
-            n.cpus
-        ),
+        format!("CfgTRES=cpu={},mem={},billing={}", n.cpus, fmt_tres_mb(n.real_memory_mb), n.cpus),
         format!(
             "AllocTRES={}",
             if n.alloc_cpus > 0 {
@@ -644,22 +492,10 @@ fn node_text(n: &v1::NodeInfo, oneliner: bool) -> String {
         "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s".into(),
     ];
     if !n.reason.is_empty() {
-        lines.push(format!(
-            "Reason={} [{}@{}]",
-            n.reason,
-            common::user_name(n.reason_uid),
-            fmt_time(n.reason_time)
-        ));
+        lines.push(format!("Reason={} [{}@{}]", n.reason, common::user_name(n.reason_uid), fmt_time(n.reason_time)));
     }
     if oneliner {
-        format!(
-            "{}\n",
-            lines
-                .iter()
-                .map(|l| l.trim_end())
-                .collect::<Vec<_>>()
-                .join(" ")
-        )
+        format!("{}\n", lines.iter().map(|l| l.trim_end()).collect::<Vec<_>>().join(" "))
     } else {
         let mut out = String::new();
         for (i, l) in lines.iter().enumerate() {
@@ -677,43 +513,21 @@ fn node_text(n: &v1::NodeInfo, oneliner: bool) -> String {
 fn partition_text(p: &v1::PartitionInfo, oneliner: bool) -> String {
     let lines = [
         format!("PartitionName={}", p.name),
-        format!(
-            "AllowGroups={} AllowAccounts=ALL AllowQos=ALL",
-            p.allow_groups
-        ),
-        format!(
-            "AllocNodes=ALL Default={} QoS=N/A",
-            if p.default { "YES" } else { "NO" }
-        ),
+        format!("AllowGroups={} AllowAccounts=ALL AllowQos=ALL", p.allow_groups),
+        format!("AllocNodes=ALL Default={} QoS=N/A", if p.default { "YES" } else { "NO" }),
         format!(
             "DefaultTime={} DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden={}",
-            if p.default_time_set {
-                fmt_limit_long(p.default_time_secs)
-            } else {
-                "NONE".into()
-            },
+            if p.default_time_set { fmt_limit_long(p.default_time_secs) } else { "NONE".into() },
             if p.hidden { "YES" } else { "NO" }
         ),
         format!(
             "MaxNodes={} MaxTime={} MinNodes={} LLN=NO MaxCPUsPerNode=UNLIMITED",
-            p.max_nodes
-                .map(|m| m.to_string())
-                .unwrap_or_else(|| "UNLIMITED".into()),
+            p.max_nodes.map(|m| m.to_string()).unwrap_or_else(|| "UNLIMITED".into()),
             fmt_limit_long(p.max_time_secs),
             p.min_nodes
         ),
-        format!(
-            "Nodes={}",
-            if p.nodes.is_empty() {
-                "(null)"
-            } else {
-                &p.nodes
-            }
-        ),
-        format!(
-            "PriorityJobFactor=1 PriorityTier={} RootOnly=NO ReqResv=NO OverSubscribe=NO",
-            p.priority_tier
-        ),
+        format!("Nodes={}", if p.nodes.is_empty() { "(null)" } else { &p.nodes }),
+        format!("PriorityJobFactor=1 PriorityTier={} RootOnly=NO ReqResv=NO OverSubscribe=NO", p.priority_tier),
         "OverTimeLimit=NONE PreemptMode=OFF".into(),
         format!(
             "State={} TotalCPUs={} TotalNodes={} SelectTypeParameters=NONE",
@@ -765,10 +579,7 @@ fn job_action(action: &str, rest: &[String], fields: &[v1::KeyValue]) -> i32 {
         eprintln!("too few arguments for keyword:{action}");
         return 1;
     };
-    let ids = match parse_ids(
-        list.trim_start_matches("jobid=")
-            .trim_start_matches("JobId="),
-    ) {
+    let ids = match parse_ids(list.trim_start_matches("jobid=").trim_start_matches("JobId=")) {
         Ok(i) => i,
         Err(e) => {
             eprintln!("{e}");
@@ -782,18 +593,11 @@ fn job_action(action: &str, rest: &[String], fields: &[v1::KeyValue]) -> i32 {
             return 1;
         }
     };
-    let req = v1::JobControlRequest {
-        action: action.to_string(),
-        job_ids: ids,
-        fields: fields.to_vec(),
-    };
+    let req = v1::JobControlRequest { action: action.to_string(), job_ids: ids, fields: fields.to_vec() };
     let rt = common::runtime();
     let r = rt.block_on(async {
         let mut c = common::connect(&cfg).await?;
-        c.job_control(req)
-            .await
-            .map(|r| r.into_inner())
-            .map_err(|s| status_msg(&s))
+        c.job_control(req).await.map(|r| r.into_inner()).map_err(|s| status_msg(&s))
     });
     match r {
         Ok(reply) => {
@@ -841,8 +645,7 @@ fn update(rest: &[String]) -> i32 {
             let now = common::now();
             let mut fields = Vec::new();
             for (k, v) in &pairs[1..] {
-                let value = if matches!(k.to_ascii_lowercase().as_str(), "starttime" | "begintime")
-                {
+                let value = if matches!(k.to_ascii_lowercase().as_str(), "starttime" | "begintime") {
                     match common::parse_time_spec(v, now) {
                         Some(t) => t.to_string(),
                         None => {
@@ -853,10 +656,7 @@ fn update(rest: &[String]) -> i32 {
                 } else {
                     v.clone()
                 };
-                fields.push(v1::KeyValue {
-                    key: k.clone(),
-                    value,
-                });
+                fields.push(v1::KeyValue { key: k.clone(), value });
             }
             job_action("update", &[v0], &fields)
         }
@@ -883,14 +683,10 @@ fn update(rest: &[String]) -> i32 {
             let rt = common::runtime();
             let r = rt.block_on(async {
                 let mut c = common::connect(&cfg).await?;
-                c.update_node(v1::UpdateNodeRequest {
-                    nodes: v0,
-                    state,
-                    reason,
-                })
-                .await
-                .map(|_| ())
-                .map_err(|s| status_msg(&s))
+                c.update_node(v1::UpdateNodeRequest { nodes: v0, state, reason })
+                    .await
+                    .map(|_| ())
+                    .map_err(|s| status_msg(&s))
             });
             match r {
                 Ok(()) => 0,

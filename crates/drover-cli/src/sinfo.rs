@@ -8,12 +8,7 @@ use drover_model::hostlist::Hostlist;
 use drover_proto::v1;
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "sinfo",
-    disable_help_flag = true,
-    disable_version_flag = true,
-    args_override_self = true
-)]
+#[command(name = "sinfo", disable_help_flag = true, disable_version_flag = true, args_override_self = true)]
 struct Args {
     #[arg(short = 'h', long = "noheader")]
     noheader: bool,
@@ -118,9 +113,7 @@ fn value(g: &Group<'_>, code: char, cfg_users: &dyn Fn(u32) -> String) -> String
             || n.state_short.starts_with("drng")
             || n.state_short.starts_with("comp")
     };
-    let is_idle = |n: &v1::NodeInfo| {
-        n.state_short.trim_end_matches('*') == "idle" && !n.state_short.ends_with('*')
-    };
+    let is_idle = |n: &v1::NodeInfo| n.state_short.trim_end_matches('*') == "idle" && !n.state_short.ends_with('*');
     match code {
         'a' => p
             .map(|p| match p.state.as_str() {
@@ -173,13 +166,7 @@ fn value(g: &Group<'_>, code: char, cfg_users: &dyn Fn(u32) -> String) -> String
             format!("{a}/{i}/{}/{t}", t - a - i)
         }
         'g' => p
-            .map(|p| {
-                if p.allow_groups == "ALL" {
-                    "all".to_string()
-                } else {
-                    p.allow_groups.clone()
-                }
-            })
+            .map(|p| if p.allow_groups == "ALL" { "all".to_string() } else { p.allow_groups.clone() })
             .unwrap_or_default(),
         'G' => {
             if n0.gres.is_empty() {
@@ -196,17 +183,9 @@ fn value(g: &Group<'_>, code: char, cfg_users: &dyn Fn(u32) -> String) -> String
                 "Unknown".into()
             }
         }
-        'l' => p
-            .map(|p| fmt_limit_sinfo(p.max_time_secs))
-            .unwrap_or_else(|| "n/a".into()),
+        'l' => p.map(|p| fmt_limit_sinfo(p.max_time_secs)).unwrap_or_else(|| "n/a".into()),
         'L' => p
-            .map(|p| {
-                if p.default_time_set {
-                    fmt_limit_sinfo(p.default_time_secs)
-                } else {
-                    "n/a".into()
-                }
-            })
+            .map(|p| if p.default_time_set { fmt_limit_sinfo(p.default_time_secs) } else { "n/a".into() })
             .unwrap_or_else(|| "n/a".into()),
         'm' => n0.real_memory_mb.to_string(),
         'M' => "OFF".into(),
@@ -215,17 +194,12 @@ fn value(g: &Group<'_>, code: char, cfg_users: &dyn Fn(u32) -> String) -> String
         'o' => Hostlist::from_iter(g.nodes.iter().map(|n| n.addr.as_str())).ranged(),
         'O' => format!("{:.2}", n0.cpu_load),
         'p' => p.map(|p| p.priority_tier.to_string()).unwrap_or_default(),
-        'P' => p
-            .map(|p| format!("{}{}", p.name, if g.default { "*" } else { "" }))
-            .unwrap_or_default(),
+        'P' => p.map(|p| format!("{}{}", p.name, if g.default { "*" } else { "" })).unwrap_or_default(),
         'r' => "no".into(),
         'R' => p.map(|p| p.name.clone()).unwrap_or_default(),
         's' => p
             .map(|p| {
-                let max = p
-                    .max_nodes
-                    .map(|m| m.to_string())
-                    .unwrap_or_else(|| "infinite".into());
+                let max = p.max_nodes.map(|m| m.to_string()).unwrap_or_else(|| "infinite".into());
                 format!("{}-{max}", p.min_nodes.max(1))
             })
             .unwrap_or_default(),
@@ -244,10 +218,7 @@ fn value(g: &Group<'_>, code: char, cfg_users: &dyn Fn(u32) -> String) -> String
         'X' => n0.sockets.to_string(),
         'Y' => n0.cores_per_socket.to_string(),
         'Z' => n0.threads_per_core.to_string(),
-        'z' => format!(
-            "{}:{}:{}",
-            n0.sockets, n0.cores_per_socket, n0.threads_per_core
-        ),
+        'z' => format!("{}:{}:{}", n0.sockets, n0.cores_per_socket, n0.threads_per_core),
         _ => String::new(),
     }
 }
@@ -278,14 +249,10 @@ pub fn main(args: Vec<String>) -> i32 {
     let rt = common::runtime();
     let reply = rt.block_on(async {
         let mut c = common::connect(&cfg).await?;
-        c.get_state(v1::StateRequest {
-            nodes: true,
-            partitions: true,
-            ..Default::default()
-        })
-        .await
-        .map(|r| r.into_inner())
-        .map_err(|s| status_msg(&s))
+        c.get_state(v1::StateRequest { nodes: true, partitions: true, ..Default::default() })
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|s| status_msg(&s))
     });
     let reply = match reply {
         Ok(r) => r,
@@ -298,25 +265,14 @@ pub fn main(args: Vec<String>) -> i32 {
         println!("{}", crate::json::sinfo_json(&reply));
         return 0;
     }
-    let part_filter: Option<Vec<String>> = a
-        .partition
-        .as_ref()
-        .map(|p| p.split(',').map(String::from).collect());
-    let node_filter: Option<Vec<String>> = a
-        .nodes
-        .as_ref()
-        .and_then(|n| Hostlist::parse(n).ok())
-        .map(|h| h.names());
-    let state_filter: Option<Vec<String>> = a
-        .states
-        .as_ref()
-        .map(|s| s.split(',').map(String::from).collect());
+    let part_filter: Option<Vec<String>> = a.partition.as_ref().map(|p| p.split(',').map(String::from).collect());
+    let node_filter: Option<Vec<String>> = a.nodes.as_ref().and_then(|n| Hostlist::parse(n).ok()).map(|h| h.names());
+    let state_filter: Option<Vec<String>> = a.states.as_ref().map(|s| s.split(',').map(String::from).collect());
     let node_ok = |n: &v1::NodeInfo| {
         node_filter.as_ref().is_none_or(|f| f.contains(&n.name))
             && state_filter.as_ref().is_none_or(|f| {
                 f.iter().any(|s| {
-                    let st =
-                        drover_model::state::NodeState::new(drover_model::state::NodeBase::Idle);
+                    let st = drover_model::state::NodeState::new(drover_model::state::NodeBase::Idle);
                     let _ = st;
                     let want = s.to_ascii_lowercase();
                     let short = n.state_short.trim_end_matches('*');
@@ -341,60 +297,29 @@ pub fn main(args: Vec<String>) -> i32 {
         .collect();
     let by_name = |n: &str| reply.nodes.iter().find(|x| x.name == n);
     let mut groups: Vec<Group<'_>> = Vec::new();
-    let max_part = parts
-        .iter()
-        .map(|p| p.name.len() + usize::from(p.default))
-        .max()
-        .unwrap_or(0);
+    let max_part = parts.iter().map(|p| p.name.len() + usize::from(p.default)).max().unwrap_or(0);
     let max_node = reply.nodes.iter().map(|n| n.name.len()).max().unwrap_or(0);
-    let (fmt, date_line) = if let Some(f) = a
-        .format
-        .clone()
-        .or_else(|| std::env::var("SINFO_FORMAT").ok())
-    {
+    let (fmt, date_line) = if let Some(f) = a.format.clone().or_else(|| std::env::var("SINFO_FORMAT").ok()) {
         (f, a.long)
     } else if a.reasons {
         ("%20E %9u %19H %N".to_string(), false)
     } else if a.summarize {
         (format!("%{}P %.5a %.10l %.16F %N", max_part.max(9)), false)
     } else if a.node && a.long {
-        (
-            format!(
-                "%{}N %.6D %.{}P %.11T %4c %.8z %.6m %.8d %.6w %.8f %20E",
-                max_node.max(9),
-                max_part.max(9)
-            ),
-            true,
-        )
+        (format!("%{}N %.6D %.{}P %.11T %4c %.8z %.6m %.8d %.6w %.8f %20E", max_node.max(9), max_part.max(9)), true)
     } else if a.node {
-        (
-            format!("%{}N %.6D %.{}P %.6t", max_node.max(9), max_part.max(9)),
-            false,
-        )
+        (format!("%{}N %.6D %.{}P %.6t", max_node.max(9), max_part.max(9)), false)
     } else if a.long {
-        (
-            format!(
-                "%{}P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N",
-                max_part.max(9)
-            ),
-            true,
-        )
+        (format!("%{}P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N", max_part.max(9)), true)
     } else {
-        (
-            format!("%{}P %.5a %.10l %.6D %.6t %N", max_part.max(9)),
-            false,
-        )
+        (format!("%{}P %.5a %.10l %.6D %.6t %N", max_part.max(9)), false)
     };
     let items: Vec<Item> = format::parse(&fmt);
     // Lines group nodes that print the same (Slurm's default grouping by partition and state).
     let key_codes: Vec<char> = items
         .iter()
         .filter_map(|i| match i {
-            Item::Field { code, .. }
-                if !matches!(code, 'N' | 'D' | 'n' | 'o' | 'F' | 'A' | 'C') =>
-            {
-                Some(*code)
-            }
+            Item::Field { code, .. } if !matches!(code, 'N' | 'D' | 'n' | 'o' | 'F' | 'A' | 'C') => Some(*code),
             _ => None,
         })
         .collect();
@@ -412,41 +337,22 @@ pub fn main(args: Vec<String>) -> i32 {
             }
         }
         for (_, nodes) in seen {
-            groups.push(Group {
-                part: None,
-                default: false,
-                nodes,
-            });
+            groups.push(Group { part: None, default: false, nodes });
         }
     } else {
         for p in &parts {
-            let members: Vec<&v1::NodeInfo> = p
-                .node_names
-                .iter()
-                .filter_map(|n| by_name(n))
-                .filter(|n| node_ok(n))
-                .collect();
+            let members: Vec<&v1::NodeInfo> =
+                p.node_names.iter().filter_map(|n| by_name(n)).filter(|n| node_ok(n)).collect();
             if a.node {
                 for n in members {
-                    groups.push(Group {
-                        part: Some(p),
-                        default: p.default,
-                        nodes: vec![n],
-                    });
+                    groups.push(Group { part: Some(p), default: p.default, nodes: vec![n] });
                 }
                 continue;
             }
             let mut mine: Vec<Group<'_>> = Vec::new();
             for n in members {
-                let probe = Group {
-                    part: Some(p),
-                    default: p.default,
-                    nodes: vec![n],
-                };
-                let key: Vec<String> = key_codes
-                    .iter()
-                    .map(|c| value(&probe, *c, &users))
-                    .collect();
+                let probe = Group { part: Some(p), default: p.default, nodes: vec![n] };
+                let key: Vec<String> = key_codes.iter().map(|c| value(&probe, *c, &users)).collect();
                 match mine.iter_mut().find(|g| {
                     let k2: Vec<String> = key_codes.iter().map(|c| value(g, *c, &users)).collect();
                     k2 == key
@@ -461,9 +367,7 @@ pub fn main(args: Vec<String>) -> i32 {
             groups.extend(mine);
         }
         if a.node {
-            groups.sort_by(|x, y| {
-                drover_model::hostlist::natural_cmp(&x.nodes[0].name, &y.nodes[0].name)
-            });
+            groups.sort_by(|x, y| drover_model::hostlist::natural_cmp(&x.nodes[0].name, &y.nodes[0].name));
         }
     }
     let _ = a.exact;

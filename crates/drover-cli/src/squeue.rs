@@ -8,12 +8,7 @@ use drover_model::state::JobState;
 use drover_proto::v1;
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "squeue",
-    disable_help_flag = true,
-    disable_version_flag = true,
-    args_override_self = true
-)]
+#[command(name = "squeue", disable_help_flag = true, disable_version_flag = true, args_override_self = true)]
 struct Args {
     #[arg(short = 'h', long = "noheader")]
     noheader: bool,
@@ -123,8 +118,7 @@ fn parse_long_format(spec: &str) -> Result<Vec<Item>, String> {
             Some((n, s)) => (n, Some(s)),
             None => (f, None),
         };
-        let code =
-            long_field(name).ok_or_else(|| format!("Invalid job format specification: {name}"))?;
+        let code = long_field(name).ok_or_else(|| format!("Invalid job format specification: {name}"))?;
         let (right, width) = match size {
             Some(s) => {
                 let right = s.starts_with('.');
@@ -228,14 +222,10 @@ pub fn main(args: Vec<String>) -> i32 {
     let rt = common::runtime();
     let reply = rt.block_on(async {
         let mut c = common::connect(&cfg).await?;
-        c.get_state(v1::StateRequest {
-            job_ids: job_ids.clone(),
-            jobs: true,
-            ..Default::default()
-        })
-        .await
-        .map(|r| r.into_inner())
-        .map_err(|s| status_msg(&s))
+        c.get_state(v1::StateRequest { job_ids: job_ids.clone(), jobs: true, ..Default::default() })
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|s| status_msg(&s))
     });
     let reply = match reply {
         Ok(r) => r,
@@ -251,63 +241,41 @@ pub fn main(args: Vec<String>) -> i32 {
         return 1;
     }
     // Filters.
-    let states: Option<Vec<String>> = a
-        .states
-        .as_ref()
-        .map(|s| s.split(',').map(|x| x.to_ascii_uppercase()).collect());
+    let states: Option<Vec<String>> = a.states.as_ref().map(|s| s.split(',').map(|x| x.to_ascii_uppercase()).collect());
     let users: Option<Vec<String>> = if a.me {
         Some(vec![common::user_name(nix::unistd::getuid().as_raw())])
     } else {
-        a.users
-            .as_ref()
-            .map(|u| u.split(',').map(String::from).collect())
+        a.users.as_ref().map(|u| u.split(',').map(String::from).collect())
     };
-    let parts: Option<Vec<String>> = a
-        .partitions
-        .as_ref()
-        .map(|p| p.split(',').map(String::from).collect());
-    let names: Option<Vec<String>> = a
-        .names
-        .as_ref()
-        .map(|p| p.split(',').map(String::from).collect());
-    let node_filter: Option<Vec<String>> = a
-        .nodes
-        .as_ref()
-        .and_then(|n| drover_model::hostlist::Hostlist::parse(n).ok())
-        .map(|h| h.names());
+    let parts: Option<Vec<String>> = a.partitions.as_ref().map(|p| p.split(',').map(String::from).collect());
+    let names: Option<Vec<String>> = a.names.as_ref().map(|p| p.split(',').map(String::from).collect());
+    let node_filter: Option<Vec<String>> =
+        a.nodes.as_ref().and_then(|n| drover_model::hostlist::Hostlist::parse(n).ok()).map(|h| h.names());
     jobs.retain(|j| {
         let st = JobState::parse(&j.state);
         let state_ok = match &states {
-            Some(list) => list
-                .iter()
-                .any(|s| s == "ALL" || JobState::parse(s).is_some_and(|want| Some(want) == st)),
+            Some(list) => list.iter().any(|s| s == "ALL" || JobState::parse(s).is_some_and(|want| Some(want) == st)),
             None => !job_ids.is_empty() || st.is_some_and(|s| !s.is_finished()),
         };
-        let user_ok = users.as_ref().is_none_or(|u| {
-            u.iter()
-                .any(|x| *x == jobview::user(j) || *x == jobview::spec(j).uid.to_string())
-        });
+        let user_ok = users
+            .as_ref()
+            .is_none_or(|u| u.iter().any(|x| *x == jobview::user(j) || *x == jobview::spec(j).uid.to_string()));
         let part_ok = parts.as_ref().is_none_or(|p| p.contains(&j.partition));
-        let name_ok = names
-            .as_ref()
-            .is_none_or(|n| n.contains(&jobview::spec(j).name));
-        let node_ok = node_filter
-            .as_ref()
-            .is_none_or(|n| j.alloc.iter().any(|a| n.contains(&a.node)));
+        let name_ok = names.as_ref().is_none_or(|n| n.contains(&jobview::spec(j).name));
+        let node_ok = node_filter.as_ref().is_none_or(|n| j.alloc.iter().any(|a| n.contains(&a.node)));
         state_ok && user_ok && part_ok && name_ok && node_ok
     });
     if a.json {
-        println!(
-            "{}",
-            crate::json::squeue_json(&jobs, &reply.cluster_name, now)
-        );
+        println!("{}", crate::json::squeue_json(&jobs, &reply.cluster_name, now));
         return 0;
     }
-    let sort = a
-        .sort
-        .clone()
-        .or_else(|| std::env::var("SQUEUE_SORT").ok())
-        .unwrap_or_else(|| if a.start { "S".into() } else { "P,t,-p".into() });
+    let sort = a.sort.clone().or_else(|| std::env::var("SQUEUE_SORT").ok()).unwrap_or_else(|| {
+        if a.start {
+            "S".into()
+        } else {
+            "P,t,-p".into()
+        }
+    });
     sort_jobs(&mut jobs, &sort, now);
     let items = if let Some(f) = &a.format_long {
         match parse_long_format(f) {
@@ -318,19 +286,15 @@ pub fn main(args: Vec<String>) -> i32 {
             }
         }
     } else {
-        let fmt = a
-            .format
-            .clone()
-            .or_else(|| std::env::var("SQUEUE_FORMAT").ok())
-            .unwrap_or_else(|| {
-                if a.start {
-                    START.into()
-                } else if a.long {
-                    LONG.into()
-                } else {
-                    DEFAULT.into()
-                }
-            });
+        let fmt = a.format.clone().or_else(|| std::env::var("SQUEUE_FORMAT").ok()).unwrap_or_else(|| {
+            if a.start {
+                START.into()
+            } else if a.long {
+                LONG.into()
+            } else {
+                DEFAULT.into()
+            }
+        });
         format::parse(&fmt)
     };
     let mut out = String::new();

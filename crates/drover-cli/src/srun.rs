@@ -11,12 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "srun",
-    disable_help_flag = true,
-    disable_version_flag = true,
-    args_override_self = true
-)]
+#[command(name = "srun", disable_help_flag = true, disable_version_flag = true, args_override_self = true)]
 struct SrunArgs {
     #[command(flatten)]
     job: JobArgs,
@@ -56,9 +51,7 @@ struct Collected {
 }
 
 pub fn main(args: Vec<String>) -> i32 {
-    let a = match SrunArgs::try_parse_from(
-        std::iter::once("srun".to_string()).chain(args.iter().cloned()),
-    ) {
+    let a = match SrunArgs::try_parse_from(std::iter::once("srun".to_string()).chain(args.iter().cloned())) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("{}", crate::sbatch::clap_error("srun", &e));
@@ -70,7 +63,9 @@ pub fn main(args: Vec<String>) -> i32 {
         return 0;
     }
     if a.help || a.usage {
-        println!("Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OPTIONS(N)...]] executable(N) [args(N)...]");
+        println!(
+            "Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OPTIONS(N)...]] executable(N) [args(N)...]"
+        );
         return 0;
     }
     if a.command.is_empty() {
@@ -81,8 +76,7 @@ pub fn main(args: Vec<String>) -> i32 {
         eprintln!("srun: error: --pty arrives with job steps (the execution issue); run the command without --pty");
         return 1;
     }
-    if std::env::var("SLURM_JOB_ID").is_ok() && std::env::var("DROVER_SRUN_NEW_ALLOCATION").is_err()
-    {
+    if std::env::var("SLURM_JOB_ID").is_ok() && std::env::var("DROVER_SRUN_NEW_ALLOCATION").is_err() {
         eprintln!(
             "srun: error: job steps inside an existing allocation are not supported by this Drover release yet (set DROVER_SRUN_NEW_ALLOCATION=1 to request a separate allocation)"
         );
@@ -101,16 +95,10 @@ pub fn main(args: Vec<String>) -> i32 {
     }
     let mut spec = validated.spec;
     spec.name = a.job.job_name.clone().unwrap_or_else(|| {
-        std::path::Path::new(&a.command[0])
-            .file_name()
-            .map(|f| f.to_string_lossy().to_string())
-            .unwrap_or_default()
+        std::path::Path::new(&a.command[0]).file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default()
     });
     spec.argv = a.command.clone();
-    spec.submit_line = std::iter::once("srun".to_string())
-        .chain(args)
-        .collect::<Vec<_>>()
-        .join(" ");
+    spec.submit_line = std::iter::once("srun".to_string()).chain(args).collect::<Vec<_>>().join(" ");
     let cfg = match common::load_config() {
         Ok(c) => c,
         Err(e) => {
@@ -126,16 +114,10 @@ pub fn main(args: Vec<String>) -> i32 {
             return 1;
         }
     };
-    let addr = listener
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
+    let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
     spec.io_addr = Some(addr);
     let label = a.label;
-    let collected = Arc::new(Mutex::new(Collected {
-        exits: Vec::new(),
-        nodes_done: 0,
-    }));
+    let collected = Arc::new(Mutex::new(Collected { exits: Vec::new(), nodes_done: 0 }));
     {
         let collected = collected.clone();
         std::thread::spawn(move || {
@@ -144,8 +126,7 @@ pub fn main(args: Vec<String>) -> i32 {
                 let collected = collected.clone();
                 std::thread::spawn(move || {
                     let mut node = String::new();
-                    let mut pending: std::collections::HashMap<(u32, u8), Vec<u8>> =
-                        std::collections::HashMap::new();
+                    let mut pending: std::collections::HashMap<(u32, u8), Vec<u8>> = std::collections::HashMap::new();
                     while let Ok(Some(f)) = read_frame(&mut conn) {
                         match f.kind {
                             HELLO => node = String::from_utf8_lossy(&f.data).to_string(),
@@ -160,8 +141,7 @@ pub fn main(args: Vec<String>) -> i32 {
                                         emit(buf, *t, *k, label, true);
                                     }
                                 }
-                                let st =
-                                    i32::from_be_bytes(f.data[..4].try_into().unwrap_or([0; 4]));
+                                let st = i32::from_be_bytes(f.data[..4].try_into().unwrap_or([0; 4]));
                                 if let Ok(mut c) = collected.lock() {
                                     c.exits.push((f.task, node.clone(), st));
                                 }
@@ -189,7 +169,10 @@ pub fn main(args: Vec<String>) -> i32 {
                 return 1;
             }
         };
-        let reply = match client.submit(v1::SubmitRequest { spec: Some(drover_proto::spec_to_wire(&spec)), test_only: false }).await {
+        let reply = match client
+            .submit(v1::SubmitRequest { spec: Some(drover_proto::spec_to_wire(&spec)), test_only: false })
+            .await
+        {
             Ok(r) => r.into_inner(),
             Err(s) => {
                 eprintln!("srun: error: Unable to allocate resources: {}", status_msg(&s));
@@ -225,7 +208,9 @@ pub fn main(args: Vec<String>) -> i32 {
                 }
             };
             let got = match immediate {
-                Some(secs) => tokio::time::timeout(Duration::from_secs(u64::from(secs.max(1))), wait).await.ok().flatten(),
+                Some(secs) => {
+                    tokio::time::timeout(Duration::from_secs(u64::from(secs.max(1))), wait).await.ok().flatten()
+                }
                 None => wait.await,
             };
             match got {
@@ -325,14 +310,7 @@ fn signal_text(sig: i32) -> String {
 
 /// Writes complete lines of a task's output (all of it at the end), labelled with `-l`.
 fn emit(buf: &mut Vec<u8>, task: u32, kind: u8, label: bool, flush_all: bool) {
-    let cut = if flush_all {
-        buf.len()
-    } else {
-        buf.iter()
-            .rposition(|b| *b == b'\n')
-            .map(|p| p + 1)
-            .unwrap_or(0)
-    };
+    let cut = if flush_all { buf.len() } else { buf.iter().rposition(|b| *b == b'\n').map(|p| p + 1).unwrap_or(0) };
     if cut == 0 {
         return;
     }

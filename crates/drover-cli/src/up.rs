@@ -56,8 +56,7 @@ pub fn default_state_dir() -> PathBuf {
 }
 
 fn free_port() -> Result<u16, String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")
-        .map_err(|e| format!("cannot find a free port: {e}"))?;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot find a free port: {e}"))?;
     l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
 }
 
@@ -66,8 +65,7 @@ fn machine_mem_mb() -> u64 {
         .ok()
         .and_then(|s| {
             s.lines().find_map(|l| {
-                l.strip_prefix("MemTotal:")
-                    .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+                l.strip_prefix("MemTotal:").and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
             })
         })
         .map(|kb| kb / 1024)
@@ -77,9 +75,7 @@ fn machine_mem_mb() -> u64 {
 /// The `slurm.conf` of a local cluster.
 pub fn local_conf(a: &UpArgs, dir: &Path, port: u16) -> Result<String, String> {
     let cpus = a.cpus_per_node.unwrap_or_else(|| {
-        let n = std::thread::available_parallelism()
-            .map(|n| n.get() as u32)
-            .unwrap_or(2);
+        let n = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(2);
         (n / a.nodes.max(1)).max(2)
     });
     let mem = match &a.mem_per_node {
@@ -133,22 +129,13 @@ fn spawn_daemon(exe: &Path, args: &[&str], log: &Path, pidfile: &Path) -> Result
         .open(log)
         .map_err(|e| format!("{}: {e}", log.display()))?;
     let mut cmd = Command::new(exe);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(f.try_clone().map_err(|e| e.to_string())?)
-        .stderr(f);
+    cmd.args(args).stdin(Stdio::null()).stdout(f.try_clone().map_err(|e| e.to_string())?).stderr(f);
     use std::os::unix::process::CommandExt;
     // SAFETY: setsid(2) is async-signal-safe; the daemons must not die with this terminal.
     unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid()
-                .map(|_| ())
-                .map_err(std::io::Error::from)
-        });
+        cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
     }
-    let child = cmd
-        .spawn()
-        .map_err(|e| format!("starting {}: {e}", args.join(" ")))?;
+    let child = cmd.spawn().map_err(|e| format!("starting {}: {e}", args.join(" ")))?;
     std::fs::write(pidfile, child.id().to_string()).map_err(|e| e.to_string())?;
     let id = child.id();
     // Reap the daemon if it exits while we run.
@@ -161,10 +148,8 @@ fn spawn_daemon(exe: &Path, args: &[&str], log: &Path, pidfile: &Path) -> Result
 
 fn alive(pid: u32) -> bool {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-            s.rsplit_once(')')
-                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-        })
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')))
 }
 
 fn read_pid(p: &Path) -> Option<u32> {
@@ -195,10 +180,7 @@ pub fn up(a: UpArgs) -> i32 {
 
 fn up_inner(a: UpArgs) -> Result<i32, String> {
     let cfg = start_detached(&a)?;
-    let dir = PathBuf::from(&cfg.path)
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
+    let dir = PathBuf::from(&cfg.path).parent().map(Path::to_path_buf).unwrap_or_default();
     if a.detach {
         return Ok(0);
     }
@@ -234,10 +216,7 @@ pub fn start_detached(a: &UpArgs) -> Result<drover_model::conf::Config, String> 
         }
     }
     if conf.exists() {
-        say(&format!(
-            "reusing {} (delete it to start over)",
-            conf.display()
-        ));
+        say(&format!("reusing {} (delete it to start over)", conf.display()));
     } else {
         let port = match a.port {
             Some(p) => p,
@@ -278,26 +257,15 @@ pub fn start_detached(a: &UpArgs) -> Result<drover_model::conf::Config, String> 
             }
             if let Some(pid) = read_pid(&dir.join("run/controller.pid")) {
                 if !alive(pid) {
-                    let log =
-                        std::fs::read_to_string(dir.join("log/controller.log")).unwrap_or_default();
+                    let log = std::fs::read_to_string(dir.join("log/controller.log")).unwrap_or_default();
                     let last = log.lines().last().unwrap_or("").to_string();
                     return Err(format!("the controller exited: {last}"));
                 }
             }
             if let Ok(mut c) = common::connect(&cfg).await {
-                if let Ok(r) = c
-                    .get_state(v1::StateRequest {
-                        nodes: true,
-                        ..Default::default()
-                    })
-                    .await
-                {
+                if let Ok(r) = c.get_state(v1::StateRequest { nodes: true, ..Default::default() }).await {
                     let r = r.into_inner();
-                    let up = r
-                        .nodes
-                        .iter()
-                        .filter(|n| !n.state_short.ends_with('*'))
-                        .count();
+                    let up = r.nodes.iter().filter(|n| !n.state_short.ends_with('*')).count();
                     if up == r.nodes.len() {
                         return Ok(up);
                     }
@@ -308,11 +276,7 @@ pub fn start_detached(a: &UpArgs) -> Result<drover_model::conf::Config, String> 
     });
     let up = ready?;
     say(&format!("cluster {} is up: {up} nodes", cfg.cluster_name));
-    println!(
-        "export PATH={}:$PATH SLURM_CONF={}",
-        dir.join("bin").display(),
-        conf.display()
-    );
+    println!("export PATH={}:$PATH SLURM_CONF={}", dir.join("bin").display(), conf.display());
     Ok(cfg)
 }
 
@@ -328,19 +292,13 @@ pub fn down(a: DownArgs) -> i32 {
 
 fn stop_pid(pidfile: &Path) {
     if let Some(pid) = read_pid(pidfile) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM);
         let t = Instant::now();
         while alive(pid) && t.elapsed() < Duration::from_secs(5) {
             std::thread::sleep(Duration::from_millis(20));
         }
         if alive(pid) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
         }
     }
     let _ = std::fs::remove_file(pidfile);
@@ -364,9 +322,7 @@ pub fn stop_dir(dir: &Path) {
                 for j in jobs.flatten() {
                     if let Some(pid) = read_pid(&j.path().join("pid")) {
                         if alive(pid) {
-                            if let Ok(mut s) =
-                                std::os::unix::net::UnixStream::connect(j.path().join("sv.sock"))
-                            {
+                            if let Ok(mut s) = std::os::unix::net::UnixStream::connect(j.path().join("sv.sock")) {
                                 use std::io::Write;
                                 let _ = s.write_all(b"term");
                             }

@@ -32,10 +32,7 @@ pub enum ControllerError {
     #[error("{0}")]
     Config(#[from] drover_model::conf::ConfError),
     #[error("state directory {path}: {source}")]
-    StateDir {
-        path: String,
-        source: std::io::Error,
-    },
+    StateDir { path: String, source: std::io::Error },
     #[error("another controller holds {0}")]
     Locked(String),
     #[error(transparent)]
@@ -43,10 +40,7 @@ pub enum ControllerError {
     #[error("recovering state: {0}")]
     Recover(String),
     #[error("cannot listen on {addr}: {source}")]
-    Listen {
-        addr: String,
-        source: std::io::Error,
-    },
+    Listen { addr: String, source: std::io::Error },
     #[error("serving: {0}")]
     Serve(String),
 }
@@ -59,68 +53,44 @@ fn log(msg: &str) {
 pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
     let cfg = drover_model::conf::parse_file(conf_path)?;
     for u in &cfg.unsupported {
-        log(&format!(
-            "{}:{}: {} is not supported by Drover yet and is ignored",
-            u.file, u.line, u.key
-        ));
+        log(&format!("{}:{}: {} is not supported by Drover yet and is ignored", u.file, u.line, u.key));
     }
     let cfg = Arc::new(cfg);
     let state_dir = PathBuf::from(&cfg.state_save_location);
-    std::fs::create_dir_all(&state_dir).map_err(|source| ControllerError::StateDir {
-        path: state_dir.display().to_string(),
-        source,
-    })?;
+    std::fs::create_dir_all(&state_dir)
+        .map_err(|source| ControllerError::StateDir { path: state_dir.display().to_string(), source })?;
     let lock = lock_state_dir(&state_dir)?;
     let (journal, rec) = Journal::open(&state_dir.join("journal"))?;
     if rec.truncated_bytes > 0 {
-        log(&format!(
-            "dropped a torn journal tail of {} bytes (never acknowledged)",
-            rec.truncated_bytes
-        ));
+        log(&format!("dropped a torn journal tail of {} bytes (never acknowledged)", rec.truncated_bytes));
     }
     let view = Arc::new(ArcSwap::from_pointee(view::View::default()));
-    let owner = owner::Owner::recover(cfg.clone(), journal, rec, view.clone())
-        .map_err(ControllerError::Recover)?;
+    let owner = owner::Owner::recover(cfg.clone(), journal, rec, view.clone()).map_err(ControllerError::Recover)?;
     let (tx, rx) = std::sync::mpsc::channel();
     let owner_thread = std::thread::Builder::new()
         .name("state-owner".into())
         .spawn(move || owner.run(rx))
         .map_err(|e| ControllerError::Serve(e.to_string()))?;
     let shutdown = Arc::new(Notify::new());
-    let handlers = rpc::Handlers {
-        tx: tx.clone(),
-        view,
-        sessions: Arc::new(AtomicU64::new(0)),
-        shutdown: shutdown.clone(),
-    };
+    let handlers =
+        rpc::Handlers { tx: tx.clone(), view, sessions: Arc::new(AtomicU64::new(0)), shutdown: shutdown.clone() };
 
     let sock = cfg.controller_socket();
     let _ = std::fs::remove_file(&sock);
-    let uds = tokio::net::UnixListener::bind(&sock).map_err(|source| ControllerError::Listen {
-        addr: sock.display().to_string(),
-        source,
-    })?;
+    let uds = tokio::net::UnixListener::bind(&sock)
+        .map_err(|source| ControllerError::Listen { addr: sock.display().to_string(), source })?;
     // Every local user may talk to the controller; the peer credentials say who they are.
     let _ = std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666));
     let tcp_addr = cfg.controller_addr();
     let tcp = tokio::net::TcpListener::bind(&tcp_addr)
         .await
-        .map_err(|source| ControllerError::Listen {
-            addr: tcp_addr.clone(),
-            source,
-        })?;
-    log(&format!(
-        "cluster {} listening on {} and {}",
-        cfg.cluster_name,
-        sock.display(),
-        tcp_addr
-    ));
+        .map_err(|source| ControllerError::Listen { addr: tcp_addr.clone(), source })?;
+    log(&format!("cluster {} listening on {} and {}", cfg.cluster_name, sock.display(), tcp_addr));
 
     let stop = {
         let shutdown = shutdown.clone();
         async move {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
             tokio::select! {
                 _ = shutdown.notified() => {}
                 _ = tokio::signal::ctrl_c() => {}
@@ -137,12 +107,9 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
                 .max_decoding_message_size(64 << 20)
                 .max_encoding_message_size(256 << 20),
         )
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::UnixListenerStream::new(uds),
-            async move {
-                let _ = s1.recv().await;
-            },
-        );
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(uds), async move {
+            let _ = s1.recv().await;
+        });
     let remote = tonic::transport::Server::builder()
         .tcp_nodelay(true)
         .add_service(
@@ -150,12 +117,9 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
                 .max_decoding_message_size(64 << 20)
                 .max_encoding_message_size(64 << 20),
         )
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(tcp),
-            async move {
-                let _ = s2.recv().await;
-            },
-        );
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(tcp), async move {
+            let _ = s2.recv().await;
+        });
     let local = tokio::spawn(local);
     let remote = tokio::spawn(remote);
     stop.await;
@@ -183,10 +147,7 @@ fn lock_state_dir(dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, Contro
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(|source| ControllerError::StateDir {
-            path: path.display().to_string(),
-            source,
-        })?;
+        .map_err(|source| ControllerError::StateDir { path: path.display().to_string(), source })?;
     nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
         .map_err(|_| ControllerError::Locked(path.display().to_string()))
 }

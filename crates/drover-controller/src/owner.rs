@@ -2,9 +2,7 @@
 //! RPC handlers, applies them, journals every change, runs the scheduler, commits the journal
 //! once per batch (group commit), and only then replies, launches and publishes the read view.
 
-use crate::state::{
-    decode_record, encode_record, Durable, HoldKind, Job, JobStatus, NodeAdmin, Record,
-};
+use crate::state::{decode_record, encode_record, Durable, HoldKind, Job, JobStatus, NodeAdmin, Record};
 use crate::view::{NodeLiveView, View};
 use arc_swap::ArcSwap;
 use drover_journal::Journal;
@@ -14,9 +12,7 @@ use drover_model::job::{Constraint, JobId, JobSpec};
 use drover_model::state::{JobState, NodeBase, NodeState, PendingReason};
 use drover_proto::v1::{self, controller_to_node, node_to_controller};
 use drover_proto::Caller;
-use drover_sched::{
-    Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, SchedJob, SubmitCheck,
-};
+use drover_sched::{Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, SchedJob, SubmitCheck};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -28,58 +24,20 @@ pub type Reply<T> = oneshot::Sender<Result<T, Status>>;
 pub type NodeTx = mpsc::UnboundedSender<Result<v1::ControllerToNode, Status>>;
 
 pub enum Msg {
-    Submit {
-        spec: Box<JobSpec>,
-        caller: Caller,
-        test_only: bool,
-        reply: Reply<v1::SubmitReply>,
-    },
-    Cancel {
-        req: v1::CancelRequest,
-        caller: Caller,
-        reply: Reply<v1::CancelReply>,
-    },
-    JobControl {
-        req: v1::JobControlRequest,
-        caller: Caller,
-        reply: Reply<v1::JobControlReply>,
-    },
-    UpdateNode {
-        req: v1::UpdateNodeRequest,
-        caller: Caller,
-        reply: Reply<v1::Empty>,
-    },
-    Reconfigure {
-        caller: Caller,
-        reply: Reply<v1::Empty>,
-    },
-    Watch {
-        job: JobId,
-        tx: mpsc::UnboundedSender<v1::JobInfo>,
-        reply: Reply<()>,
-    },
-    NodeRegister {
-        reg: v1::Register,
-        tx: NodeTx,
-        session: u64,
-    },
-    FromNode {
-        node: String,
-        session: u64,
-        msg: node_to_controller::Msg,
-    },
-    NodeGone {
-        node: String,
-        session: u64,
-    },
+    Submit { spec: Box<JobSpec>, caller: Caller, test_only: bool, reply: Reply<v1::SubmitReply> },
+    Cancel { req: v1::CancelRequest, caller: Caller, reply: Reply<v1::CancelReply> },
+    JobControl { req: v1::JobControlRequest, caller: Caller, reply: Reply<v1::JobControlReply> },
+    UpdateNode { req: v1::UpdateNodeRequest, caller: Caller, reply: Reply<v1::Empty> },
+    Reconfigure { caller: Caller, reply: Reply<v1::Empty> },
+    Watch { job: JobId, tx: mpsc::UnboundedSender<v1::JobInfo>, reply: Reply<()> },
+    NodeRegister { reg: v1::Register, tx: NodeTx, session: u64 },
+    FromNode { node: String, session: u64, msg: node_to_controller::Msg },
+    NodeGone { node: String, session: u64 },
     Shutdown,
 }
 
 pub fn now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
 }
 
 /// Live (not durable) facts about a node agent.
@@ -130,9 +88,7 @@ impl Owner {
             None => Durable::default(),
         };
         for r in rec.records {
-            durable.apply(
-                decode_record(&r).map_err(|e| format!("cannot decode journal record: {e}"))?,
-            );
+            durable.apply(decode_record(&r).map_err(|e| format!("cannot decode journal record: {e}"))?);
         }
         durable.next_job_id = durable.next_job_id.max(cfg.first_job_id);
         let mut o = Owner {
@@ -159,10 +115,7 @@ impl Owner {
                 JobState::Pending => o.core.handle(Event::Submitted(o.sched_job(&j))),
                 JobState::Running | JobState::Completing | JobState::Suspended => {
                     if let Some(a) = &j.status.alloc {
-                        o.core.handle(Event::Running {
-                            job: j.id,
-                            alloc: a.clone(),
-                        });
+                        o.core.handle(Event::Running { job: j.id, alloc: a.clone() });
                     }
                     // Agents get SlurmdTimeout to report in before their jobs are given up.
                     for n in &j.status.nodes_running {
@@ -171,11 +124,7 @@ impl Owner {
                 }
                 st => {
                     o.purge_queue.insert((j.status.end_time, j.id));
-                    let outcome = if st == JobState::Completed {
-                        Outcome::Succeeded
-                    } else {
-                        Outcome::Failed
-                    };
+                    let outcome = if st == JobState::Completed { Outcome::Succeeded } else { Outcome::Failed };
                     o.core.handle(Event::Ended { job: j.id, outcome });
                 }
             }
@@ -194,15 +143,11 @@ impl Owner {
                 n.features.clone(),
                 n.weight,
             )));
-            let admin = self
-                .durable
-                .nodes
-                .entry(n.name.clone())
-                .or_insert_with(|| NodeAdmin {
-                    drain: n.state == "DRAIN",
-                    down: n.state == "DOWN",
-                    ..Default::default()
-                });
+            let admin = self.durable.nodes.entry(n.name.clone()).or_insert_with(|| NodeAdmin {
+                drain: n.state == "DRAIN",
+                down: n.state == "DOWN",
+                ..Default::default()
+            });
             let _ = admin;
             self.live.entry(n.name.clone()).or_default();
         }
@@ -213,9 +158,7 @@ impl Owner {
                 nodes: p.nodes.clone(),
                 down: match p.state {
                     PartitionState::Up => None,
-                    PartitionState::Down | PartitionState::Drain => {
-                        Some(PendingReason::PartitionDown)
-                    }
+                    PartitionState::Down | PartitionState::Drain => Some(PendingReason::PartitionDown),
                     PartitionState::Inactive => Some(PendingReason::PartitionInactive),
                 },
                 max_time: p.max_time,
@@ -275,7 +218,8 @@ impl Owner {
                 self.publish();
             }
             if self.journal.records_since_snapshot > 20_000 {
-                if let Err(e) = self.journal.snapshot(&self.durable.encode()) {
+                let live = self.durable.blob_generations();
+                if let Err(e) = self.journal.snapshot(&self.durable.encode(), &live) {
                     eprintln!("drover controller: snapshot failed: {e}");
                 }
             }
@@ -303,12 +247,7 @@ impl Owner {
 
     fn handle(&mut self, m: Msg) {
         match m {
-            Msg::Submit {
-                spec,
-                caller,
-                test_only,
-                reply,
-            } => {
+            Msg::Submit { spec, caller, test_only, reply } => {
                 let r = self.submit(*spec, caller, test_only);
                 self.reply(reply, r);
             }
@@ -335,7 +274,7 @@ impl Owner {
                 Some(j) => {
                     let j = j.clone();
                     if j.status.state != JobState::Pending {
-                        let _ = tx.send(crate::view::job_info(&j, true));
+                        let _ = tx.send(crate::view::job_info(&j, false));
                     }
                     if !j.status.state.is_finished() {
                         self.watchers.entry(job).or_default().push(tx);
@@ -399,10 +338,7 @@ impl Owner {
             time_limit: s.time_limit,
             nodelist: s.nodelist.clone(),
             exclude: s.exclude.clone(),
-            constraint: s
-                .constraint
-                .as_deref()
-                .and_then(|c| Constraint::parse(c).ok()),
+            constraint: s.constraint.as_deref().and_then(|c| Constraint::parse(c).ok()),
             exclusive: s.exclusive,
             hold: j.status.hold.map(|h| match h {
                 HoldKind::User => Hold::User,
@@ -413,12 +349,7 @@ impl Owner {
         }
     }
 
-    fn submit(
-        &mut self,
-        mut spec: JobSpec,
-        caller: Caller,
-        test_only: bool,
-    ) -> Result<v1::SubmitReply, Status> {
+    fn submit(&mut self, mut spec: JobSpec, caller: Caller, test_only: bool) -> Result<v1::SubmitReply, Status> {
         if !caller.is_root() {
             spec.uid = caller.uid;
             spec.gid = caller.gid;
@@ -426,11 +357,7 @@ impl Owner {
         if spec.partitions.is_empty() {
             match self.cfg.default_partition() {
                 Some(p) => spec.partitions.push(p.name.clone()),
-                None => {
-                    return Err(Status::invalid_argument(
-                        "No partition specified or system default partition",
-                    ))
-                }
+                None => return Err(Status::invalid_argument("No partition specified or system default partition")),
             }
         }
         for p in &spec.partitions {
@@ -463,9 +390,7 @@ impl Owner {
         }
         let active = self.durable.jobs.len() as u32;
         if active >= self.cfg.max_job_count {
-            return Err(Status::resource_exhausted(
-                "Slurm temporarily unable to accept job, sleeping and retrying",
-            ));
+            return Err(Status::resource_exhausted("Slurm temporarily unable to accept job, sleeping and retrying"));
         }
         let t = now();
         let id = self.durable.next_job_id;
@@ -484,28 +409,18 @@ impl Owner {
             restarts: 0,
             cancelled_by: None,
             priority: u64::from(u32::MAX - id.min(u32::MAX - 1)),
-            hold: if spec.hold {
-                Some(HoldKind::User)
-            } else {
-                None
-            },
+            hold: if spec.hold { Some(HoldKind::User) } else { None },
             nodes_running: Vec::new(),
             state_desc: String::new(),
             last_sched_eval: 0,
         };
-        let job = Job {
-            id,
-            spec: Arc::new(spec),
-            status,
-        };
+        let job = Job { id, spec: Arc::new(spec), status, blob: None };
         let sj = self.sched_job(&job);
         let enforce = self.cfg.enforce_part_limits != drover_model::conf::EnforcePartLimits::No;
         match self.core.check_submit(&sj, enforce) {
             SubmitCheck::Ok => {}
             SubmitCheck::NodeConfigUnavailable | SubmitCheck::NodesNotInPartition => {
-                return Err(Status::invalid_argument(
-                    "Requested node configuration is not available",
-                ))
+                return Err(Status::invalid_argument("Requested node configuration is not available"))
             }
             SubmitCheck::PartitionLimit(r) => {
                 let msg = match r {
@@ -526,42 +441,29 @@ impl Owner {
                 .schedule(t)
                 .into_iter()
                 .find_map(|d| match d {
-                    Decision::Start { job, alloc, .. } if job == id => Some((
-                        t,
-                        Hostlist::from_iter(alloc.node_names()).ranged(),
-                        alloc.partition,
-                    )),
+                    Decision::Start { job, alloc, .. } if job == id => {
+                        Some((t, Hostlist::from_iter(alloc.node_names()).ranged(), alloc.partition))
+                    }
                     _ => None,
                 })
                 .unwrap_or((t, String::new(), job.status.partition.clone()));
-            return Ok(v1::SubmitReply {
-                job_id: id,
-                test_start_time: start,
-                test_nodes: nodes,
-                test_partition: part,
-            });
+            return Ok(v1::SubmitReply { job_id: id, test_start_time: start, test_nodes: nodes, test_partition: part });
         }
-        self.record(Record::Submit {
-            id,
-            spec: (*job.spec).clone(),
-            status: job.status.clone(),
-        });
+        // The script and environment go to the blob store; memory keeps the rest.
+        let mut spec = Arc::try_unwrap(job.spec).unwrap_or_else(|a| (*a).clone());
+        let payload = postcard::to_stdvec(&(std::mem::take(&mut spec.script), std::mem::take(&mut spec.environment)))
+            .expect("invariant: strings serialize");
+        let blob = Some(self.journal.put_blob(&payload));
+        self.record(Record::Submit { id, spec, status: job.status, blob });
         self.core.handle(Event::Submitted(sj));
-        Ok(v1::SubmitReply {
-            job_id: id,
-            ..Default::default()
-        })
+        Ok(v1::SubmitReply { job_id: id, ..Default::default() })
     }
 
     fn schedule(&mut self, t: i64) {
         let decisions = self.core.schedule(t);
         for d in decisions {
             match d {
-                Decision::Start {
-                    job,
-                    alloc,
-                    time_limit,
-                } => self.start_job(job, alloc, time_limit, t),
+                Decision::Start { job, alloc, time_limit } => self.start_job(job, alloc, time_limit, t),
                 Decision::Reason { job, reason } => {
                     if let Some(j) = self.durable.jobs.get_mut(&job) {
                         // Reasons are derived state: recomputed after recovery, never journalled.
@@ -575,13 +477,7 @@ impl Owner {
         }
     }
 
-    fn start_job(
-        &mut self,
-        id: JobId,
-        alloc: drover_model::alloc::Allocation,
-        time_limit: Option<u64>,
-        t: i64,
-    ) {
+    fn start_job(&mut self, id: JobId, alloc: drover_model::alloc::Allocation, time_limit: Option<u64>, t: i64) {
         let Some(j) = self.durable.jobs.get(&id).cloned() else {
             return;
         };
@@ -592,16 +488,8 @@ impl Owner {
         st.last_sched_eval = t;
         st.partition = alloc.partition.clone();
         st.time_limit = time_limit;
-        st.batch_host = alloc
-            .nodes
-            .first()
-            .map(|n| n.node.clone())
-            .unwrap_or_default();
-        st.nodes_running = if j.spec.batch {
-            vec![st.batch_host.clone()]
-        } else {
-            alloc.node_names()
-        };
+        st.batch_host = alloc.nodes.first().map(|n| n.node.clone()).unwrap_or_default();
+        st.nodes_running = if j.spec.batch { vec![st.batch_host.clone()] } else { alloc.node_names() };
         st.alloc = Some(alloc.clone());
         for n in alloc.node_names() {
             if let Some(l) = self.live.get_mut(&n) {
@@ -609,12 +497,7 @@ impl Owner {
             }
         }
         self.set_status(id, st);
-        let job = self
-            .durable
-            .jobs
-            .get(&id)
-            .cloned()
-            .expect("invariant: just written");
+        let job = self.durable.jobs.get(&id).cloned().expect("invariant: just written");
         self.send_launch(&job, None);
         for n in alloc.node_names() {
             self.refresh_node(&n);
@@ -622,12 +505,32 @@ impl Owner {
         self.notify(&job);
     }
 
+    /// The job's full request: script and environment read back from the blob store.
+    fn full_job(&self, job: &Job) -> Result<Job, String> {
+        let mut spec = (*job.spec).clone();
+        if let Some(b) = &job.blob {
+            let bytes = self.journal.get_blob(b).map_err(|e| e.to_string())?;
+            let (script, env): (String, Vec<(String, String)>) =
+                postcard::from_bytes(&bytes).map_err(|e| e.to_string())?;
+            spec.script = script;
+            spec.environment = env;
+        }
+        Ok(Job { id: job.id, spec: Arc::new(spec), status: job.status.clone(), blob: job.blob })
+    }
+
     /// Launch messages for a started job (or for one node of it on re-registration).
     fn send_launch(&mut self, job: &Job, only: Option<&str>) {
         let Some(alloc) = &job.status.alloc else {
             return;
         };
-        let info = crate::view::job_info(job, true);
+        let full = match self.full_job(job) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("drover controller: job {}: cannot read its script and environment: {e}", job.id);
+                return;
+            }
+        };
+        let info = crate::view::job_info(&full, true);
         let mut first_task = 0u32;
         for (idx, na) in alloc.nodes.iter().enumerate() {
             let task_ids: Vec<u32> = (first_task..first_task + na.tasks).collect();
@@ -645,20 +548,15 @@ impl Owner {
                 node_index: idx as u32,
                 task_ids,
             };
-            self.outbox
-                .push((na.node.clone(), controller_to_node::Msg::Launch(launch)));
+            self.outbox.push((na.node.clone(), controller_to_node::Msg::Launch(launch)));
         }
     }
 
     fn notify(&mut self, job: &Job) {
         if let Some(ws) = self.watchers.get_mut(&job.id) {
-            let info = crate::view::job_info(job, true);
+            let info = crate::view::job_info(job, false);
             let finished = job.status.state.is_finished();
-            let ws = if finished {
-                self.watchers.remove(&job.id).unwrap_or_default()
-            } else {
-                ws.clone()
-            };
+            let ws = if finished { self.watchers.remove(&job.id).unwrap_or_default() } else { ws.clone() };
             self.after_commit.push(Box::new(move || {
                 for w in ws {
                     let _ = w.send(info.clone());
@@ -711,22 +609,10 @@ impl Owner {
             st.state_desc.clear();
             st.exit_status = 0;
             st.cancelled_by = None;
-            let nodes: Vec<String> = self
-                .core
-                .allocation(id)
-                .map(|a| a.node_names())
-                .unwrap_or_default();
-            self.core.handle(Event::Ended {
-                job: id,
-                outcome: Outcome::Failed,
-            });
+            let nodes: Vec<String> = self.core.allocation(id).map(|a| a.node_names()).unwrap_or_default();
+            self.core.handle(Event::Ended { job: id, outcome: Outcome::Failed });
             self.set_status(id, st);
-            let job = self
-                .durable
-                .jobs
-                .get(&id)
-                .cloned()
-                .expect("invariant: exists");
+            let job = self.durable.jobs.get(&id).cloned().expect("invariant: exists");
             self.core.handle(Event::Forgotten(id));
             self.core.handle(Event::Submitted(self.sched_job(&job)));
             for n in nodes {
@@ -754,17 +640,9 @@ impl Owner {
         st.end_time = end;
         st.reason = PendingReason::None;
         st.nodes_running.clear();
-        let nodes: Vec<String> = st
-            .alloc
-            .as_ref()
-            .map(|a| a.node_names())
-            .unwrap_or_default();
+        let nodes: Vec<String> = st.alloc.as_ref().map(|a| a.node_names()).unwrap_or_default();
         self.set_status(id, st);
-        let outcome = if state == JobState::Completed {
-            Outcome::Succeeded
-        } else {
-            Outcome::Failed
-        };
+        let outcome = if state == JobState::Completed { Outcome::Succeeded } else { Outcome::Failed };
         self.core.handle(Event::Ended { job: id, outcome });
         self.purge_queue.insert((end, id));
         let t = now();
@@ -774,12 +652,7 @@ impl Owner {
             }
             self.refresh_node(&n);
         }
-        let job = self
-            .durable
-            .jobs
-            .get(&id)
-            .cloned()
-            .expect("invariant: exists");
+        let job = self.durable.jobs.get(&id).cloned().expect("invariant: exists");
         self.notify(&job);
     }
 
@@ -788,31 +661,19 @@ impl Owner {
     }
 
     fn select_jobs(&self, req: &v1::CancelRequest) -> Vec<JobId> {
-        let nodes: Option<Vec<String>> = if req.nodelist.is_empty() {
-            None
-        } else {
-            Hostlist::parse(&req.nodelist).ok().map(|h| h.names())
-        };
+        let nodes: Option<Vec<String>> =
+            if req.nodelist.is_empty() { None } else { Hostlist::parse(&req.nodelist).ok().map(|h| h.names()) };
         self.durable
             .jobs
             .values()
             .filter(|j| !j.status.state.is_finished())
-            .filter(|j| {
-                !req.has_user || j.spec.user == req.user || j.spec.uid.to_string() == req.user
-            })
+            .filter(|j| !req.has_user || j.spec.user == req.user || j.spec.uid.to_string() == req.user)
             .filter(|j| req.name.is_empty() || j.spec.name == req.name)
             .filter(|j| req.partition.is_empty() || j.status.partition == req.partition)
-            .filter(|j| {
-                req.state.is_empty()
-                    || JobState::parse(&req.state).is_some_and(|s| s == j.status.state)
-            })
+            .filter(|j| req.state.is_empty() || JobState::parse(&req.state).is_some_and(|s| s == j.status.state))
             .filter(|j| match &nodes {
                 None => true,
-                Some(ns) => j
-                    .status
-                    .alloc
-                    .as_ref()
-                    .is_some_and(|a| a.nodes.iter().any(|n| ns.contains(&n.node))),
+                Some(ns) => j.status.alloc.as_ref().is_some_and(|a| a.nodes.iter().any(|n| ns.contains(&n.node))),
             })
             .map(|j| j.id)
             .collect()
@@ -828,21 +689,14 @@ impl Owner {
             self.select_jobs(&req)
         } else if filtered {
             let sel = self.select_jobs(&req);
-            req.job_ids
-                .iter()
-                .copied()
-                .filter(|i| sel.contains(i))
-                .collect()
+            req.job_ids.iter().copied().filter(|i| sel.contains(i)).collect()
         } else {
             req.job_ids.clone()
         };
         let mut results = Vec::new();
         let t = now();
         for id in ids {
-            let err = |m: &str| v1::CancelResult {
-                job_id: id,
-                error: m.to_string(),
-            };
+            let err = |m: &str| v1::CancelResult { job_id: id, error: m.to_string() };
             let Some(j) = self.durable.jobs.get(&id).cloned() else {
                 results.push(err("Invalid job id specified"));
                 continue;
@@ -852,9 +706,7 @@ impl Owner {
                 continue;
             }
             match j.status.state {
-                s if s.is_finished() => {
-                    results.push(err("Job/step already completing or completed"))
-                }
+                s if s.is_finished() => results.push(err("Job/step already completing or completed")),
                 JobState::Pending => {
                     if req.signal != 0 && req.signal != libc_sigkill() {
                         results.push(err("Job is pending execution"));
@@ -867,17 +719,9 @@ impl Owner {
                     st.start_time = t;
                     st.reason = PendingReason::None;
                     self.set_status(id, st);
-                    self.core.handle(Event::Ended {
-                        job: id,
-                        outcome: Outcome::Failed,
-                    });
+                    self.core.handle(Event::Ended { job: id, outcome: Outcome::Failed });
                     self.purge_queue.insert((t, id));
-                    let job = self
-                        .durable
-                        .jobs
-                        .get(&id)
-                        .cloned()
-                        .expect("invariant: exists");
+                    let job = self.durable.jobs.get(&id).cloned().expect("invariant: exists");
                     self.notify(&job);
                     results.push(err(""));
                 }
@@ -911,34 +755,17 @@ impl Owner {
         v1::CancelReply { results }
     }
 
-    fn job_control(
-        &mut self,
-        req: v1::JobControlRequest,
-        caller: Caller,
-    ) -> Result<v1::JobControlReply, Status> {
+    fn job_control(&mut self, req: v1::JobControlRequest, caller: Caller) -> Result<v1::JobControlReply, Status> {
         let mut results = Vec::new();
         for &id in &req.job_ids {
             let r = self.job_control_one(&req, id, caller);
-            results.push(v1::CancelResult {
-                job_id: id,
-                error: r.err().unwrap_or_default(),
-            });
+            results.push(v1::CancelResult { job_id: id, error: r.err().unwrap_or_default() });
         }
         Ok(v1::JobControlReply { results })
     }
 
-    fn job_control_one(
-        &mut self,
-        req: &v1::JobControlRequest,
-        id: JobId,
-        caller: Caller,
-    ) -> Result<(), String> {
-        let j = self
-            .durable
-            .jobs
-            .get(&id)
-            .cloned()
-            .ok_or("Invalid job id specified")?;
+    fn job_control_one(&mut self, req: &v1::JobControlRequest, id: JobId, caller: Caller) -> Result<(), String> {
+        let j = self.durable.jobs.get(&id).cloned().ok_or("Invalid job id specified")?;
         if !self.can_modify(&j, caller) {
             return Err("Access/permission denied".into());
         }
@@ -948,14 +775,9 @@ impl Owner {
                 if j.status.state != JobState::Pending {
                     return Err("Job is no longer pending execution".into());
                 }
-                st.hold = Some(if req.action == "hold" && caller.is_root() {
-                    HoldKind::Admin
-                } else {
-                    HoldKind::User
-                });
+                st.hold = Some(if req.action == "hold" && caller.is_root() { HoldKind::Admin } else { HoldKind::User });
                 self.set_status(id, st);
-                self.core
-                    .handle(Event::Updated(self.sched_job(&self.durable.jobs[&id])));
+                self.core.handle(Event::Updated(self.sched_job(&self.durable.jobs[&id])));
             }
             "release" => {
                 if j.status.state != JobState::Pending {
@@ -966,8 +788,7 @@ impl Owner {
                 }
                 st.hold = None;
                 self.set_status(id, st);
-                self.core
-                    .handle(Event::Updated(self.sched_job(&self.durable.jobs[&id])));
+                self.core.handle(Event::Updated(self.sched_job(&self.durable.jobs[&id])));
             }
             "requeue" => {
                 if !matches!(j.status.state, JobState::Running) || !j.spec.batch {
@@ -1014,9 +835,7 @@ impl Owner {
                     let l = drover_model::duration::parse_time_limit(v)
                         .map_err(|_| "Invalid time limit specification".to_string())?;
                     if !pending {
-                        if !caller.is_root()
-                            && (l.is_none() || st.time_limit.is_some_and(|c| l.unwrap_or(0) > c))
-                        {
+                        if !caller.is_root() && (l.is_none() || st.time_limit.is_some_and(|c| l.unwrap_or(0) > c)) {
                             return Err("Access/permission denied".into());
                         }
                         st.time_limit = l;
@@ -1044,15 +863,9 @@ impl Owner {
                         Some((a, b)) => (a, Some(b)),
                         None => (v, None),
                     };
-                    spec.min_nodes = Some(
-                        lo.parse()
-                            .map_err(|_| "Invalid node count specification".to_string())?,
-                    );
+                    spec.min_nodes = Some(lo.parse().map_err(|_| "Invalid node count specification".to_string())?);
                     spec.max_nodes = match hi {
-                        Some(h) => Some(
-                            h.parse()
-                                .map_err(|_| "Invalid node count specification".to_string())?,
-                        ),
+                        Some(h) => Some(h.parse().map_err(|_| "Invalid node count specification".to_string())?),
                         None => spec.min_nodes,
                     };
                 }
@@ -1060,41 +873,21 @@ impl Owner {
                     let hl = Hostlist::parse(v).map_err(|e| e.to_string())?;
                     spec.nodelist = hl.names();
                 }
-                "excnodelist" => {
-                    spec.exclude = Hostlist::parse(v).map_err(|e| e.to_string())?.names()
-                }
-                "features" => {
-                    spec.constraint = if v.is_empty() {
-                        None
-                    } else {
-                        Some(v.to_string())
-                    }
-                }
+                "excnodelist" => spec.exclude = Hostlist::parse(v).map_err(|e| e.to_string())?.names(),
+                "features" => spec.constraint = if v.is_empty() { None } else { Some(v.to_string()) },
                 "dependency" => {
-                    spec.dependency = if v.is_empty() {
-                        Vec::new()
-                    } else {
-                        drover_model::job::parse_dependency(v)?
-                    }
+                    spec.dependency = if v.is_empty() { Vec::new() } else { drover_model::job::parse_dependency(v)? }
                 }
                 "starttime" | "begintime" => {
-                    spec.begin_time = Some(
-                        v.parse::<i64>()
-                            .map_err(|_| "Invalid time specification".to_string())?,
-                    );
+                    spec.begin_time = Some(v.parse::<i64>().map_err(|_| "Invalid time specification".to_string())?);
                 }
                 other => return Err(format!("Update of {other} is not supported")),
             }
         }
         let id = j.id;
-        self.record(Record::Submit {
-            id,
-            spec,
-            status: st,
-        });
+        self.record(Record::Submit { id, spec, status: st, blob: j.blob });
         if pending {
-            self.core
-                .handle(Event::Updated(self.sched_job(&self.durable.jobs[&id])));
+            self.core.handle(Event::Updated(self.sched_job(&self.durable.jobs[&id])));
         }
         Ok(())
     }
@@ -1104,10 +897,7 @@ impl Owner {
     /// Recomputes a node's state for the scheduler and readers.
     fn refresh_node(&mut self, name: &str) {
         let st = self.node_state(name);
-        self.core.handle(Event::NodeSchedulable {
-            node: name.to_string(),
-            schedulable: st.schedulable(),
-        });
+        self.core.handle(Event::NodeSchedulable { node: name.to_string(), schedulable: st.schedulable() });
         self.dirty = true;
     }
 
@@ -1139,9 +929,7 @@ impl Owner {
     fn node_register(&mut self, reg: v1::Register, tx: NodeTx, session: u64) {
         let name = reg.node.clone();
         if self.cfg.node(&name).is_none() {
-            let _ = tx.send(Err(Status::not_found(format!(
-                "node {name} is not in slurm.conf"
-            ))));
+            let _ = tx.send(Err(Status::not_found(format!("node {name} is not in slurm.conf"))));
             return;
         }
         let t = now();
@@ -1161,10 +949,7 @@ impl Owner {
         }
         if let Some(admin) = self.durable.nodes.get(&name).cloned() {
             if admin.down && admin.reason == "Not responding" && rts >= 1 {
-                self.record(Record::NodeAdmin {
-                    node: name.clone(),
-                    admin: NodeAdmin::default(),
-                });
+                self.record(Record::NodeAdmin { node: name.clone(), admin: NodeAdmin::default() });
             }
         }
         let running: BTreeSet<u32> = reg.running.iter().map(|r| r.job_id).collect();
@@ -1176,10 +961,7 @@ impl Owner {
                     continue;
                 }
             }
-            self.outbox.push((
-                name.clone(),
-                controller_to_node::Msg::EndedAck(v1::Ack { job_id: id }),
-            ));
+            self.outbox.push((name.clone(), controller_to_node::Msg::EndedAck(v1::Ack { job_id: id })));
         }
         // Jobs the controller believes run here but the agent does not know: the launch was lost.
         let mine: Vec<Arc<Job>> = self
@@ -1207,9 +989,11 @@ impl Owner {
         }
         // Jobs the agent runs that the controller has no use for: stop them.
         for id in running {
-            let known = self.durable.jobs.get(&id).is_some_and(|j| {
-                !j.status.state.is_finished() && j.status.nodes_running.contains(&name)
-            });
+            let known = self
+                .durable
+                .jobs
+                .get(&id)
+                .is_some_and(|j| !j.status.state.is_finished() && j.status.nodes_running.contains(&name));
             if !known {
                 self.outbox.push((
                     name.clone(),
@@ -1225,17 +1009,11 @@ impl Owner {
         self.refresh_node(&name);
     }
 
-    fn update_node(
-        &mut self,
-        req: v1::UpdateNodeRequest,
-        caller: Caller,
-    ) -> Result<v1::Empty, Status> {
+    fn update_node(&mut self, req: v1::UpdateNodeRequest, caller: Caller) -> Result<v1::Empty, Status> {
         if !caller.is_root() {
             return Err(Status::permission_denied("Access/permission denied"));
         }
-        let names = Hostlist::parse(&req.nodes)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?
-            .names();
+        let names = Hostlist::parse(&req.nodes).map_err(|e| Status::invalid_argument(e.to_string()))?.names();
         for n in &names {
             if self.cfg.node(n).is_none() {
                 return Err(Status::invalid_argument("Invalid node name specified"));
@@ -1265,11 +1043,7 @@ impl Owner {
                 }
                 "UNDRAIN" => admin.drain = false,
                 "" => {}
-                other => {
-                    return Err(Status::invalid_argument(format!(
-                        "Invalid node state specified: {other}"
-                    )))
-                }
+                other => return Err(Status::invalid_argument(format!("Invalid node state specified: {other}"))),
             }
             if !req.reason.is_empty() {
                 admin.reason = req.reason.clone();
@@ -1278,10 +1052,7 @@ impl Owner {
             } else if !admin.drain && !admin.down {
                 admin.reason.clear();
             }
-            self.record(Record::NodeAdmin {
-                node: n.clone(),
-                admin,
-            });
+            self.record(Record::NodeAdmin { node: n.clone(), admin });
             self.refresh_node(&n);
         }
         Ok(v1::Empty {})
@@ -1295,10 +1066,7 @@ impl Owner {
             .values()
             .filter(|j| {
                 !j.status.state.is_finished()
-                    && j.status
-                        .alloc
-                        .as_ref()
-                        .is_some_and(|a| a.nodes.iter().any(|n| n.node == node))
+                    && j.status.alloc.as_ref().is_some_and(|a| a.nodes.iter().any(|n| n.node == node))
             })
             .cloned()
             .collect();
@@ -1341,9 +1109,7 @@ impl Owner {
             .live
             .iter()
             .filter(|(_, l)| {
-                !l.not_responding
-                    && (l.registered || grace_over)
-                    && t - l.last_seen.max(self.started_at) > timeout
+                !l.not_responding && (l.registered || grace_over) && t - l.last_seen.max(self.started_at) > timeout
             })
             .map(|(n, _)| n.clone())
             .collect();
@@ -1357,10 +1123,7 @@ impl Owner {
                 admin.down = true;
                 admin.reason = "Not responding".into();
                 admin.reason_time = t;
-                self.record(Record::NodeAdmin {
-                    node: n.clone(),
-                    admin,
-                });
+                self.record(Record::NodeAdmin { node: n.clone(), admin });
             }
             self.fail_jobs_on(&n, t);
             self.refresh_node(&n);
@@ -1372,12 +1135,7 @@ impl Owner {
                 break;
             }
             self.purge_queue.remove(&(end, id));
-            if self
-                .durable
-                .jobs
-                .get(&id)
-                .is_some_and(|j| j.status.state.is_finished())
-            {
+            if self.durable.jobs.get(&id).is_some_and(|j| j.status.state.is_finished()) {
                 self.record(Record::Purge { id });
                 self.core.handle(Event::Forgotten(id));
             }
@@ -1414,12 +1172,8 @@ impl Owner {
                 }
             })
             .collect();
-        let view = View {
-            written: t,
-            cfg: self.cfg.clone(),
-            jobs: self.durable.jobs.values().cloned().collect(),
-            nodes,
-        };
+        let view =
+            View { written: t, cfg: self.cfg.clone(), jobs: self.durable.jobs.values().cloned().collect(), nodes };
         self.view.store(Arc::new(view));
         self.dirty = false;
     }

@@ -4,9 +4,7 @@
 use crate::owner::{now, Msg, Reply};
 use crate::view::{state_reply, View};
 use arc_swap::ArcSwap;
-use drover_proto::v1::{
-    self, controller_server::Controller, node_link_server::NodeLink, node_to_controller,
-};
+use drover_proto::v1::{self, controller_server::Controller, node_link_server::NodeLink, node_to_controller};
 use drover_proto::{caller, Caller};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,11 +30,8 @@ fn who<T>(req: &Request<T>) -> Result<Caller, Status> {
 impl Handlers {
     async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Msg) -> Result<T, Status> {
         let (tx, rx) = oneshot::channel();
-        self.tx
-            .send(make(tx))
-            .map_err(|_| Status::unavailable("controller is shutting down"))?;
-        rx.await
-            .map_err(|_| Status::unavailable("controller is shutting down"))?
+        self.tx.send(make(tx)).map_err(|_| Status::unavailable("controller is shutting down"))?;
+        rx.await.map_err(|_| Status::unavailable("controller is shutting down"))?
     }
 }
 
@@ -45,93 +40,51 @@ type NodeStream = Pin<Box<dyn Stream<Item = Result<v1::ControllerToNode, Status>
 
 #[tonic::async_trait]
 impl Controller for Handlers {
-    async fn submit(
-        &self,
-        req: Request<v1::SubmitRequest>,
-    ) -> Result<Response<v1::SubmitReply>, Status> {
+    async fn submit(&self, req: Request<v1::SubmitRequest>) -> Result<Response<v1::SubmitReply>, Status> {
         let caller = who(&req)?;
         let r = req.into_inner();
-        let spec = drover_proto::spec_from_wire(r.spec.unwrap_or_default())
-            .map_err(Status::invalid_argument)?;
+        let spec = drover_proto::spec_from_wire(r.spec.unwrap_or_default()).map_err(Status::invalid_argument)?;
         let test_only = r.test_only;
-        self.ask(|reply| Msg::Submit {
-            spec: Box::new(spec),
-            caller,
-            test_only,
-            reply,
-        })
-        .await
-        .map(Response::new)
+        self.ask(|reply| Msg::Submit { spec: Box::new(spec), caller, test_only, reply }).await.map(Response::new)
     }
 
-    async fn get_state(
-        &self,
-        req: Request<v1::StateRequest>,
-    ) -> Result<Response<v1::StateReply>, Status> {
+    async fn get_state(&self, req: Request<v1::StateRequest>) -> Result<Response<v1::StateReply>, Status> {
         let view = self.view.load_full();
         Ok(Response::new(state_reply(&view, req.get_ref(), now())))
     }
 
-    async fn cancel(
-        &self,
-        req: Request<v1::CancelRequest>,
-    ) -> Result<Response<v1::CancelReply>, Status> {
+    async fn cancel(&self, req: Request<v1::CancelRequest>) -> Result<Response<v1::CancelReply>, Status> {
         let caller = who(&req)?;
         let req = req.into_inner();
-        self.ask(|reply| Msg::Cancel { req, caller, reply })
-            .await
-            .map(Response::new)
+        self.ask(|reply| Msg::Cancel { req, caller, reply }).await.map(Response::new)
     }
 
-    async fn job_control(
-        &self,
-        req: Request<v1::JobControlRequest>,
-    ) -> Result<Response<v1::JobControlReply>, Status> {
+    async fn job_control(&self, req: Request<v1::JobControlRequest>) -> Result<Response<v1::JobControlReply>, Status> {
         let caller = who(&req)?;
         let req = req.into_inner();
-        self.ask(|reply| Msg::JobControl { req, caller, reply })
-            .await
-            .map(Response::new)
+        self.ask(|reply| Msg::JobControl { req, caller, reply }).await.map(Response::new)
     }
 
-    async fn update_node(
-        &self,
-        req: Request<v1::UpdateNodeRequest>,
-    ) -> Result<Response<v1::Empty>, Status> {
+    async fn update_node(&self, req: Request<v1::UpdateNodeRequest>) -> Result<Response<v1::Empty>, Status> {
         let caller = who(&req)?;
         let req = req.into_inner();
-        self.ask(|reply| Msg::UpdateNode { req, caller, reply })
-            .await
-            .map(Response::new)
+        self.ask(|reply| Msg::UpdateNode { req, caller, reply }).await.map(Response::new)
     }
 
     async fn reconfigure(&self, req: Request<v1::Empty>) -> Result<Response<v1::Empty>, Status> {
         let caller = who(&req)?;
-        self.ask(|reply| Msg::Reconfigure { caller, reply })
-            .await
-            .map(Response::new)
+        self.ask(|reply| Msg::Reconfigure { caller, reply }).await.map(Response::new)
     }
 
     async fn ping(&self, _req: Request<v1::Empty>) -> Result<Response<v1::PingReply>, Status> {
         let view = self.view.load();
-        let host = view
-            .cfg
-            .controller_hosts
-            .first()
-            .map(|h| h.name.clone())
-            .unwrap_or_default();
-        Ok(Response::new(v1::PingReply {
-            cluster: view.cfg.cluster_name.clone(),
-            host,
-        }))
+        let host = view.cfg.controller_hosts.first().map(|h| h.name.clone()).unwrap_or_default();
+        Ok(Response::new(v1::PingReply { cluster: view.cfg.cluster_name.clone(), host }))
     }
 
     type WatchJobStream = EventStream;
 
-    async fn watch_job(
-        &self,
-        req: Request<v1::WatchRequest>,
-    ) -> Result<Response<Self::WatchJobStream>, Status> {
+    async fn watch_job(&self, req: Request<v1::WatchRequest>) -> Result<Response<Self::WatchJobStream>, Status> {
         let job = req.get_ref().job_id;
         let (tx, rx) = mpsc::unbounded_channel();
         self.ask(|reply| Msg::Watch { job, tx, reply }).await?;
@@ -163,9 +116,7 @@ impl NodeLink for Handlers {
             .await?
             .ok_or_else(|| Status::invalid_argument("node session closed before registering"))?;
         let Some(node_to_controller::Msg::Register(reg)) = first.msg else {
-            return Err(Status::invalid_argument(
-                "the first message of a node session must be Register",
-            ));
+            return Err(Status::invalid_argument("the first message of a node session must be Register"));
         };
         let session = self.sessions.fetch_add(1, Ordering::Relaxed) + 1;
         let node = reg.node.clone();
@@ -177,14 +128,7 @@ impl NodeLink for Handlers {
         tokio::spawn(async move {
             while let Ok(Some(m)) = inbound.message().await {
                 if let Some(msg) = m.msg {
-                    if owner
-                        .send(Msg::FromNode {
-                            node: node.clone(),
-                            session,
-                            msg,
-                        })
-                        .is_err()
-                    {
+                    if owner.send(Msg::FromNode { node: node.clone(), session, msg }).is_err() {
                         return;
                     }
                 }

@@ -1,6 +1,7 @@
 //! The controller's durable state: jobs and node administration, the journal records that
 //! change it, and the one function that applies a record. Recovery replays the same records.
 
+use drover_journal::BlobRef;
 use drover_model::alloc::Allocation;
 use drover_model::duration::TimeLimit;
 use drover_model::job::{JobId, JobSpec};
@@ -44,8 +45,11 @@ pub struct JobStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Job {
     pub id: JobId,
+    /// The request without its script and environment: those live in the journal's blob
+    /// store (`blob`) and are read back only to launch the job.
     pub spec: Arc<JobSpec>,
     pub status: JobStatus,
+    pub blob: Option<BlobRef>,
 }
 
 /// Administrative node state that must survive a restart.
@@ -62,22 +66,10 @@ pub struct NodeAdmin {
 #[allow(clippy::large_enum_variant)] // records live briefly; boxing buys nothing
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Record {
-    Submit {
-        id: JobId,
-        spec: JobSpec,
-        status: JobStatus,
-    },
-    Status {
-        id: JobId,
-        status: JobStatus,
-    },
-    Purge {
-        id: JobId,
-    },
-    NodeAdmin {
-        node: String,
-        admin: NodeAdmin,
-    },
+    Submit { id: JobId, spec: JobSpec, status: JobStatus, blob: Option<BlobRef> },
+    Status { id: JobId, status: JobStatus },
+    Purge { id: JobId },
+    NodeAdmin { node: String, admin: NodeAdmin },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -90,16 +82,9 @@ pub struct Durable {
 impl Durable {
     pub fn apply(&mut self, rec: Record) {
         match rec {
-            Record::Submit { id, spec, status } => {
+            Record::Submit { id, spec, status, blob } => {
                 self.next_job_id = self.next_job_id.max(id + 1);
-                self.jobs.insert(
-                    id,
-                    Arc::new(Job {
-                        id,
-                        spec: Arc::new(spec),
-                        status,
-                    }),
-                );
+                self.jobs.insert(id, Arc::new(Job { id, spec: Arc::new(spec), status, blob }));
             }
             Record::Status { id, status } => {
                 if let Some(j) = self.jobs.get_mut(&id) {
@@ -113,6 +98,11 @@ impl Durable {
                 self.nodes.insert(node, admin);
             }
         }
+    }
+
+    /// Blob files the state still refers to.
+    pub fn blob_generations(&self) -> std::collections::BTreeSet<u64> {
+        self.jobs.values().filter_map(|j| j.blob.map(|b| b.generation)).collect()
     }
 
     pub fn encode(&self) -> Vec<u8> {

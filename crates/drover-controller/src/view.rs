@@ -36,33 +36,20 @@ pub struct View {
 
 impl Default for View {
     fn default() -> Self {
-        View {
-            written: 0,
-            cfg: Arc::new(Config::default()),
-            jobs: Vec::new(),
-            nodes: Vec::new(),
-        }
+        View { written: 0, cfg: Arc::new(Config::default()), jobs: Vec::new(), nodes: Vec::new() }
     }
 }
 
 /// A job on the wire; `full` includes the script and environment (for launches).
 pub fn job_info(j: &Job, full: bool) -> v1::JobInfo {
     let st = &j.status;
-    let spec = if full {
-        drover_proto::spec_to_wire(&j.spec)
-    } else {
-        drover_proto::spec_to_wire_brief(&j.spec)
-    };
+    let spec = if full { drover_proto::spec_to_wire(&j.spec) } else { drover_proto::spec_to_wire_brief(&j.spec) };
     let reason = match st.hold {
         Some(HoldKind::User) if st.state == JobState::Pending => PendingReason::JobHeldUser,
         Some(HoldKind::Admin) if st.state == JobState::Pending => PendingReason::JobHeldAdmin,
         _ => st.reason,
     };
-    let nodes = st
-        .alloc
-        .as_ref()
-        .map(|a| Hostlist::from_iter(a.node_names()).ranged())
-        .unwrap_or_default();
+    let nodes = st.alloc.as_ref().map(|a| Hostlist::from_iter(a.node_names()).ranged()).unwrap_or_default();
     v1::JobInfo {
         job_id: j.id,
         spec: Some(spec),
@@ -73,25 +60,13 @@ pub fn job_info(j: &Job, full: bool) -> v1::JobInfo {
         start_time: st.start_time,
         end_time: st.end_time,
         partition: st.partition.clone(),
-        alloc: st
-            .alloc
-            .as_ref()
-            .map(drover_proto::alloc_to_wire)
-            .unwrap_or_default(),
-        time_limit_secs: if st.state == JobState::Pending {
-            j.spec.time_limit.flatten()
-        } else {
-            st.time_limit
-        },
+        alloc: st.alloc.as_ref().map(drover_proto::alloc_to_wire).unwrap_or_default(),
+        time_limit_secs: if st.state == JobState::Pending { j.spec.time_limit.flatten() } else { st.time_limit },
         exit_status: st.exit_status,
         batch_host: st.batch_host.clone(),
         restarts: st.restarts,
         cancelled_by: st.cancelled_by,
-        priority: if st.hold.is_some() && st.state == JobState::Pending {
-            0
-        } else {
-            st.priority
-        },
+        priority: if st.hold.is_some() && st.state == JobState::Pending { 0 } else { st.priority },
         held_admin: st.hold == Some(HoldKind::Admin),
         state_desc: st.state_desc.clone(),
         last_sched_eval: st.last_sched_eval,
@@ -111,11 +86,7 @@ pub fn state_reply(view: &View, req: &v1::StateRequest, now: i64) -> v1::StateRe
         reply.jobs = if req.job_ids.is_empty() {
             view.jobs.iter().map(|j| job_info(j, false)).collect()
         } else {
-            view.jobs
-                .iter()
-                .filter(|j| req.job_ids.contains(&j.id))
-                .map(|j| job_info(j, false))
-                .collect()
+            view.jobs.iter().filter(|j| req.job_ids.contains(&j.id)).map(|j| job_info(j, false)).collect()
         };
     }
     if everything || req.nodes || req.partitions {
@@ -173,12 +144,7 @@ pub fn state_reply(view: &View, req: &v1::StateRequest, now: i64) -> v1::StateRe
             .partitions
             .iter()
             .map(|p| {
-                let nodes: Vec<&NodeConf> = view
-                    .cfg
-                    .nodes
-                    .iter()
-                    .filter(|n| p.nodes.contains(&n.name))
-                    .collect();
+                let nodes: Vec<&NodeConf> = view.cfg.nodes.iter().filter(|n| p.nodes.contains(&n.name)).collect();
                 v1::PartitionInfo {
                     name: p.name.clone(),
                     nodes: p.nodes_expr.clone(),
@@ -191,11 +157,7 @@ pub fn state_reply(view: &View, req: &v1::StateRequest, now: i64) -> v1::StateRe
                     min_nodes: p.min_nodes,
                     state: p.state.name().to_string(),
                     hidden: p.hidden,
-                    allow_groups: p
-                        .allow_groups
-                        .as_ref()
-                        .map(|g| g.join(","))
-                        .unwrap_or_else(|| "ALL".into()),
+                    allow_groups: p.allow_groups.as_ref().map(|g| g.join(",")).unwrap_or_else(|| "ALL".into()),
                     priority_tier: p.priority_tier,
                     total_cpus: nodes.iter().map(|n| n.cpus).sum(),
                     total_mem_mb: nodes.iter().map(|n| n.real_memory_mb).sum(),
@@ -211,33 +173,19 @@ pub fn state_reply(view: &View, req: &v1::StateRequest, now: i64) -> v1::StateRe
 
 /// `scontrol show config` entries Drover knows.
 fn config_entries(c: &Config) -> Vec<v1::ConfigEntry> {
-    let e = |k: &str, v: String| v1::ConfigEntry {
-        key: k.to_string(),
-        value: v,
-    };
+    let e = |k: &str, v: String| v1::ConfigEntry { key: k.to_string(), value: v };
     vec![
         e("ClusterName", c.cluster_name.clone()),
         e(
             "SlurmctldHost[0]",
-            c.controller_hosts
-                .first()
-                .map(|h| format!("{}({})", h.name, h.addr))
-                .unwrap_or_default(),
+            c.controller_hosts.first().map(|h| format!("{}({})", h.name, h.addr)).unwrap_or_default(),
         ),
         e("SlurmctldPort", c.slurmctld_port.to_string()),
         e("SlurmdPort", c.slurmd_port.to_string()),
         e("StateSaveLocation", c.state_save_location.clone()),
         e("SlurmdSpoolDir", c.slurmd_spool_dir.clone()),
-        e(
-            "SlurmctldLogFile",
-            c.slurmctld_log_file
-                .clone()
-                .unwrap_or_else(|| "(null)".into()),
-        ),
-        e(
-            "SlurmdLogFile",
-            c.slurmd_log_file.clone().unwrap_or_else(|| "(null)".into()),
-        ),
+        e("SlurmctldLogFile", c.slurmctld_log_file.clone().unwrap_or_else(|| "(null)".into())),
+        e("SlurmdLogFile", c.slurmd_log_file.clone().unwrap_or_else(|| "(null)".into())),
         e("MaxJobCount", c.max_job_count.to_string()),
         e("MaxArraySize", c.max_array_size.to_string()),
         e("FirstJobId", c.first_job_id.to_string()),

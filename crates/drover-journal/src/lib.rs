@@ -12,10 +12,29 @@
 //!
 //! Recovery reads the snapshot and the journal of its generation. A torn or corrupt tail (a
 //! crash mid-write) ends the log: it is truncated away, since nothing in it was acknowledged.
+//!
+//! Bulky payloads that are written once and read rarely (a job's script and environment) go to
+//! `dir/blobs.G` instead of staying in the caller's memory: [`Journal::put_blob`] returns a
+//! [`BlobRef`] to keep in the state, [`Journal::get_blob`] reads it back. Blobs are committed
+//! (and synced) before the records of the same commit, so a durable record never points at a
+//! lost blob. Each snapshot starts a new blob file; older files are deleted once no live
+//! reference names their generation.
 
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+
+/// Where a blob lives: file generation, offset, length and checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlobRef {
+    pub generation: u64,
+    pub offset: u64,
+    pub len: u32,
+    pub crc: u32,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
@@ -23,13 +42,12 @@ pub enum JournalError {
     Io { path: String, source: io::Error },
     #[error("corrupt snapshot {path}: {why}")]
     CorruptSnapshot { path: String, why: String },
+    #[error("blob {blob:?} is missing or corrupt")]
+    BadBlob { blob: BlobRef },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> JournalError + '_ {
-    move |source| JournalError::Io {
-        path: path.display().to_string(),
-        source,
-    }
+    move |source| JournalError::Io { path: path.display().to_string(), source }
 }
 
 /// What was on disk at open.
@@ -47,6 +65,10 @@ pub struct Journal {
     file: File,
     buf: Vec<u8>,
     pending_records: usize,
+    blob_file: File,
+    /// Committed length of the current blob file; uncommitted blobs follow in `blob_buf`.
+    blob_len: u64,
+    blob_buf: Vec<u8>,
     /// Records since the last snapshot (the caller uses it to decide when to snapshot).
     pub records_since_snapshot: u64,
 }
@@ -71,11 +93,8 @@ impl Journal {
             }
             generation = u64::from_le_bytes(bytes[0..8].try_into().expect("invariant: 8 bytes"));
             let crc = u32::from_le_bytes(bytes[8..12].try_into().expect("invariant: 4 bytes"));
-            let len =
-                u32::from_le_bytes(bytes[12..16].try_into().expect("invariant: 4 bytes")) as usize;
-            let body = bytes
-                .get(16..16 + len)
-                .ok_or_else(|| corrupt("truncated"))?;
+            let len = u32::from_le_bytes(bytes[12..16].try_into().expect("invariant: 4 bytes")) as usize;
+            let body = bytes.get(16..16 + len).ok_or_else(|| corrupt("truncated"))?;
             if crc32fast::hash(body) != crc {
                 return Err(corrupt("checksum mismatch"));
             }
@@ -86,19 +105,11 @@ impl Journal {
         let mut good_len = 0u64;
         if jpath.exists() {
             let mut data = Vec::new();
-            File::open(&jpath)
-                .and_then(|mut f| f.read_to_end(&mut data))
-                .map_err(io_err(&jpath))?;
+            File::open(&jpath).and_then(|mut f| f.read_to_end(&mut data)).map_err(io_err(&jpath))?;
             let mut off = 0usize;
             while off + HEADER <= data.len() {
-                let len =
-                    u32::from_le_bytes(data[off..off + 4].try_into().expect("invariant: 4 bytes"))
-                        as usize;
-                let crc = u32::from_le_bytes(
-                    data[off + 4..off + 8]
-                        .try_into()
-                        .expect("invariant: 4 bytes"),
-                );
+                let len = u32::from_le_bytes(data[off..off + 4].try_into().expect("invariant: 4 bytes")) as usize;
+                let crc = u32::from_le_bytes(data[off + 4..off + 8].try_into().expect("invariant: 4 bytes"));
                 let Some(body) = data.get(off + HEADER..off + HEADER + len) else {
                     break;
                 };
@@ -121,21 +132,20 @@ impl Journal {
         file.set_len(good_len).map_err(io_err(&jpath))?;
         let mut file = file;
         use std::io::Seek;
-        file.seek(io::SeekFrom::Start(good_len))
-            .map_err(io_err(&jpath))?;
+        file.seek(io::SeekFrom::Start(good_len)).map_err(io_err(&jpath))?;
         if rec.truncated_bytes > 0 {
             file.sync_data().map_err(io_err(&jpath))?;
         }
         let n = records.len() as u64;
         rec.records = records;
+        let bpath = dir.join(format!("blobs.{generation}"));
+        let blob_file = OpenOptions::new().create(true).read(true).append(true).open(&bpath).map_err(io_err(&bpath))?;
+        let blob_len = blob_file.metadata().map_err(io_err(&bpath))?.len();
         // Remove journals of older generations left by a crash during snapshot.
         if let Ok(rd) = fs::read_dir(dir) {
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().to_string();
-                if let Some(g) = name
-                    .strip_prefix("journal.")
-                    .and_then(|g| g.parse::<u64>().ok())
-                {
+                if let Some(g) = name.strip_prefix("journal.").and_then(|g| g.parse::<u64>().ok()) {
                     if g < generation {
                         let _ = fs::remove_file(e.path());
                     }
@@ -149,6 +159,9 @@ impl Journal {
                 file,
                 buf: Vec::new(),
                 pending_records: 0,
+                blob_file,
+                blob_len,
+                blob_buf: Vec::new(),
                 records_since_snapshot: n,
             },
             rec,
@@ -157,10 +170,8 @@ impl Journal {
 
     /// Buffers one record; it is durable after the next [`Journal::commit`].
     pub fn append(&mut self, record: &[u8]) {
-        self.buf
-            .extend_from_slice(&(record.len() as u32).to_le_bytes());
-        self.buf
-            .extend_from_slice(&crc32fast::hash(record).to_le_bytes());
+        self.buf.extend_from_slice(&(record.len() as u32).to_le_bytes());
+        self.buf.extend_from_slice(&crc32fast::hash(record).to_le_bytes());
         self.buf.extend_from_slice(record);
         self.pending_records += 1;
     }
@@ -170,8 +181,47 @@ impl Journal {
         self.pending_records
     }
 
-    /// Writes every buffered record and syncs once (group commit).
+    /// Stores a blob; it is durable after the next [`Journal::commit`].
+    pub fn put_blob(&mut self, data: &[u8]) -> BlobRef {
+        let r = BlobRef {
+            generation: self.generation,
+            offset: self.blob_len + self.blob_buf.len() as u64,
+            len: data.len() as u32,
+            crc: crc32fast::hash(data),
+        };
+        self.blob_buf.extend_from_slice(data);
+        r
+    }
+
+    /// Reads a blob back (committed or not).
+    pub fn get_blob(&self, r: &BlobRef) -> Result<Vec<u8>, JournalError> {
+        let bad = || JournalError::BadBlob { blob: *r };
+        let data = if r.generation == self.generation && r.offset >= self.blob_len {
+            let start = (r.offset - self.blob_len) as usize;
+            self.blob_buf.get(start..start + r.len as usize).ok_or_else(bad)?.to_vec()
+        } else {
+            let path = self.dir.join(format!("blobs.{}", r.generation));
+            let f = File::open(&path).map_err(|_| bad())?;
+            let mut data = vec![0u8; r.len as usize];
+            f.read_exact_at(&mut data, r.offset).map_err(|_| bad())?;
+            data
+        };
+        if crc32fast::hash(&data) != r.crc {
+            return Err(bad());
+        }
+        Ok(data)
+    }
+
+    /// Writes every buffered blob and record and syncs (group commit): blobs first, so a
+    /// durable record never names a lost blob.
     pub fn commit(&mut self) -> Result<(), JournalError> {
+        if !self.blob_buf.is_empty() {
+            let path = self.dir.join(format!("blobs.{}", self.generation));
+            self.blob_file.write_all(&self.blob_buf).map_err(io_err(&path))?;
+            self.blob_file.sync_data().map_err(io_err(&path))?;
+            self.blob_len += self.blob_buf.len() as u64;
+            self.blob_buf.clear();
+        }
         if self.buf.is_empty() {
             return Ok(());
         }
@@ -188,11 +238,14 @@ impl Journal {
         self.dir.join(format!("journal.{}", self.generation))
     }
 
-    /// Atomically replaces the snapshot with `state` and starts an empty journal. Buffered
-    /// records must be committed first (they are part of `state`).
-    pub fn snapshot(&mut self, state: &[u8]) -> Result<(), JournalError> {
+    /// Atomically replaces the snapshot with `state` and starts an empty journal and blob
+    /// file. `live_blob_generations` are the blob files `state` still refers to; older ones
+    /// are deleted.
+    pub fn snapshot(&mut self, state: &[u8], live_blob_generations: &BTreeSet<u64>) -> Result<(), JournalError> {
         self.commit()?;
         let next = self.generation + 1;
+        let bpath = self.dir.join(format!("blobs.{next}"));
+        let blob_file = OpenOptions::new().create(true).read(true).append(true).open(&bpath).map_err(io_err(&bpath))?;
         let new_journal = self.dir.join(format!("journal.{next}"));
         let file = File::create(&new_journal).map_err(io_err(&new_journal))?;
         file.sync_all().map_err(io_err(&new_journal))?;
@@ -209,14 +262,24 @@ impl Journal {
         }
         let snap = self.dir.join("snapshot");
         fs::rename(&tmp, &snap).map_err(io_err(&snap))?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io_err(&self.dir))?;
+        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io_err(&self.dir))?;
         let old = self.journal_path();
         self.generation = next;
         self.file = file;
+        self.blob_file = blob_file;
+        self.blob_len = 0;
         self.records_since_snapshot = 0;
         let _ = fs::remove_file(old);
+        if let Ok(rd) = fs::read_dir(&self.dir) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().to_string();
+                if let Some(g) = name.strip_prefix("blobs.").and_then(|g| g.parse::<u64>().ok()) {
+                    if g < next && !live_blob_generations.contains(&g) {
+                        let _ = fs::remove_file(e.path());
+                    }
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -244,13 +307,42 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (mut j, _) = Journal::open(dir.path()).unwrap();
         j.append(b"a");
-        j.snapshot(b"STATE").unwrap();
+        j.snapshot(b"STATE", &BTreeSet::new()).unwrap();
         j.append(b"b");
         j.commit().unwrap();
         drop(j);
         let (_, rec) = Journal::open(dir.path()).unwrap();
         assert_eq!(rec.snapshot.as_deref(), Some(&b"STATE"[..]));
         assert_eq!(rec.records, vec![b"b".to_vec()]);
+    }
+
+    #[test]
+    fn blobs_are_durable_readable_and_collected() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut j, _) = Journal::open(dir.path()).unwrap();
+        let a = j.put_blob(b"script and environment");
+        assert_eq!(j.get_blob(&a).unwrap(), b"script and environment");
+        j.append(b"rec");
+        j.commit().unwrap();
+        let b = j.put_blob(b"second");
+        j.commit().unwrap();
+        drop(j);
+        let (mut j, _) = Journal::open(dir.path()).unwrap();
+        assert_eq!(j.get_blob(&a).unwrap(), b"script and environment");
+        assert_eq!(j.get_blob(&b).unwrap(), b"second");
+        let mut bad = b;
+        bad.crc ^= 1;
+        assert!(j.get_blob(&bad).is_err());
+        // A snapshot that still refers to generation 0 keeps its blob file.
+        j.snapshot(b"S1", &BTreeSet::from([0])).unwrap();
+        let c = j.put_blob(b"third");
+        j.commit().unwrap();
+        assert_eq!(j.get_blob(&a).unwrap(), b"script and environment");
+        assert_eq!(c.generation, 1);
+        // Once nothing refers to it, it goes.
+        j.snapshot(b"S2", &BTreeSet::from([1])).unwrap();
+        assert!(j.get_blob(&a).is_err());
+        assert_eq!(j.get_blob(&c).unwrap(), b"third");
     }
 
     #[test]

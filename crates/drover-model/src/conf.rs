@@ -155,21 +155,14 @@ impl Config {
         self.partitions.iter().find(|p| p.name == name)
     }
     pub fn default_partition(&self) -> Option<&PartitionConf> {
-        self.partitions
-            .iter()
-            .find(|p| p.default)
-            .or_else(|| self.partitions.first())
+        self.partitions.iter().find(|p| p.default).or_else(|| self.partitions.first())
     }
     /// `%n` in paths is the node name, as in Slurm.
     pub fn spool_dir_for(&self, node: &str) -> String {
-        self.slurmd_spool_dir
-            .replace("%n", node)
-            .replace("%h", node)
+        self.slurmd_spool_dir.replace("%n", node).replace("%h", node)
     }
     pub fn slurmd_log_for(&self, node: &str) -> Option<String> {
-        self.slurmd_log_file
-            .as_ref()
-            .map(|f| f.replace("%n", node).replace("%h", node))
+        self.slurmd_log_file.as_ref().map(|f| f.replace("%n", node).replace("%h", node))
     }
     /// The Unix socket local commands use to reach the controller.
     pub fn controller_socket(&self) -> PathBuf {
@@ -177,11 +170,7 @@ impl Config {
     }
     /// The controller address agents connect to.
     pub fn controller_addr(&self) -> String {
-        let host = self
-            .controller_hosts
-            .first()
-            .map(|h| h.addr.as_str())
-            .unwrap_or("127.0.0.1");
+        let host = self.controller_hosts.first().map(|h| h.addr.as_str()).unwrap_or("127.0.0.1");
         format!("{host}:{}", self.slurmctld_port)
     }
 }
@@ -272,12 +261,7 @@ struct Line {
     pairs: Vec<(String, String)>,
 }
 
-fn collect_lines(
-    path: &Path,
-    text: &str,
-    out: &mut Vec<Line>,
-    depth: usize,
-) -> Result<(), ConfError> {
+fn collect_lines(path: &Path, text: &str, out: &mut Vec<Line>, depth: usize) -> Result<(), ConfError> {
     let file = path.display().to_string();
     let mut pending = String::new();
     let mut start_line = 0;
@@ -299,18 +283,12 @@ fn collect_lines(
         if full.is_empty() {
             continue;
         }
-        let err = |msg: String| ConfError {
-            file: file.clone(),
-            line: start_line,
-            msg,
-        };
+        let err = |msg: String| ConfError { file: file.clone(), line: start_line, msg };
         // `Include FILE` (no '=').
         let mut words = full.split_whitespace();
         if let Some(first) = words.next() {
             if first.eq_ignore_ascii_case("include") && !first.contains('=') {
-                let target = words
-                    .next()
-                    .ok_or_else(|| err("Include needs a file name".into()))?;
+                let target = words.next().ok_or_else(|| err("Include needs a file name".into()))?;
                 if depth > 16 {
                     return Err(err("Include nested too deeply".into()));
                 }
@@ -319,31 +297,19 @@ fn collect_lines(
                 } else {
                     path.parent().unwrap_or(Path::new(".")).join(target)
                 };
-                let t = std::fs::read_to_string(&inc).map_err(|e| {
-                    err(format!("cannot read included file {}: {e}", inc.display()))
-                })?;
+                let t = std::fs::read_to_string(&inc)
+                    .map_err(|e| err(format!("cannot read included file {}: {e}", inc.display())))?;
                 collect_lines(&inc, &t, out, depth + 1)?;
                 continue;
             }
         }
         let pairs = split_pairs(full).map_err(err)?;
-        out.push(Line {
-            file: file.clone(),
-            line: start_line,
-            pairs,
-        });
+        out.push(Line { file: file.clone(), line: start_line, pairs });
     }
     if !pending.trim().is_empty() {
-        let pairs = split_pairs(pending.trim()).map_err(|msg| ConfError {
-            file: file.clone(),
-            line: start_line,
-            msg,
-        })?;
-        out.push(Line {
-            file,
-            line: start_line,
-            pairs,
-        });
+        let pairs =
+            split_pairs(pending.trim()).map_err(|msg| ConfError { file: file.clone(), line: start_line, msg })?;
+        out.push(Line { file, line: start_line, pairs });
     }
     Ok(())
 }
@@ -429,11 +395,7 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
     let mut part_default: Vec<(String, String)> = Vec::new();
     let mut raw_parts: Vec<(&Line, Vec<(String, String)>)> = Vec::new();
     for l in lines {
-        let err = |msg: String| ConfError {
-            file: l.file.clone(),
-            line: l.line,
-            msg,
-        };
+        let err = |msg: String| ConfError { file: l.file.clone(), line: l.line, msg };
         let (k0, v0) = &l.pairs[0];
         let k0l = k0.to_ascii_lowercase();
         if k0l == "nodename" {
@@ -477,10 +439,7 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
         }
         for (k, v) in &l.pairs {
             let kl = k.to_ascii_lowercase();
-            let num = |v: &str| {
-                v.parse::<u32>()
-                    .map_err(|_| err(format!("{k}: expected a number, found `{v}`")))
-            };
+            let num = |v: &str| v.parse::<u32>().map_err(|_| err(format!("{k}: expected a number, found `{v}`")));
             match kl.as_str() {
                 "clustername" => cfg.cluster_name = v.to_ascii_lowercase(),
                 "slurmctldhost" => {
@@ -491,10 +450,7 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                     };
                     cfg.controller_hosts.push(ControllerHost { name, addr });
                 }
-                "controlmachine" => cfg.controller_hosts.push(ControllerHost {
-                    name: v.clone(),
-                    addr: v.clone(),
-                }),
+                "controlmachine" => cfg.controller_hosts.push(ControllerHost { name: v.clone(), addr: v.clone() }),
                 "controladdr" => {
                     if let Some(h) = cfg.controller_hosts.last_mut() {
                         h.addr = v.clone();
@@ -502,14 +458,11 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                 }
                 "slurmctldport" => {
                     let first = v.split('-').next().unwrap_or(v);
-                    cfg.slurmctld_port = first
-                        .parse()
-                        .map_err(|_| err(format!("SlurmctldPort: expected a port, found `{v}`")))?
+                    cfg.slurmctld_port =
+                        first.parse().map_err(|_| err(format!("SlurmctldPort: expected a port, found `{v}`")))?
                 }
                 "slurmdport" => {
-                    cfg.slurmd_port = v
-                        .parse()
-                        .map_err(|_| err(format!("SlurmdPort: expected a port, found `{v}`")))?
+                    cfg.slurmd_port = v.parse().map_err(|_| err(format!("SlurmdPort: expected a port, found `{v}`")))?
                 }
                 "statesavelocation" => cfg.state_save_location = v.clone(),
                 "slurmdspooldir" => cfg.slurmd_spool_dir = v.clone(),
@@ -527,31 +480,19 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                         "NO" => EnforcePartLimits::No,
                         "ANY" => EnforcePartLimits::Any,
                         "ALL" | "YES" => EnforcePartLimits::All,
-                        _ => {
-                            return Err(err(format!(
-                                "EnforcePartLimits: expected NO, ANY or ALL, found `{v}`"
-                            )))
-                        }
+                        _ => return Err(err(format!("EnforcePartLimits: expected NO, ANY or ALL, found `{v}`"))),
                     }
                 }
                 _ => {
                     debug_assert!(!SUPPORTED.contains(&kl.as_str()));
-                    cfg.unsupported.push(Unsupported {
-                        file: l.file.clone(),
-                        line: l.line,
-                        key: k.clone(),
-                    })
+                    cfg.unsupported.push(Unsupported { file: l.file.clone(), line: l.line, key: k.clone() })
                 }
             }
         }
     }
     let all_nodes: Vec<String> = cfg.nodes.iter().map(|n| n.name.clone()).collect();
     for (l, attrs) in raw_parts {
-        let err = |msg: String| ConfError {
-            file: l.file.clone(),
-            line: l.line,
-            msg,
-        };
+        let err = |msg: String| ConfError { file: l.file.clone(), line: l.line, msg };
         let p = parse_partition(&l.pairs[0].1, &attrs, &all_nodes).map_err(err)?;
         cfg.partitions.push(p);
     }
@@ -569,33 +510,19 @@ fn merge(into: &mut Vec<(String, String)>, from: &[(String, String)]) {
 }
 
 fn get<'a>(attrs: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    attrs
-        .iter()
-        .rev()
-        .find(|(k, _)| k.eq_ignore_ascii_case(key))
-        .map(|(_, v)| v.as_str())
+    attrs.iter().rev().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v.as_str())
 }
 
-fn parse_nodes(
-    names: &str,
-    attrs: &[(String, String)],
-    default_port: u16,
-) -> Result<Vec<NodeConf>, String> {
+fn parse_nodes(names: &str, attrs: &[(String, String)], default_port: u16) -> Result<Vec<NodeConf>, String> {
     let hl = Hostlist::parse(names).map_err(|e| e.to_string())?;
     let names = hl.names();
     let expand = |key: &str| -> Result<Option<Vec<String>>, String> {
         match get(attrs, key) {
             None => Ok(None),
             Some(v) => {
-                let list = Hostlist::parse(v)
-                    .map_err(|e| format!("{key}: {e}"))?
-                    .names();
+                let list = Hostlist::parse(v).map_err(|e| format!("{key}: {e}"))?.names();
                 if list.len() != 1 && list.len() != names.len() {
-                    return Err(format!(
-                        "{key} has {} entries for {} nodes",
-                        list.len(),
-                        names.len()
-                    ));
+                    return Err(format!("{key} has {} entries for {} nodes", list.len(), names.len()));
                 }
                 Ok(Some(list))
             }
@@ -612,20 +539,12 @@ fn parse_nodes(
                     Some((a, b)) => (a, b),
                     None => (part, part),
                 };
-                let lo: u16 = lo
-                    .parse()
-                    .map_err(|_| format!("Port: expected a port or range, found `{v}`"))?;
-                let hi: u16 = hi
-                    .parse()
-                    .map_err(|_| format!("Port: expected a port or range, found `{v}`"))?;
+                let lo: u16 = lo.parse().map_err(|_| format!("Port: expected a port or range, found `{v}`"))?;
+                let hi: u16 = hi.parse().map_err(|_| format!("Port: expected a port or range, found `{v}`"))?;
                 out.extend(lo..=hi);
             }
             if out.len() != 1 && out.len() != names.len() {
-                return Err(format!(
-                    "Port has {} entries for {} nodes",
-                    out.len(),
-                    names.len()
-                ));
+                return Err(format!("Port has {} entries for {} nodes", out.len(), names.len()));
             }
             Some(out)
         }
@@ -633,9 +552,7 @@ fn parse_nodes(
     let num = |key: &str, def: u32| -> Result<u32, String> {
         match get(attrs, key) {
             None => Ok(def),
-            Some(v) => v
-                .parse()
-                .map_err(|_| format!("{key}: expected a number, found `{v}`")),
+            Some(v) => v.parse().map_err(|_| format!("{key}: expected a number, found `{v}`")),
         }
     };
     let boards = num("Boards", 1)?;
@@ -646,9 +563,7 @@ fn parse_nodes(
     let cores = num("CoresPerSocket", 1)?;
     let threads = num("ThreadsPerCore", 1)?;
     let cpus = match get(attrs, "CPUs").or_else(|| get(attrs, "Procs")) {
-        Some(v) => v
-            .parse()
-            .map_err(|_| format!("CPUs: expected a number, found `{v}`"))?,
+        Some(v) => v.parse().map_err(|_| format!("CPUs: expected a number, found `{v}`"))?,
         None => sockets * cores * threads,
     };
     // With only CPUs given, Slurm treats each CPU as a core of one socket.
@@ -671,17 +586,10 @@ fn parse_nodes(
     };
     let features: Vec<String> = get(attrs, "Features")
         .or_else(|| get(attrs, "Feature"))
-        .map(|f| {
-            f.split(',')
-                .filter(|s| !s.is_empty())
-                .map(String::from)
-                .collect()
-        })
+        .map(|f| f.split(',').filter(|s| !s.is_empty()).map(String::from).collect())
         .unwrap_or_default();
     let weight = num("Weight", 1)?;
-    let state = get(attrs, "State")
-        .unwrap_or("UNKNOWN")
-        .to_ascii_uppercase();
+    let state = get(attrs, "State").unwrap_or("UNKNOWN").to_ascii_uppercase();
     let pick = |list: &Option<Vec<String>>, i: usize, def: &str| -> String {
         match list {
             Some(l) if l.len() == 1 => l[0].clone(),
@@ -719,11 +627,7 @@ fn parse_nodes(
         .collect())
 }
 
-fn parse_partition(
-    name: &str,
-    attrs: &[(String, String)],
-    all_nodes: &[String],
-) -> Result<PartitionConf, String> {
+fn parse_partition(name: &str, attrs: &[(String, String)], all_nodes: &[String]) -> Result<PartitionConf, String> {
     let (nodes, nodes_expr) = match get(attrs, "Nodes") {
         None => (Vec::new(), String::new()),
         Some(v) if v.eq_ignore_ascii_case("ALL") => {
@@ -735,9 +639,7 @@ fn parse_partition(
             let names = hl.names();
             for n in &names {
                 if !all_nodes.contains(n) {
-                    return Err(format!(
-                        "Nodes: node {n} of partition {name} is not defined"
-                    ));
+                    return Err(format!("Nodes: node {n} of partition {name} is not defined"));
                 }
             }
             (names, hl.ranged())
@@ -747,23 +649,14 @@ fn parse_partition(
         match get(attrs, key) {
             None => Ok(None),
             Some(v) if v.eq_ignore_ascii_case("NONE") => Ok(None),
-            Some(v) => parse_time_limit(v)
-                .map(Some)
-                .map_err(|_| format!("{key}: invalid time `{v}`")),
+            Some(v) => parse_time_limit(v).map(Some).map_err(|_| format!("{key}: invalid time `{v}`")),
         }
     };
     let opt_num = |key: &str| -> Result<Option<u32>, String> {
         match get(attrs, key) {
             None => Ok(None),
-            Some(v)
-                if v.eq_ignore_ascii_case("UNLIMITED") || v.eq_ignore_ascii_case("INFINITE") =>
-            {
-                Ok(None)
-            }
-            Some(v) => v
-                .parse()
-                .map(Some)
-                .map_err(|_| format!("{key}: expected a number, found `{v}`")),
+            Some(v) if v.eq_ignore_ascii_case("UNLIMITED") || v.eq_ignore_ascii_case("INFINITE") => Ok(None),
+            Some(v) => v.parse().map(Some).map_err(|_| format!("{key}: expected a number, found `{v}`")),
         }
     };
     let state = match get(attrs, "State").map(|s| s.to_ascii_uppercase()) {
@@ -773,19 +666,13 @@ fn parse_partition(
             "DOWN" => PartitionState::Down,
             "DRAIN" => PartitionState::Drain,
             "INACTIVE" => PartitionState::Inactive,
-            _ => {
-                return Err(format!(
-                    "State: expected UP, DOWN, DRAIN or INACTIVE, found `{s}`"
-                ))
-            }
+            _ => return Err(format!("State: expected UP, DOWN, DRAIN or INACTIVE, found `{s}`")),
         },
     };
     let flag = |key: &str| -> Result<bool, String> {
         match get(attrs, key) {
             None => Ok(false),
-            Some(v) => {
-                parse_bool(v).ok_or_else(|| format!("{key}: expected YES or NO, found `{v}`"))
-            }
+            Some(v) => parse_bool(v).ok_or_else(|| format!("{key}: expected YES or NO, found `{v}`")),
         }
     };
     Ok(PartitionConf {
@@ -839,10 +726,7 @@ mod tests {
     fn malformed_lines_name_file_and_line() {
         let e = parse_str("x.conf", "ClusterName=a\nbogus line\n").unwrap_err();
         assert_eq!(e.line, 2);
-        assert!(
-            e.to_string().starts_with("x.conf:2: expected Key=Value"),
-            "{e}"
-        );
+        assert!(e.to_string().starts_with("x.conf:2: expected Key=Value"), "{e}");
         let e = parse_str("x.conf", "NodeName=n1 CPUs=abc\n").unwrap_err();
         assert!(e.to_string().contains("CPUs"), "{e}");
         let e = parse_str("x.conf", "PartitionName=p Nodes=n9\n").unwrap_err();
@@ -854,11 +738,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("drover-conf-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("nodes.conf"), "NodeName=a[1-2] CPUs=4\n").unwrap();
-        std::fs::write(
-            dir.join("slurm.conf"),
-            "ClusterName=x\nInclude nodes.conf\nPartitionName=p Nodes=ALL\n",
-        )
-        .unwrap();
+        std::fs::write(dir.join("slurm.conf"), "ClusterName=x\nInclude nodes.conf\nPartitionName=p Nodes=ALL\n")
+            .unwrap();
         let c = parse_file(&dir.join("slurm.conf")).unwrap();
         assert_eq!(c.nodes.len(), 2);
         assert_eq!(c.nodes[0].cpus, 4);

@@ -79,12 +79,7 @@ pub fn fmt_limit_sinfo(limit: TimeLimit) -> String {
 }
 
 fn split(secs: u64) -> (u64, u64, u64, u64) {
-    (
-        secs / 86400,
-        (secs % 86400) / 3600,
-        (secs % 3600) / 60,
-        secs % 60,
-    )
+    (secs / 86400, (secs % 86400) / 3600, (secs % 3600) / 60, secs % 60)
 }
 
 #[cfg(test)]

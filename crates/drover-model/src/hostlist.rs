@@ -16,10 +16,7 @@ const MAX_PREFIX_CNT: u64 = 1024 * 1024;
 pub enum HostlistError {
     /// `detail` is Slurm's `_parse_single_range` message, when Slurm prints one.
     #[error("Invalid hostlist: {input}")]
-    Invalid {
-        input: String,
-        detail: Option<String>,
-    },
+    Invalid { input: String, detail: Option<String> },
 }
 
 impl HostlistError {
@@ -114,22 +111,10 @@ fn split_host(name: &str) -> Range {
     // Slurm treats an all-digit name with no prefix as numeric too, but refuses suffixes too
     // long to be a number.
     if suffix.is_empty() || suffix.len() > 18 {
-        return Range {
-            prefix: name.to_string(),
-            lo: 0,
-            hi: 0,
-            width: 0,
-            single: true,
-        };
+        return Range { prefix: name.to_string(), lo: 0, hi: 0, width: 0, single: true };
     }
     let num: u64 = suffix.parse().unwrap_or(0);
-    Range {
-        prefix: name[..idx].to_string(),
-        lo: num,
-        hi: num,
-        width: suffix.len(),
-        single: false,
-    }
+    Range { prefix: name[..idx].to_string(), lo: num, hi: num, width: suffix.len(), single: false }
 }
 
 impl Hostlist {
@@ -140,10 +125,7 @@ impl Hostlist {
     /// Parses a hostlist expression. Separators are `,`, space, tab and newline outside brackets.
     pub fn parse(input: &str) -> Result<Hostlist, HostlistError> {
         let mut hl = Hostlist::new();
-        let invalid = |detail: Option<String>| HostlistError::Invalid {
-            input: input.to_string(),
-            detail,
-        };
+        let invalid = |detail: Option<String>| HostlistError::Invalid { input: input.to_string(), detail };
         for tok in tokens(input) {
             if let Some(open) = tok.rfind('[') {
                 let prefix = &tok[..open];
@@ -166,11 +148,7 @@ impl Hostlist {
         Ok(hl)
     }
 
-    fn push_range_list(
-        &mut self,
-        prefix: &str,
-        ranges: &[(u64, u64, usize)],
-    ) -> Result<(), Option<String>> {
+    fn push_range_list(&mut self, prefix: &str, ranges: &[(u64, u64, usize)]) -> Result<(), Option<String>> {
         if let Some(open) = prefix.rfind('[') {
             if let Some(close_rel) = prefix[open..].rfind(']') {
                 let head = &prefix[..open];
@@ -205,13 +183,7 @@ impl Hostlist {
             }
         }
         for &(l, h, w) in ranges {
-            self.push_range(Range {
-                prefix: prefix.to_string(),
-                lo: l,
-                hi: h,
-                width: w,
-                single: false,
-            });
+            self.push_range(Range { prefix: prefix.to_string(), lo: l, hi: h, width: w, single: false });
         }
         Ok(())
     }
@@ -256,13 +228,15 @@ impl Hostlist {
     pub fn iter(&self) -> impl Iterator<Item = String> + '_ {
         self.ranges.iter().flat_map(|r| {
             let n = r.count();
-            (0..n).map(move |i| {
-                if r.single {
-                    r.prefix.clone()
-                } else {
-                    format!("{}{:0w$}", r.prefix, r.lo + i, w = r.width)
-                }
-            })
+            (0..n).map(
+                move |i| {
+                    if r.single {
+                        r.prefix.clone()
+                    } else {
+                        format!("{}{:0w$}", r.prefix, r.lo + i, w = r.width)
+                    }
+                },
+            )
         })
     }
 
@@ -279,8 +253,7 @@ impl Hostlist {
                 out.push(',');
             }
             let first = &self.ranges[i];
-            let bracket =
-                first.count() > 1 || self.ranges.get(i + 1).is_some_and(|n| first.within(n));
+            let bracket = first.count() > 1 || self.ranges.get(i + 1).is_some_and(|n| first.within(n));
             out.push_str(&first.prefix);
             if bracket {
                 out.push('[');
@@ -311,13 +284,7 @@ impl Hostlist {
                 hosts.push(r.clone());
             } else {
                 for n in r.lo..=r.hi {
-                    hosts.push(Range {
-                        prefix: r.prefix.clone(),
-                        lo: n,
-                        hi: n,
-                        width: r.width,
-                        single: false,
-                    });
+                    hosts.push(Range { prefix: r.prefix.clone(), lo: n, hi: n, width: r.width, single: false });
                 }
             }
         }
@@ -357,12 +324,8 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
             while j < b.len() && b[j].is_ascii_digit() {
                 j += 1;
             }
-            let na = std::str::from_utf8(&a[si..i])
-                .unwrap_or("0")
-                .trim_start_matches('0');
-            let nb = std::str::from_utf8(&b[sj..j])
-                .unwrap_or("0")
-                .trim_start_matches('0');
+            let na = std::str::from_utf8(&a[si..i]).unwrap_or("0").trim_start_matches('0');
+            let nb = std::str::from_utf8(&b[sj..j]).unwrap_or("0").trim_start_matches('0');
             let ord = na.len().cmp(&nb.len()).then_with(|| na.cmp(nb));
             if ord != Ordering::Equal {
                 return ord;

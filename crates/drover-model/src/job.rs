@@ -46,9 +46,7 @@ pub fn parse_dependency(s: &str) -> Result<Vec<Dependency>, String> {
         let mut any = false;
         for id in it {
             let id = id.split('+').next().unwrap_or(id);
-            let job: JobId = id
-                .parse()
-                .map_err(|_| format!("invalid dependency specification: {s}"))?;
+            let job: JobId = id.parse().map_err(|_| format!("invalid dependency specification: {s}"))?;
             out.push(Dependency { kind, job });
             any = true;
         }
@@ -63,10 +61,7 @@ pub fn fmt_dependency(deps: &[Dependency]) -> String {
     if deps.is_empty() {
         return "(null)".into();
     }
-    deps.iter()
-        .map(|d| format!("{}:{}", d.kind.name(), d.job))
-        .collect::<Vec<_>>()
-        .join(",")
+    deps.iter().map(|d| format!("{}:{}", d.kind.name(), d.job)).collect::<Vec<_>>().join(",")
 }
 
 /// `-C/--constraint`: feature names joined by `&` (and) and `|` (or); `&` binds tighter.
@@ -83,11 +78,7 @@ impl Constraint {
             let mut all = Vec::new();
             for f in alt.split(['&', ',']) {
                 let f = f.trim();
-                if f.is_empty()
-                    || !f
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c))
-                {
+                if f.is_empty() || !f.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c)) {
                     return Err(format!("Invalid feature specification: {s}"));
                 }
                 all.push(f.to_string());
@@ -98,9 +89,7 @@ impl Constraint {
     }
 
     pub fn matches(&self, features: &[String]) -> bool {
-        self.any_of
-            .iter()
-            .any(|all| all.iter().all(|f| features.iter().any(|nf| nf == f)))
+        self.any_of.iter().any(|all| all.iter().all(|f| features.iter().any(|nf| nf == f)))
     }
 
     pub fn features(&self) -> impl Iterator<Item = &String> {
@@ -234,20 +223,13 @@ pub fn expand_pattern(p: &str, v: &PatternVars<'_>) -> String {
                 }
             }
             Some('A') => out.push_str(&num(v.array_job_id as u64)),
-            Some('a') => out.push_str(&num(v
-                .array_task_id
-                .map(|a| a as u64)
-                .unwrap_or(4294967294))),
+            Some('a') => out.push_str(&num(v.array_task_id.map(|a| a as u64).unwrap_or(4294967294))),
             Some('x') => out.push_str(v.job_name),
             Some('u') => out.push_str(v.user),
             Some('N') => out.push_str(v.node),
             Some('n') => out.push_str(&num(v.node_index as u64)),
             Some('t') => out.push_str(&num(v.task.unwrap_or(0) as u64)),
-            Some('s') => out.push_str(
-                &v.step
-                    .map(|s| num(s as u64))
-                    .unwrap_or_else(|| "batch".into()),
-            ),
+            Some('s') => out.push_str(&v.step.map(|s| num(s as u64)).unwrap_or_else(|| "batch".into())),
             Some(other) => {
                 out.push('%');
                 out.push_str(&width);
@@ -288,10 +270,7 @@ mod tests {
             step: None,
         };
         assert_eq!(expand_pattern("slurm-%j.out", &v), "slurm-42.out");
-        assert_eq!(
-            expand_pattern("%x-%4j-%u-%N.%%", &v),
-            "train-0042-alice-node1.%"
-        );
+        assert_eq!(expand_pattern("%x-%4j-%u-%N.%%", &v), "train-0042-alice-node1.%");
         assert_eq!(expand_pattern("%A_%a.log", &v), "40_2.log");
         assert_eq!(expand_pattern("lit\\%j", &v), "lit%j");
     }

@@ -76,17 +76,12 @@ impl JobState {
     /// Parses a name or short code as `squeue -t` accepts them (case-insensitive).
     pub fn parse(s: &str) -> Option<JobState> {
         let u = s.to_ascii_uppercase();
-        JobState::ALL
-            .into_iter()
-            .find(|st| st.name() == u || st.short() == u)
+        JobState::ALL.into_iter().find(|st| st.name() == u || st.short() == u)
     }
 
     /// A job in this state has ended and holds nothing.
     pub fn is_finished(self) -> bool {
-        !matches!(
-            self,
-            JobState::Pending | JobState::Running | JobState::Suspended | JobState::Completing
-        )
+        !matches!(self, JobState::Pending | JobState::Running | JobState::Suspended | JobState::Completing)
     }
 }
 
@@ -156,12 +151,7 @@ pub struct NodeState {
 
 impl NodeState {
     pub fn new(base: NodeBase) -> Self {
-        NodeState {
-            base,
-            drain: false,
-            completing: false,
-            not_responding: false,
-        }
+        NodeState { base, drain: false, completing: false, not_responding: false }
     }
 
     /// `sinfo`'s compact name (`%t`): `idle`, `mix`, `alloc`, `drain`, `drng`, `comp`, `down*`.
@@ -273,15 +263,9 @@ mod tests {
     #[test]
     fn node_state_names() {
         let mut s = NodeState::new(NodeBase::Idle);
-        assert_eq!(
-            (s.short(), s.long(), s.scontrol()),
-            ("idle".into(), "idle".into(), "IDLE".into())
-        );
+        assert_eq!((s.short(), s.long(), s.scontrol()), ("idle".into(), "idle".into(), "IDLE".into()));
         s.drain = true;
-        assert_eq!(
-            (s.short(), s.long(), s.scontrol()),
-            ("drain".into(), "drained".into(), "IDLE+DRAIN".into())
-        );
+        assert_eq!((s.short(), s.long(), s.scontrol()), ("drain".into(), "drained".into(), "IDLE+DRAIN".into()));
         s.base = NodeBase::Mixed;
         assert_eq!(s.short(), "drng");
         let mut d = NodeState::new(NodeBase::Down);

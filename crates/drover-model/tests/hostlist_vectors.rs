@@ -24,18 +24,8 @@ fn check_names(expected: &Value, got: &[String]) -> Result<(), String> {
             if got.len() != count {
                 return Err(format!("count {} != {count}", got.len()));
             }
-            let first: Vec<&str> = o["first"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_str().unwrap())
-                .collect();
-            let last: Vec<&str> = o["last"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_str().unwrap())
-                .collect();
+            let first: Vec<&str> = o["first"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+            let last: Vec<&str> = o["last"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
             if got[..first.len()] != first[..] || got[got.len() - last.len()..] != last[..] {
                 return Err("first/last differ".into());
             }
@@ -86,16 +76,8 @@ fn all_slurm_hostlist_vectors_pass() {
             (Err(e), _) => Err(format!("refused ({e}), Slurm accepts")),
         };
         if let Err(msg) = outcome {
-            failures.push(format!(
-                "{input:?}: {}",
-                msg.chars().take(300).collect::<String>()
-            ));
+            failures.push(format!("{input:?}: {}", msg.chars().take(300).collect::<String>()));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} of 93 vectors fail:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} of 93 vectors fail:\n{}", failures.len(), failures.join("\n"));
 }

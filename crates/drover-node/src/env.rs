@@ -12,10 +12,7 @@ pub struct EnvCtx<'a> {
 }
 
 fn exported(spec: &v1::JobSpec) -> Vec<(String, String)> {
-    spec.environment
-        .iter()
-        .map(|kv| (kv.key.clone(), kv.value.clone()))
-        .collect()
+    spec.environment.iter().map(|kv| (kv.key.clone(), kv.value.clone())).collect()
 }
 
 /// Variables common to the batch script and to every task.
@@ -37,10 +34,7 @@ pub fn job_env(c: &EnvCtx<'_>) -> Vec<(String, String)> {
     let jid = job.job_id.to_string();
     set("SLURM_CLUSTER_NAME", l.cluster_name.clone());
     set("SLURM_CONF", l.conf_path.clone());
-    set(
-        "SLURM_CPUS_ON_NODE",
-        here.map(|a| a.cpu_ids.len()).unwrap_or(0).to_string(),
-    );
+    set("SLURM_CPUS_ON_NODE", here.map(|a| a.cpu_ids.len()).unwrap_or(0).to_string());
     set("SLURM_JOBID", jid.clone());
     set("SLURM_JOB_ID", jid);
     set("SLURM_JOB_ACCOUNT", spec.user.clone());
@@ -64,18 +58,12 @@ pub fn job_env(c: &EnvCtx<'_>) -> Vec<(String, String)> {
     set("SLURM_TASKS_PER_NODE", fmt_counts(&tasks));
     set("SLURM_TOPOLOGY_ADDR", c.node.to_string());
     set("SLURM_TOPOLOGY_ADDR_PATTERN", "node".into());
-    set(
-        "SLURM_WORKING_CLUSTER",
-        format!("{}:{}:9728:109", l.cluster_name, l.controller_host),
-    );
+    set("SLURM_WORKING_CLUSTER", format!("{}:{}:9728:109", l.cluster_name, l.controller_host));
     set("SLURMD_NODENAME", c.node.to_string());
     set("SLURM_JOB_START_TIME", job.start_time.to_string());
     set(
         "SLURM_JOB_END_TIME",
-        job.time_limit_secs
-            .map(|t| job.start_time + t as i64)
-            .unwrap_or(job.start_time + 365 * 86400)
-            .to_string(),
+        job.time_limit_secs.map(|t| job.start_time + t as i64).unwrap_or(job.start_time + 365 * 86400).to_string(),
     );
     set("SLURM_RESTART_COUNT", job.restarts.to_string());
     if let Some(n) = spec.ntasks_per_node {
@@ -113,13 +101,7 @@ pub fn batch_env(c: &EnvCtx<'_>) -> Vec<(String, String)> {
 }
 
 /// One task's environment in an srun step.
-pub fn task_env(
-    c: &EnvCtx<'_>,
-    task: u32,
-    local: u32,
-    srun_host: &str,
-    srun_port: &str,
-) -> Vec<(String, String)> {
+pub fn task_env(c: &EnvCtx<'_>, task: u32, local: u32, srun_host: &str, srun_port: &str) -> Vec<(String, String)> {
     let l = c.launch;
     let job = l.job.as_ref().expect("invariant: launch carries its job");
     let mut env = job_env(c);

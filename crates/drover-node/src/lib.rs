@@ -15,9 +15,7 @@ pub mod spool;
 pub mod supervisor;
 
 use drover_model::conf::Config;
-use drover_proto::v1::{
-    self, controller_to_node, node_link_client::NodeLinkClient, node_to_controller,
-};
+use drover_proto::v1::{self, controller_to_node, node_link_client::NodeLinkClient, node_to_controller};
 use prost::Message;
 use std::collections::HashSet;
 use std::io::Write;
@@ -32,17 +30,11 @@ pub enum NodeError {
     #[error("node {0} is not defined in slurm.conf")]
     UnknownNode(String),
     #[error("spool directory {path}: {source}")]
-    Spool {
-        path: String,
-        source: std::io::Error,
-    },
+    Spool { path: String, source: std::io::Error },
 }
 
 fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
 }
 
 fn log(node: &str, msg: &str) {
@@ -65,30 +57,17 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
     let cfg = drover_model::conf::parse_file(conf_path)?;
     let name = match node {
         Some(n) => n.to_string(),
-        None => nix::unistd::gethostname()
-            .map(|h| h.to_string_lossy().to_string())
-            .unwrap_or_default(),
+        None => nix::unistd::gethostname().map(|h| h.to_string_lossy().to_string()).unwrap_or_default(),
     };
-    let conf = cfg
-        .node(&name)
-        .ok_or_else(|| NodeError::UnknownNode(name.clone()))?
-        .clone();
+    let conf = cfg.node(&name).ok_or_else(|| NodeError::UnknownNode(name.clone()))?.clone();
     let spool = PathBuf::from(cfg.spool_dir_for(&name));
-    std::fs::create_dir_all(&spool).map_err(|source| NodeError::Spool {
-        path: spool.display().to_string(),
-        source,
-    })?;
-    std::fs::write(spool.join(spool::NODE_NAME), &name).map_err(|source| NodeError::Spool {
-        path: spool.display().to_string(),
-        source,
-    })?;
+    std::fs::create_dir_all(&spool).map_err(|source| NodeError::Spool { path: spool.display().to_string(), source })?;
+    std::fs::write(spool.join(spool::NODE_NAME), &name)
+        .map_err(|source| NodeError::Spool { path: spool.display().to_string(), source })?;
     let sock_path = spool.join(spool::AGENT_SOCK);
     let _ = std::fs::remove_file(&sock_path);
-    let listener =
-        tokio::net::UnixListener::bind(&sock_path).map_err(|source| NodeError::Spool {
-            path: sock_path.display().to_string(),
-            source,
-        })?;
+    let listener = tokio::net::UnixListener::bind(&sock_path)
+        .map_err(|source| NodeError::Spool { path: sock_path.display().to_string(), source })?;
     let (wake_tx, mut wake_rx) = mpsc::unbounded_channel::<u32>();
     tokio::spawn(async move {
         while let Ok((mut s, _)) = listener.accept().await {
@@ -103,26 +82,12 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
             });
         }
     });
-    let confinement = "off: cgroup confinement arrives with the execution issue; jobs are tracked as the supervisor's descendants".to_string();
-    log(
-        &name,
-        &format!(
-            "started ({} CPUs, {} MB); confinement {confinement}",
-            conf.cpus, conf.real_memory_mb
-        ),
-    );
-    let exe = std::env::current_exe().map_err(|source| NodeError::Spool {
-        path: "/proc/self/exe".into(),
-        source,
-    })?;
-    let mut agent = Agent {
-        exe,
-        name: name.clone(),
-        spool,
-        cfg,
-        start_time: now(),
-        reported: HashSet::new(),
-    };
+    let confinement =
+        "off: cgroup confinement arrives with the execution issue; jobs are tracked as the supervisor's descendants"
+            .to_string();
+    log(&name, &format!("started ({} CPUs, {} MB); confinement {confinement}", conf.cpus, conf.real_memory_mb));
+    let exe = std::env::current_exe().map_err(|source| NodeError::Spool { path: "/proc/self/exe".into(), source })?;
+    let mut agent = Agent { exe, name: name.clone(), spool, cfg, start_time: now(), reported: HashSet::new() };
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     let mut backoff = Duration::from_millis(50);
     loop {
@@ -142,10 +107,7 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(2));
     }
-    log(
-        &name,
-        "stopping; running jobs continue under their supervisors",
-    );
+    log(&name, "stopping; running jobs continue under their supervisors");
     let _ = std::fs::remove_file(&sock_path);
     Ok(())
 }
@@ -181,24 +143,14 @@ impl Agent {
         (running, ended)
     }
 
-    async fn session(
-        &mut self,
-        wake_rx: &mut mpsc::UnboundedReceiver<u32>,
-        confinement: &str,
-    ) -> Result<(), String> {
+    async fn session(&mut self, wake_rx: &mut mpsc::UnboundedReceiver<u32>, confinement: &str) -> Result<(), String> {
         let addr = self.cfg.controller_addr();
-        let chan = drover_proto::connect_tcp(&addr)
-            .await
-            .map_err(|e| e.to_string())?;
+        let chan = drover_proto::connect_tcp(&addr).await.map_err(|e| e.to_string())?;
         let mut client = NodeLinkClient::new(chan);
         let (tx, rx) = mpsc::unbounded_channel::<v1::NodeToController>();
         let (running, ended) = self.scan();
         self.reported = ended.iter().map(|e| e.job_id).collect();
-        let conf = self
-            .cfg
-            .node(&self.name)
-            .cloned()
-            .ok_or("node vanished from config")?;
+        let conf = self.cfg.node(&self.name).cloned().ok_or("node vanished from config")?;
         let uname = nix::sys::utsname::uname().ok();
         let reg = v1::Register {
             node: self.name.clone(),
@@ -219,26 +171,18 @@ impl Agent {
                     )
                 })
                 .unwrap_or_default(),
-            arch: uname
-                .as_ref()
-                .map(|u| u.machine().to_string_lossy().to_string())
-                .unwrap_or_default(),
+            arch: uname.as_ref().map(|u| u.machine().to_string_lossy().to_string()).unwrap_or_default(),
             version: drover_model::SLURM_COMPAT_VERSION.to_string(),
             confinement: confinement.to_string(),
         };
-        tx.send(v1::NodeToController {
-            msg: Some(node_to_controller::Msg::Register(reg)),
-        })
-        .map_err(|e| e.to_string())?;
+        tx.send(v1::NodeToController { msg: Some(node_to_controller::Msg::Register(reg)) })
+            .map_err(|e| e.to_string())?;
         let mut inbound = client
             .session(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
             .await
             .map_err(|e| e.message().to_string())?
             .into_inner();
-        log(
-            &self.name,
-            &format!("registered with the controller at {addr}"),
-        );
+        log(&self.name, &format!("registered with the controller at {addr}"));
         let hb_every = Duration::from_secs(u64::from((self.cfg.slurmd_timeout / 3).clamp(1, 10)));
         let mut hb = tokio::time::interval(hb_every);
         let mut rescan = tokio::time::interval(Duration::from_secs(2));
@@ -275,18 +219,12 @@ impl Agent {
         let dir = spool::job_dir(&self.spool, id);
         if let Some(st) = spool::read_status(&dir) {
             if self.reported.insert(id) {
-                let _ = tx.send(v1::NodeToController {
-                    msg: Some(node_to_controller::Msg::Ended(ended_msg(id, st))),
-                });
+                let _ = tx.send(v1::NodeToController { msg: Some(node_to_controller::Msg::Ended(ended_msg(id, st))) });
             }
         }
     }
 
-    fn handle(
-        &mut self,
-        msg: controller_to_node::Msg,
-        tx: &mpsc::UnboundedSender<v1::NodeToController>,
-    ) {
+    fn handle(&mut self, msg: controller_to_node::Msg, tx: &mpsc::UnboundedSender<v1::NodeToController>) {
         match msg {
             controller_to_node::Msg::Launch(l) => {
                 let Some(id) = l.job.as_ref().map(|j| j.job_id) else {
@@ -316,11 +254,7 @@ impl Agent {
                 let line = if s.terminate {
                     "term".to_string()
                 } else {
-                    format!(
-                        "sig {} {}",
-                        s.signal,
-                        if s.batch_only { "batch" } else { "all" }
-                    )
+                    format!("sig {} {}", s.signal, if s.batch_only { "batch" } else { "all" })
                 };
                 match std::os::unix::net::UnixStream::connect(dir.join(spool::SV_SOCK)) {
                     Ok(mut c) => {
@@ -359,26 +293,17 @@ impl Agent {
         std::fs::write(&tmp, l.encode_to_vec()).map_err(|e| e.to_string())?;
         std::fs::rename(&tmp, dir.join(spool::LAUNCH)).map_err(|e| e.to_string())?;
         let mut cmd = std::process::Command::new(&self.exe);
-        cmd.arg("supervise")
-            .arg(dir)
-            .stdin(std::process::Stdio::null());
+        cmd.arg("supervise").arg(dir).stdin(std::process::Stdio::null());
         let log_path = dir.join("supervisor.log");
         let f = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
-        cmd.stdout(f.try_clone().map_err(|e| e.to_string())?)
-            .stderr(f);
+        cmd.stdout(f.try_clone().map_err(|e| e.to_string())?).stderr(f);
         use std::os::unix::process::CommandExt;
         // SAFETY: setsid(2) is async-signal-safe; the supervisor gets its own session so
         // signals aimed at the agent never reach it.
         unsafe {
-            cmd.pre_exec(|| {
-                nix::unistd::setsid()
-                    .map(|_| ())
-                    .map_err(std::io::Error::from)
-            });
+            cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("starting the supervisor: {e}"))?;
+        let mut child = cmd.spawn().map_err(|e| format!("starting the supervisor: {e}"))?;
         // Reap it when it ends; its result travels through the spool, not the exit code.
         std::thread::spawn(move || {
             let _ = child.wait();
@@ -388,22 +313,13 @@ impl Agent {
 }
 
 fn ended_msg(id: u32, st: spool::EndStatus) -> v1::EndedJob {
-    v1::EndedJob {
-        job_id: id,
-        exit_status: st.exit_status,
-        how: st.how,
-        end_time: st.end_time,
-        message: st.message,
-    }
+    v1::EndedJob { job_id: id, exit_status: st.exit_status, how: st.how, end_time: st.end_time, message: st.message }
 }
 
 fn boot_time() -> i64 {
     std::fs::read_to_string("/proc/stat")
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("btime ").and_then(|v| v.trim().parse().ok()))
-        })
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("btime ").and_then(|v| v.trim().parse().ok())))
         .unwrap_or(0)
 }
 
@@ -419,8 +335,7 @@ fn free_mem_mb() -> u64 {
         .ok()
         .and_then(|s| {
             s.lines().find_map(|l| {
-                l.strip_prefix("MemAvailable:")
-                    .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+                l.strip_prefix("MemAvailable:").and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
             })
         })
         .map(|kb| kb / 1024)

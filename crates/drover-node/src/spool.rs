@@ -37,16 +37,7 @@ pub fn node_name(job_dir: &Path) -> String {
 
 pub fn write_status(dir: &Path, s: &EndStatus) -> std::io::Result<()> {
     let tmp = dir.join("status.tmp");
-    std::fs::write(
-        &tmp,
-        format!(
-            "{}\n{}\n{}\n{}\n",
-            s.exit_status,
-            s.how,
-            s.end_time,
-            s.message.replace('\n', " ")
-        ),
-    )?;
+    std::fs::write(&tmp, format!("{}\n{}\n{}\n{}\n", s.exit_status, s.how, s.end_time, s.message.replace('\n', " ")))?;
     std::fs::rename(tmp, dir.join(STATUS))
 }
 
@@ -63,17 +54,12 @@ pub fn read_status(dir: &Path) -> Option<EndStatus> {
 
 /// Whether the supervisor recorded in `dir` is still alive.
 pub fn supervisor_alive(dir: &Path) -> bool {
-    let Some(pid) = std::fs::read_to_string(dir.join(PID))
-        .ok()
-        .and_then(|p| p.trim().parse::<i32>().ok())
-    else {
+    let Some(pid) = std::fs::read_to_string(dir.join(PID)).ok().and_then(|p| p.trim().parse::<i32>().ok()) else {
         return false;
     };
     // A zombie counts as gone.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, r)| r.trim_start().starts_with('Z')),
+        Ok(stat) => !stat.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')),
         Err(_) => false,
     }
 }

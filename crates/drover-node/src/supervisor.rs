@@ -38,19 +38,12 @@ extern "C" fn on_sigchld(_: libc::c_int) {
 }
 
 fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
 }
 
 fn slurm_time(t: i64) -> String {
     jiff::Timestamp::from_second(t)
-        .map(|ts| {
-            ts.to_zoned(jiff::tz::TimeZone::system())
-                .strftime("%Y-%m-%dT%H:%M:%S")
-                .to_string()
-        })
+        .map(|ts| ts.to_zoned(jiff::tz::TimeZone::system()).strftime("%Y-%m-%dT%H:%M:%S").to_string())
         .unwrap_or_default()
 }
 
@@ -68,12 +61,7 @@ pub fn supervise(dir: &Path) -> ! {
         Err(e) => {
             let _ = spool::write_status(
                 dir,
-                &EndStatus {
-                    exit_status: 1 << 8,
-                    how: "FAILED_LAUNCH".into(),
-                    end_time: now(),
-                    message: e.clone(),
-                },
+                &EndStatus { exit_status: 1 << 8, how: "FAILED_LAUNCH".into(), end_time: now(), message: e.clone() },
             );
             notify_agent(dir);
             eprintln!("drover supervise: {e}");
@@ -84,18 +72,15 @@ pub fn supervise(dir: &Path) -> ! {
 }
 
 fn run(dir: &Path) -> Result<(), String> {
-    let bytes =
-        std::fs::read(dir.join(spool::LAUNCH)).map_err(|e| format!("reading launch: {e}"))?;
+    let bytes = std::fs::read(dir.join(spool::LAUNCH)).map_err(|e| format!("reading launch: {e}"))?;
     let launch = v1::Launch::decode(&bytes[..]).map_err(|e| format!("decoding launch: {e}"))?;
     let job = launch.job.clone().ok_or("launch without job")?;
     let spec = job.spec.clone().ok_or("launch without spec")?;
-    std::fs::write(dir.join(spool::PID), std::process::id().to_string())
-        .map_err(|e| format!("writing pid: {e}"))?;
+    std::fs::write(dir.join(spool::PID), std::process::id().to_string()).map_err(|e| format!("writing pid: {e}"))?;
     let _ = nix::sys::prctl::set_child_subreaper(true);
 
-    let (rpipe, wpipe) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
-            .map_err(|e| format!("pipe: {e}"))?;
+    let (rpipe, wpipe) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+        .map_err(|e| format!("pipe: {e}"))?;
     SIGCHLD_PIPE.store(wpipe.as_raw_fd(), Ordering::Relaxed);
     let sa = nix::sys::signal::SigAction::new(
         nix::sys::signal::SigHandler::Handler(on_sigchld),
@@ -103,8 +88,7 @@ fn run(dir: &Path) -> Result<(), String> {
         nix::sys::signal::SigSet::empty(),
     );
     // SAFETY: the handler only calls write(2) on a pipe.
-    unsafe { nix::sys::signal::sigaction(Signal::SIGCHLD, &sa) }
-        .map_err(|e| format!("sigaction: {e}"))?;
+    unsafe { nix::sys::signal::sigaction(Signal::SIGCHLD, &sa) }.map_err(|e| format!("sigaction: {e}"))?;
     // The agent may be restarted or killed: that must not reach us.
     // SAFETY: ignoring SIGHUP/SIGINT/SIGPIPE is a plain disposition change.
     unsafe {
@@ -115,17 +99,12 @@ fn run(dir: &Path) -> Result<(), String> {
 
     let sock_path = dir.join(spool::SV_SOCK);
     let _ = std::fs::remove_file(&sock_path);
-    let listener = UnixListener::bind(&sock_path)
-        .map_err(|e| format!("binding {}: {e}", sock_path.display()))?;
+    let listener = UnixListener::bind(&sock_path).map_err(|e| format!("binding {}: {e}", sock_path.display()))?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
 
     let user = lookup_user(spec.uid, spec.gid)?;
     let node = spool::node_name(dir);
-    let ctx = EnvCtx {
-        launch: &launch,
-        node: &node,
-        submit_host: &spec.submit_host,
-    };
+    let ctx = EnvCtx { launch: &launch, node: &node, submit_host: &spec.submit_host };
     let mut sv = Supervisor {
         launch: &launch,
         job: &job,
@@ -146,18 +125,8 @@ fn run(dir: &Path) -> Result<(), String> {
         sv.start_tasks(&ctx)?;
     }
     sv.wait_loop(&rpipe, &listener)?;
-    let exit_status = sv
-        .statuses
-        .values()
-        .copied()
-        .max_by_key(|s| exit_rank(*s))
-        .unwrap_or(0);
-    let end = EndStatus {
-        exit_status,
-        how: sv.how.clone(),
-        end_time: now(),
-        message: String::new(),
-    };
+    let exit_status = sv.statuses.values().copied().max_by_key(|s| exit_rank(*s)).unwrap_or(0);
+    let end = EndStatus { exit_status, how: sv.how.clone(), end_time: now(), message: String::new() };
     spool::write_status(dir, &end).map_err(|e| format!("writing status: {e}"))?;
     let _ = std::fs::remove_file(&sock_path);
     notify_agent(dir);
@@ -175,16 +144,8 @@ fn exit_rank(status: i32) -> i64 {
 
 fn notify_agent(dir: &Path) {
     if let Some(spool_dir) = dir.parent() {
-        if let Ok(mut s) =
-            std::os::unix::net::UnixStream::connect(spool_dir.join(spool::AGENT_SOCK))
-        {
-            let _ = writeln!(
-                s,
-                "{}",
-                dir.file_name()
-                    .map(|f| f.to_string_lossy().to_string())
-                    .unwrap_or_default()
-            );
+        if let Ok(mut s) = std::os::unix::net::UnixStream::connect(spool_dir.join(spool::AGENT_SOCK)) {
+            let _ = writeln!(s, "{}", dir.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default());
         }
     }
 }
@@ -233,15 +194,10 @@ fn drop_privileges(user: &User) -> Result<(), String> {
     if me == 0 {
         nix::unistd::initgroups(&user.name, nix::unistd::Gid::from_raw(user.gid))
             .map_err(|e| format!("initgroups: {e}"))?;
-        nix::unistd::setgid(nix::unistd::Gid::from_raw(user.gid))
-            .map_err(|e| format!("setgid: {e}"))?;
-        nix::unistd::setuid(nix::unistd::Uid::from_raw(user.uid))
-            .map_err(|e| format!("setuid: {e}"))?;
+        nix::unistd::setgid(nix::unistd::Gid::from_raw(user.gid)).map_err(|e| format!("setgid: {e}"))?;
+        nix::unistd::setuid(nix::unistd::Uid::from_raw(user.uid)).map_err(|e| format!("setuid: {e}"))?;
     } else if me != user.uid && me != 0 {
-        return Err(format!(
-            "the node agent runs as uid {me} and cannot run jobs of uid {}",
-            user.uid
-        ));
+        return Err(format!("the node agent runs as uid {me} and cannot run jobs of uid {}", user.uid));
     }
     Ok(())
 }
@@ -255,28 +211,14 @@ fn child_fail(msg: &str) -> ! {
 fn open_out(path: &str, append: bool) -> Result<OwnedFd, String> {
     use nix::fcntl::{open, OFlag};
     use nix::sys::stat::Mode;
-    let flags = OFlag::O_WRONLY
-        | OFlag::O_CREAT
-        | if append {
-            OFlag::O_APPEND
-        } else {
-            OFlag::O_TRUNC
-        };
-    open(path, flags, Mode::from_bits_truncate(0o644))
-        .map_err(|e| format!("cannot open {path}: {e}"))
+    let flags = OFlag::O_WRONLY | OFlag::O_CREAT | if append { OFlag::O_APPEND } else { OFlag::O_TRUNC };
+    open(path, flags, Mode::from_bits_truncate(0o644)).map_err(|e| format!("cannot open {path}: {e}"))
 }
 
 fn reset_signals() {
     let all = nix::sys::signal::SigSet::all();
-    let _ =
-        nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_UNBLOCK, Some(&all), None);
-    for s in [
-        Signal::SIGCHLD,
-        Signal::SIGHUP,
-        Signal::SIGPIPE,
-        Signal::SIGINT,
-        Signal::SIGTERM,
-    ] {
+    let _ = nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_UNBLOCK, Some(&all), None);
+    for s in [Signal::SIGCHLD, Signal::SIGHUP, Signal::SIGPIPE, Signal::SIGINT, Signal::SIGTERM] {
         // SAFETY: restoring default dispositions in the child before exec.
         unsafe {
             let _ = nix::sys::signal::signal(s, nix::sys::signal::SigHandler::SigDfl);
@@ -319,12 +261,7 @@ impl Supervisor<'_> {
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711));
         let out = self.pattern(self.spec.stdout.as_deref().unwrap_or("slurm-%j.out"), None);
         let err = self.spec.stderr.as_deref().map(|e| self.pattern(e, None));
-        let inp = self
-            .spec
-            .stdin
-            .as_deref()
-            .map(|i| self.pattern(i, None))
-            .unwrap_or_else(|| "/dev/null".into());
+        let inp = self.spec.stdin.as_deref().map(|i| self.pattern(i, None)).unwrap_or_else(|| "/dev/null".into());
         self.stderr_path = Some(PathBuf::from(err.clone().unwrap_or_else(|| out.clone())));
         let append = self.spec.open_mode_append;
         let mut argv = vec![cstr(&script.display().to_string())];
@@ -344,7 +281,8 @@ impl Supervisor<'_> {
                 }
                 let mut note = None;
                 if nix::unistd::chdir(work.as_str()).is_err() {
-                    note = Some(format!("couldn't chdir to `{work}': No such file or directory: going to /tmp instead"));
+                    note =
+                        Some(format!("couldn't chdir to `{work}': No such file or directory: going to /tmp instead"));
                     let _ = nix::unistd::chdir("/tmp");
                 }
                 let _ = home;
@@ -353,18 +291,13 @@ impl Supervisor<'_> {
                     Some(p) if *p != out => open_out(p, append).unwrap_or_else(|e| child_fail(&e)),
                     _ => o.try_clone().unwrap_or_else(|e| child_fail(&e.to_string())),
                 };
-                let i = nix::fcntl::open(
-                    inp.as_str(),
-                    nix::fcntl::OFlag::O_RDONLY,
-                    nix::sys::stat::Mode::empty(),
-                )
-                .unwrap_or_else(|e| child_fail(&format!("cannot open {inp}: {e}")));
+                let i = nix::fcntl::open(inp.as_str(), nix::fcntl::OFlag::O_RDONLY, nix::sys::stat::Mode::empty())
+                    .unwrap_or_else(|e| child_fail(&format!("cannot open {inp}: {e}")));
                 let _ = nix::unistd::dup2_stdin(&i);
                 let _ = nix::unistd::dup2_stdout(&o);
                 let _ = nix::unistd::dup2_stderr(&e);
                 if let Some(n) = note {
-                    let _ =
-                        std::io::stderr().write_all(format!("slurmstepd: error: {n}\n").as_bytes());
+                    let _ = std::io::stderr().write_all(format!("slurmstepd: error: {n}\n").as_bytes());
                 }
                 let err = nix::unistd::execve(&prog, &argv, &envc).err();
                 child_fail(&format!(
@@ -379,12 +312,8 @@ impl Supervisor<'_> {
 
     fn start_tasks(&mut self, ctx: &EnvCtx<'_>) -> Result<(), String> {
         let addr = self.launch.io_addr.clone();
-        let (host, port) = addr
-            .rsplit_once(':')
-            .map(|(h, p)| (h.to_string(), p.to_string()))
-            .unwrap_or_default();
-        let mut io = std::net::TcpStream::connect(&addr)
-            .map_err(|e| format!("connecting to srun at {addr}: {e}"))?;
+        let (host, port) = addr.rsplit_once(':').map(|(h, p)| (h.to_string(), p.to_string())).unwrap_or_default();
+        let mut io = std::net::TcpStream::connect(&addr).map_err(|e| format!("connecting to srun at {addr}: {e}"))?;
         let _ = io.set_nodelay(true);
         drover_proto::io::write_frame(&mut io, drover_proto::io::HELLO, 0, self.node.as_bytes())
             .map_err(|e| e.to_string())?;
@@ -396,10 +325,8 @@ impl Supervisor<'_> {
         for (local, &task) in self.launch.task_ids.iter().enumerate() {
             let env = task_env(ctx, task, local as u32, &host, &port);
             let mut envc = env_c(&env);
-            let (out_r, out_w) =
-                nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
-            let (err_r, err_w) =
-                nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
+            let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
+            let (err_r, err_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
             let work = self.spec.work_dir.clone();
             let user = &self.user;
             // SAFETY: single-threaded process; the child only sets up and execs.
@@ -414,12 +341,8 @@ impl Supervisor<'_> {
                     if nix::unistd::chdir(work.as_str()).is_err() {
                         let _ = nix::unistd::chdir("/tmp");
                     }
-                    let i = nix::fcntl::open(
-                        "/dev/null",
-                        nix::fcntl::OFlag::O_RDONLY,
-                        nix::sys::stat::Mode::empty(),
-                    )
-                    .unwrap_or_else(|e| child_fail(&e.to_string()));
+                    let i = nix::fcntl::open("/dev/null", nix::fcntl::OFlag::O_RDONLY, nix::sys::stat::Mode::empty())
+                        .unwrap_or_else(|e| child_fail(&e.to_string()));
                     let _ = nix::unistd::dup2_stdin(&i);
                     let _ = nix::unistd::dup2_stdout(&out_w);
                     let _ = nix::unistd::dup2_stderr(&err_w);
@@ -439,10 +362,8 @@ impl Supervisor<'_> {
                     drop(out_w);
                     drop(err_w);
                     self.main.insert(child.as_raw(), task);
-                    self.outputs
-                        .insert(out_r.as_raw_fd(), (task, drover_proto::io::STDOUT, out_r));
-                    self.outputs
-                        .insert(err_r.as_raw_fd(), (task, drover_proto::io::STDERR, err_r));
+                    self.outputs.insert(out_r.as_raw_fd(), (task, drover_proto::io::STDOUT, out_r));
+                    self.outputs.insert(err_r.as_raw_fd(), (task, drover_proto::io::STDERR, err_r));
                 }
             }
         }
@@ -509,20 +430,15 @@ impl Supervisor<'_> {
         }
         if let Some(io) = self.io.as_ref() {
             let mut io = io;
-            let _ = drover_proto::io::write_frame(
-                &mut io,
-                drover_proto::io::STDERR,
-                0,
-                line.as_bytes(),
-            );
+            let _ = drover_proto::io::write_frame(&mut io, drover_proto::io::STDERR, 0, line.as_bytes());
         }
     }
 
     fn wait_loop(&mut self, wake: &OwnedFd, listener: &UnixListener) -> Result<(), String> {
-        let deadline = self.job.time_limit_secs.map(|t| {
-            Instant::now()
-                + Duration::from_secs((self.job.start_time + t as i64 - now()).max(0) as u64)
-        });
+        let deadline = self
+            .job
+            .time_limit_secs
+            .map(|t| Instant::now() + Duration::from_secs((self.job.start_time + t as i64 - now()).max(0) as u64));
         let kill_wait = Duration::from_secs(u64::from(self.launch.kill_wait.max(1)));
         let mut kill_at: Option<Instant> = None;
         let mut buf = [0u8; 65536];
@@ -550,12 +466,7 @@ impl Supervisor<'_> {
                     let mut tasks: Vec<(&u32, &i32)> = self.statuses.iter().collect();
                     tasks.sort();
                     for (t, s) in tasks {
-                        let _ = drover_proto::io::write_frame(
-                            io,
-                            drover_proto::io::EXIT,
-                            *t,
-                            &s.to_be_bytes(),
-                        );
+                        let _ = drover_proto::io::write_frame(io, drover_proto::io::EXIT, *t, &s.to_be_bytes());
                     }
                     let _ = io.flush();
                 }
@@ -598,10 +509,7 @@ impl Supervisor<'_> {
             }
             let ms = u16::try_from(timeout.as_millis().max(1)).unwrap_or(1000);
             let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms));
-            let ready: Vec<bool> = fds
-                .iter()
-                .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
-                .collect();
+            let ready: Vec<bool> = fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect();
             drop(fds);
             if ready[0] {
                 let _ = nix::unistd::read(wake, &mut buf);
@@ -662,11 +570,7 @@ impl Supervisor<'_> {
             Some("term") => {
                 if self.how.is_empty() {
                     let requeue = it.next() == Some("requeue");
-                    self.how = if requeue {
-                        "REQUEUE".into()
-                    } else {
-                        "CANCELLED".into()
-                    };
+                    self.how = if requeue { "REQUEUE".into() } else { "CANCELLED".into() };
                     if !requeue {
                         self.note_stderr(&format!(
                             "*** JOB {} ON {} CANCELLED AT {} ***",
@@ -681,10 +585,7 @@ impl Supervisor<'_> {
                 Some(Duration::from_secs(u64::from(self.launch.kill_wait.max(1))))
             }
             Some("sig") => {
-                let sig = it
-                    .next()
-                    .and_then(|s| s.parse::<i32>().ok())
-                    .and_then(|s| Signal::try_from(s).ok());
+                let sig = it.next().and_then(|s| s.parse::<i32>().ok()).and_then(|s| Signal::try_from(s).ok());
                 let batch_only = it.next() == Some("batch");
                 if let Some(sig) = sig {
                     if batch_only {

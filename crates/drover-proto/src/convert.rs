@@ -27,25 +27,14 @@ pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
         exclusive: s.exclusive,
         hold: s.hold,
         begin_time: s.begin_time,
-        dependency: if s.dependency.is_empty() {
-            String::new()
-        } else {
-            fmt_dependency(&s.dependency)
-        },
+        dependency: if s.dependency.is_empty() { String::new() } else { fmt_dependency(&s.dependency) },
         script: s.script.clone(),
         argv: s.argv.clone(),
         work_dir: s.work_dir.clone(),
         stdout: s.stdout.clone(),
         stderr: s.stderr.clone(),
         stdin: s.stdin.clone(),
-        environment: s
-            .environment
-            .iter()
-            .map(|(k, v)| v1::KeyValue {
-                key: k.clone(),
-                value: v.clone(),
-            })
-            .collect(),
+        environment: s.environment.iter().map(|(k, v)| v1::KeyValue { key: k.clone(), value: v.clone() }).collect(),
         comment: s.comment.clone(),
         mail_type: s.mail_type.clone(),
         mail_user: s.mail_user.clone(),
@@ -120,33 +109,21 @@ pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
         cpus_per_task: w.cpus_per_task,
         mem_per_node_mb: w.mem_per_node_mb,
         mem_per_cpu_mb: w.mem_per_cpu_mb,
-        time_limit: if w.time_limit_set {
-            Some(w.time_limit_secs)
-        } else {
-            None
-        },
+        time_limit: if w.time_limit_set { Some(w.time_limit_secs) } else { None },
         nodelist: w.nodelist,
         exclude: w.exclude,
         constraint: w.constraint,
         exclusive: w.exclusive,
         hold: w.hold,
         begin_time: w.begin_time,
-        dependency: if w.dependency.is_empty() {
-            Vec::new()
-        } else {
-            parse_dependency(&w.dependency)?
-        },
+        dependency: if w.dependency.is_empty() { Vec::new() } else { parse_dependency(&w.dependency)? },
         script: w.script,
         argv: w.argv,
         work_dir: w.work_dir,
         stdout: w.stdout,
         stderr: w.stderr,
         stdin: w.stdin,
-        environment: w
-            .environment
-            .into_iter()
-            .map(|kv| (kv.key, kv.value))
-            .collect(),
+        environment: w.environment.into_iter().map(|kv| (kv.key, kv.value)).collect(),
         comment: w.comment,
         mail_type: w.mail_type,
         mail_user: w.mail_user,
@@ -164,12 +141,7 @@ pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
 pub fn alloc_to_wire(a: &Allocation) -> Vec<v1::NodeAlloc> {
     a.nodes
         .iter()
-        .map(|n| v1::NodeAlloc {
-            node: n.node.clone(),
-            cpu_ids: n.cpu_ids.clone(),
-            mem_mb: n.mem_mb,
-            tasks: n.tasks,
-        })
+        .map(|n| v1::NodeAlloc { node: n.node.clone(), cpu_ids: n.cpu_ids.clone(), mem_mb: n.mem_mb, tasks: n.tasks })
         .collect()
 }
 
@@ -178,12 +150,7 @@ pub fn alloc_from_wire(partition: &str, nodes: &[v1::NodeAlloc]) -> Allocation {
         partition: partition.to_string(),
         nodes: nodes
             .iter()
-            .map(|n| NodeAlloc {
-                node: n.node.clone(),
-                cpu_ids: n.cpu_ids.clone(),
-                mem_mb: n.mem_mb,
-                tasks: n.tasks,
-            })
+            .map(|n| NodeAlloc { node: n.node.clone(), cpu_ids: n.cpu_ids.clone(), mem_mb: n.mem_mb, tasks: n.tasks })
             .collect(),
     }
 }
@@ -202,10 +169,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(spec_from_wire(spec_to_wire(&s)).unwrap(), s);
-        let s2 = JobSpec {
-            time_limit: Some(Some(60)),
-            ..Default::default()
-        };
+        let s2 = JobSpec { time_limit: Some(Some(60)), ..Default::default() };
         assert_eq!(spec_from_wire(spec_to_wire(&s2)).unwrap(), s2);
     }
 }

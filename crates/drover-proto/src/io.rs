@@ -33,29 +33,18 @@ pub fn read_frame(r: &mut impl Read) -> io::Result<Option<Frame>> {
     while got < head.len() {
         let n = r.read(&mut head[got..])?;
         if n == 0 {
-            return if got == 0 {
-                Ok(None)
-            } else {
-                Err(io::ErrorKind::UnexpectedEof.into())
-            };
+            return if got == 0 { Ok(None) } else { Err(io::ErrorKind::UnexpectedEof.into()) };
         }
         got += n;
     }
     let task = u32::from_be_bytes([head[1], head[2], head[3], head[4]]);
     let len = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) as usize;
     if len > 16 << 20 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "I/O frame too large",
-        ));
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "I/O frame too large"));
     }
     let mut data = vec![0u8; len];
     r.read_exact(&mut data)?;
-    Ok(Some(Frame {
-        kind: head[0],
-        task,
-        data,
-    }))
+    Ok(Some(Frame { kind: head[0], task, data }))
 }
 
 #[cfg(test)]
@@ -68,14 +57,7 @@ mod tests {
         write_frame(&mut buf, STDOUT, 3, b"hello\n").unwrap();
         write_frame(&mut buf, EXIT, 3, &0i32.to_be_bytes()).unwrap();
         let mut r = &buf[..];
-        assert_eq!(
-            read_frame(&mut r).unwrap().unwrap(),
-            Frame {
-                kind: STDOUT,
-                task: 3,
-                data: b"hello\n".to_vec()
-            }
-        );
+        assert_eq!(read_frame(&mut r).unwrap().unwrap(), Frame { kind: STDOUT, task: 3, data: b"hello\n".to_vec() });
         assert_eq!(read_frame(&mut r).unwrap().unwrap().kind, EXIT);
         assert!(read_frame(&mut r).unwrap().is_none());
     }

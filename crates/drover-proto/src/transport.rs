@@ -53,13 +53,7 @@ impl Caller {
 /// The caller of a request that arrived over a Unix socket; `None` over TCP (cross-host
 /// authentication arrives with MUNGE / `auth/drover`).
 pub fn caller<T>(req: &tonic::Request<T>) -> Option<Caller> {
-    let info = req
-        .extensions()
-        .get::<tonic::transport::server::UdsConnectInfo>()?;
+    let info = req.extensions().get::<tonic::transport::server::UdsConnectInfo>()?;
     let cred = info.peer_cred?;
-    Some(Caller {
-        uid: cred.uid(),
-        gid: cred.gid(),
-        pid: cred.pid(),
-    })
+    Some(Caller { uid: cred.uid(), gid: cred.gid(), pid: cred.pid() })
 }

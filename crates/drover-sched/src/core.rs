@@ -142,7 +142,10 @@ pub enum Decision {
         time_limit: TimeLimit,
     },
     /// The job's pending reason changed.
-    Reason { job: JobId, reason: PendingReason },
+    Reason {
+        job: JobId,
+        reason: PendingReason,
+    },
 }
 
 /// Why a job could never run here; the controller refuses it at submit.
@@ -231,15 +234,10 @@ impl Core {
             }
             Event::Submitted(j) | Event::Updated(j) => {
                 if let Some((old, _)) = self.pending.get(&j.id) {
-                    self.queue
-                        .remove(&(std::cmp::Reverse(old.priority), old.id));
+                    self.queue.remove(&(std::cmp::Reverse(old.priority), old.id));
                 }
                 self.queue.insert((std::cmp::Reverse(j.priority), j.id));
-                let reason = self
-                    .pending
-                    .get(&j.id)
-                    .map(|p| p.1)
-                    .unwrap_or(PendingReason::None);
+                let reason = self.pending.get(&j.id).map(|p| p.1).unwrap_or(PendingReason::None);
                 self.pending.insert(j.id, (j, reason));
             }
             Event::Withdrawn(id) => {
@@ -360,32 +358,17 @@ impl Core {
                 let cpt = job.cpus_per_task.max(1);
                 let per = job.ntasks_per_node.unwrap_or(1);
                 let cpus = per * cpt;
-                let mem = job
-                    .mem_per_node_mb
-                    .unwrap_or(0)
-                    .max(job.mem_per_cpu_mb.unwrap_or(0) * cpus as u64);
+                let mem = job.mem_per_node_mb.unwrap_or(0).max(job.mem_per_cpu_mb.unwrap_or(0) * cpus as u64);
                 n.cpus >= cpus
                     && n.mem_mb >= mem
-                    && job
-                        .constraint
-                        .as_ref()
-                        .is_none_or(|c| c.matches(&n.features))
+                    && job.constraint.as_ref().is_none_or(|c| c.matches(&n.features))
                     && !job.exclude.contains(&n.name)
             };
-            let usable: Vec<&NodeRes> = part
-                .nodes
-                .iter()
-                .filter_map(|n| self.node(n))
-                .filter(|n| fits(n))
-                .collect();
+            let usable: Vec<&NodeRes> = part.nodes.iter().filter_map(|n| self.node(n)).filter(|n| fits(n)).collect();
             if usable.is_empty() {
                 continue;
             }
-            if job
-                .nodelist
-                .iter()
-                .any(|w| !usable.iter().any(|n| &n.name == w))
-            {
+            if job.nodelist.iter().any(|w| !usable.iter().any(|n| &n.name == w)) {
                 continue;
             }
             // Enough CPUs across the nodes the job may use for all its tasks (node counts beyond
@@ -399,9 +382,7 @@ impl Core {
                 })
                 .collect();
             caps.sort_unstable_by(|a, b| b.cmp(a));
-            let k = job
-                .max_nodes
-                .map_or(caps.len(), |m| (m as usize).min(caps.len()));
+            let k = job.max_nodes.map_or(caps.len(), |m| (m as usize).min(caps.len()));
             let total: u64 = caps.iter().take(k).sum();
             if total < u64::from(job.ntasks) && job.min_nodes as usize <= part.nodes.len() {
                 continue;
@@ -435,11 +416,7 @@ impl Core {
                     self.queue.remove(&(std::cmp::Reverse(job.priority), id));
                     self.pending.remove(&id);
                     self.running.insert(id, alloc.clone());
-                    out.push(Decision::Start {
-                        job: id,
-                        alloc,
-                        time_limit: limit,
-                    });
+                    out.push(Decision::Start { job: id, alloc, time_limit: limit });
                     continue;
                 }
                 Err(r) => r,
@@ -461,12 +438,7 @@ impl Core {
         out
     }
 
-    fn evaluate(
-        &self,
-        job: &SchedJob,
-        now: i64,
-        blocked: &[String],
-    ) -> Result<(Allocation, TimeLimit), PendingReason> {
+    fn evaluate(&self, job: &SchedJob, now: i64, blocked: &[String]) -> Result<(Allocation, TimeLimit), PendingReason> {
         match job.hold {
             Some(Hold::User) => return Err(PendingReason::JobHeldUser),
             Some(Hold::Admin) => return Err(PendingReason::JobHeldAdmin),
@@ -520,9 +492,7 @@ impl Core {
                 return 0;
             }
             let cap = n.cpus / cpt;
-            return job
-                .ntasks_per_node
-                .map_or(cap, |p| if p <= cap { p } else { 0 });
+            return job.ntasks_per_node.map_or(cap, |p| if p <= cap { p } else { 0 });
         }
         let free_cpus = n.cpus - n.alloc_cpus();
         let free_mem = n.mem_mb.saturating_sub(n.used_mem);
@@ -554,11 +524,7 @@ impl Core {
             if job.exclude.contains(&n.name) {
                 continue;
             }
-            if job
-                .constraint
-                .as_ref()
-                .is_some_and(|c| !c.matches(&n.features))
-            {
+            if job.constraint.as_ref().is_some_and(|c| !c.matches(&n.features)) {
                 continue;
             }
             cands.push(i);
@@ -571,13 +537,7 @@ impl Core {
         }
         // Required nodes first, then by weight, keeping configuration order among equals.
         cands.retain(|&i| self.nodes[i].schedulable);
-        cands.sort_by_key(|&i| {
-            (
-                !job.nodelist.contains(&self.nodes[i].name),
-                self.nodes[i].weight,
-                i,
-            )
-        });
+        cands.sort_by_key(|&i| (!job.nodelist.contains(&self.nodes[i].name), self.nodes[i].weight, i));
         let k_min = job.min_nodes.max(job.nodelist.len() as u32).max(1);
         let k_max = job.max_nodes.unwrap_or(u32::MAX).max(k_min);
         let mut picked: Vec<(usize, u32)> = Vec::new();
@@ -604,10 +564,7 @@ impl Core {
             return Err(PendingReason::Resources);
         }
         // Tasks: one per node (or the per-node count), then fill in order.
-        let mut tasks: Vec<u32> = picked
-            .iter()
-            .map(|(_, cap)| job.ntasks_per_node.unwrap_or(1).min(*cap))
-            .collect();
+        let mut tasks: Vec<u32> = picked.iter().map(|(_, cap)| job.ntasks_per_node.unwrap_or(1).min(*cap)).collect();
         let mut left = (job.ntasks as i64) - tasks.iter().map(|t| *t as i64).sum::<i64>();
         if job.ntasks_per_node.is_none() {
             for (k, (_, cap)) in picked.iter().enumerate() {
@@ -639,18 +596,10 @@ impl Core {
                     (None, Some(m)) => m * cpu_ids.len() as u64,
                     (None, None) => 0,
                 };
-                NodeAlloc {
-                    node: n.name.clone(),
-                    cpu_ids,
-                    mem_mb,
-                    tasks: t,
-                }
+                NodeAlloc { node: n.name.clone(), cpu_ids, mem_mb, tasks: t }
             })
             .collect();
-        Ok(Allocation {
-            partition: part.name.clone(),
-            nodes,
-        })
+        Ok(Allocation { partition: part.name.clone(), nodes })
     }
 
     /// Checks the core's bookkeeping; tests call it after every step.
@@ -673,22 +622,14 @@ impl Core {
         for n in &self.nodes {
             let m = mem.get(&n.name).copied().unwrap_or(0);
             if m != n.used_mem {
-                return Err(format!(
-                    "node {} memory books {} != {}",
-                    n.name, n.used_mem, m
-                ));
+                return Err(format!("node {} memory books {} != {}", n.name, n.used_mem, m));
             }
             if m > n.mem_mb {
                 return Err(format!("node {} memory oversubscribed", n.name));
             }
             let held = cpu_owner.keys().filter(|(nn, _)| nn == &n.name).count() as u32;
             if held != n.alloc_cpus() {
-                return Err(format!(
-                    "node {} cpu books {} != {}",
-                    n.name,
-                    n.alloc_cpus(),
-                    held
-                ));
+                return Err(format!("node {} cpu books {} != {}", n.name, n.alloc_cpus(), held));
             }
         }
         if self.queue.len() != self.pending.len() {
@@ -708,10 +649,7 @@ fn partition_limit(job: &SchedJob, part: &PartitionRes) -> Option<PendingReason>
         return Some(PendingReason::PartitionTimeLimit);
     }
     let nodes = part.nodes.len() as u32;
-    if job.min_nodes > nodes
-        || part.max_nodes.is_some_and(|m| job.min_nodes > m)
-        || job.min_nodes < part.min_nodes
-    {
+    if job.min_nodes > nodes || part.max_nodes.is_some_and(|m| job.min_nodes > m) || job.min_nodes < part.min_nodes {
         return Some(PendingReason::PartitionNodeLimit);
     }
     None

@@ -16,7 +16,5 @@
 
 mod core;
 
-pub use crate::core::{
-    Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, SchedJob, SubmitCheck,
-};
+pub use crate::core::{Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, SchedJob, SubmitCheck};
 pub use drover_model::alloc::{Allocation, NodeAlloc};

@@ -9,17 +9,8 @@ fn cluster(nodes: u32, cpus: u32, mem: u64) -> Core {
     let mut names = Vec::new();
     for i in 1..=nodes {
         let name = format!("node{i}");
-        c.handle(Event::NodeDefined(NodeRes::new(
-            &name,
-            cpus,
-            mem,
-            vec![],
-            1,
-        )));
-        c.handle(Event::NodeSchedulable {
-            node: name.clone(),
-            schedulable: true,
-        });
+        c.handle(Event::NodeDefined(NodeRes::new(&name, cpus, mem, vec![], 1)));
+        c.handle(Event::NodeSchedulable { node: name.clone(), schedulable: true });
         names.push(name);
     }
     c.handle(Event::PartitionDefined(PartitionRes {
@@ -58,15 +49,7 @@ fn job(id: u32) -> SchedJob {
 }
 
 fn started(d: &[Decision]) -> Vec<u32> {
-    d.iter()
-        .filter_map(|d| {
-            if let Decision::Start { job, .. } = d {
-                Some(*job)
-            } else {
-                None
-            }
-        })
-        .collect()
+    d.iter().filter_map(|d| if let Decision::Start { job, .. } = d { Some(*job) } else { None }).collect()
 }
 
 fn reason(d: &[Decision], id: u32) -> Option<PendingReason> {
@@ -106,10 +89,7 @@ fn a_two_node_job_waits_for_two_free_nodes_and_holds_nothing() {
     assert_eq!(reason(&d, 3), Some(PendingReason::Priority));
     // node2 is free, yet the pending 2-node job holds none of it.
     assert_eq!(c.node("node2").unwrap().alloc_cpus(), 0);
-    c.handle(Event::Ended {
-        job: 1,
-        outcome: Outcome::Succeeded,
-    });
+    c.handle(Event::Ended { job: 1, outcome: Outcome::Succeeded });
     let d = c.schedule(2);
     assert_eq!(started(&d)[0], 2);
     c.check_invariants().unwrap();
@@ -171,15 +151,9 @@ fn held_dependency_and_begin_reasons() {
     assert_eq!(reason(&dec, 2), Some(PendingReason::BeginTime));
     assert_eq!(reason(&dec, 3), Some(PendingReason::Dependency));
     assert_eq!(started(&dec), [4]);
-    c.handle(Event::Ended {
-        job: 4,
-        outcome: Outcome::Failed,
-    });
+    c.handle(Event::Ended { job: 4, outcome: Outcome::Failed });
     let dec = c.schedule(1);
-    assert_eq!(
-        reason(&dec, 3),
-        Some(PendingReason::DependencyNeverSatisfied)
-    );
+    assert_eq!(reason(&dec, 3), Some(PendingReason::DependencyNeverSatisfied));
     let dec = c.schedule(200);
     assert_eq!(started(&dec), [2]);
 }
@@ -198,10 +172,7 @@ fn partition_node_limit_pends() {
 #[test]
 fn drained_nodes_take_no_work() {
     let mut c = cluster(1, 2, 1000);
-    c.handle(Event::NodeSchedulable {
-        node: "node1".into(),
-        schedulable: false,
-    });
+    c.handle(Event::NodeSchedulable { node: "node1".into(), schedulable: false });
     c.handle(Event::Submitted(job(1)));
     assert_eq!(reason(&c.schedule(0), 1), Some(PendingReason::Resources));
 }
@@ -256,17 +227,11 @@ fn a_job_that_can_never_fit_is_refused_at_submit() {
     j.min_nodes = 2;
     j.max_nodes = Some(2);
     j.ntasks = 4;
-    assert_eq!(
-        c.check_submit(&j, false),
-        drover_sched::SubmitCheck::NodeConfigUnavailable
-    );
+    assert_eq!(c.check_submit(&j, false), drover_sched::SubmitCheck::NodeConfigUnavailable);
     let mut ok = job(2);
     ok.ntasks = 4;
     assert_eq!(c.check_submit(&ok, false), drover_sched::SubmitCheck::Ok);
     let mut big = job(3);
     big.mem_per_node_mb = Some(5000);
-    assert_eq!(
-        c.check_submit(&big, false),
-        drover_sched::SubmitCheck::NodeConfigUnavailable
-    );
+    assert_eq!(c.check_submit(&big, false), drover_sched::SubmitCheck::NodeConfigUnavailable);
 }

@@ -41,8 +41,7 @@ impl Default for Options {
             cpus: 2,
             mem_mb: 2000,
             extra_conf: String::new(),
-            partitions: "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n"
-                .into(),
+            partitions: "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n".into(),
             node_line: None,
         }
     }
@@ -59,14 +58,10 @@ impl Cluster {
     /// Starts a cluster with `exe` (pass `env!("CARGO_BIN_EXE_drover")`) and waits for every
     /// node to register.
     pub fn start(exe: &str, o: Options) -> Cluster {
-        let dir = tempfile::Builder::new()
-            .prefix("drover-test-")
-            .tempdir()
-            .expect("a temp dir");
+        let dir = tempfile::Builder::new().prefix("drover-test-").tempdir().expect("a temp dir");
         // Jobs of other users must reach their work dirs below it.
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
-            .expect("chmod temp dir");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod temp dir");
         let d = dir.path().display().to_string();
         let port = free_port();
         let node_line = o.node_line.clone().unwrap_or_else(|| {
@@ -87,9 +82,7 @@ impl Cluster {
         let bin = dir.path().join("bin");
         std::fs::create_dir_all(&bin).expect("bin dir");
         std::fs::create_dir_all(dir.path().join("log")).expect("log dir");
-        for c in [
-            "sbatch", "srun", "squeue", "sinfo", "scancel", "scontrol", "drover",
-        ] {
+        for c in ["sbatch", "srun", "squeue", "sinfo", "scancel", "scontrol", "drover"] {
             std::os::unix::fs::symlink(exe, bin.join(c)).expect("command link");
         }
         let node_names: Vec<String> = (1..=o.nodes).map(|i| format!("node{i}")).collect();
@@ -121,10 +114,7 @@ impl Cluster {
     fn spawn(&self, args: &[&str], log: &str) -> Child {
         let f = self.log(log);
         let mut cmd = Command::new(&self.exe);
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(f.try_clone().expect("dup log"))
-            .stderr(f);
+        cmd.args(args).stdin(Stdio::null()).stdout(f.try_clone().expect("dup log")).stderr(f);
         cmd.spawn().expect("start a drover process")
     }
 
@@ -136,10 +126,7 @@ impl Cluster {
 
     pub fn start_node(&mut self, name: &str) {
         let conf = self.conf.display().to_string();
-        let child = self.spawn(
-            &["node", "-f", &conf, "-N", name],
-            &format!("node-{name}.log"),
-        );
+        let child = self.spawn(&["node", "-f", &conf, "-N", name], &format!("node-{name}.log"));
         self.nodes.insert(name.to_string(), child);
     }
 
@@ -196,10 +183,7 @@ impl Cluster {
 
     /// The job's state as `squeue` prints `%T` (any state).
     pub fn state(&self, job: u32) -> String {
-        let out = self.run(
-            "squeue",
-            &["-h", "-t", "all", "-j", &job.to_string(), "-o", "%T"],
-        );
+        let out = self.run("squeue", &["-h", "-t", "all", "-j", &job.to_string(), "-o", "%T"]);
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
@@ -210,11 +194,7 @@ impl Cluster {
             if want.contains(&s.as_str()) {
                 return s;
             }
-            assert!(
-                t.elapsed() < timeout,
-                "job {job} is {s}, not {want:?}, after {timeout:?}\n{}",
-                self.logs()
-            );
+            assert!(t.elapsed() < timeout, "job {job} is {s}, not {want:?}, after {timeout:?}\n{}", self.logs());
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -222,11 +202,7 @@ impl Cluster {
     pub fn wait_until(&self, what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
         let t = Instant::now();
         while !f() {
-            assert!(
-                t.elapsed() < timeout,
-                "timed out waiting for {what}\n{}",
-                self.logs()
-            );
+            assert!(t.elapsed() < timeout, "timed out waiting for {what}\n{}", self.logs());
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -235,9 +211,7 @@ impl Cluster {
         self.wait_until("all nodes to register", timeout, || {
             let out = self.run("sinfo", &["-h", "-N", "-o", "%N %t"]);
             let text = String::from_utf8_lossy(&out.stdout).to_string();
-            out.status.success()
-                && text.lines().count() >= self.node_names.len()
-                && !text.contains('*')
+            out.status.success() && text.lines().count() >= self.node_names.len() && !text.contains('*')
         });
     }
 
@@ -268,12 +242,10 @@ impl Cluster {
             for n in nodes.flatten() {
                 if let Ok(jobs) = std::fs::read_dir(n.path()) {
                     for j in jobs.flatten() {
-                        if let Some(pid) = std::fs::read_to_string(j.path().join("pid"))
-                            .ok()
-                            .and_then(|p| p.trim().parse().ok())
+                        if let Some(pid) =
+                            std::fs::read_to_string(j.path().join("pid")).ok().and_then(|p| p.trim().parse().ok())
                         {
-                            if nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
-                            {
+                            if nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok() {
                                 pids.push(pid);
                             }
                         }
@@ -295,23 +267,14 @@ impl Drop for Cluster {
         // Supervisors run in their own sessions: stop everything under them, then them.
         for pid in self.supervisor_pids() {
             for d in descendants(pid) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(d),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(d), nix::sys::signal::Signal::SIGKILL);
             }
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         }
         if std::env::var_os("DROVER_KEEP_TEST_DIR").is_some() {
             let p = self.dir.path().to_path_buf();
             eprintln!("keeping {}", p.display());
-            std::mem::forget(std::mem::replace(
-                &mut self.dir,
-                tempfile::tempdir().expect("temp dir"),
-            ));
+            std::mem::forget(std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir")));
         }
     }
 }
@@ -330,11 +293,7 @@ pub fn descendants(root: i32) -> Vec<i32> {
             let Some((_, rest)) = stat.rsplit_once(')') else {
                 continue;
             };
-            if let Some(pp) = rest
-                .split_whitespace()
-                .nth(1)
-                .and_then(|p| p.parse::<i32>().ok())
-            {
+            if let Some(pp) = rest.split_whitespace().nth(1).and_then(|p| p.parse::<i32>().ok()) {
                 parent.insert(pid, pp);
             }
         }

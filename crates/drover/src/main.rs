@@ -53,20 +53,13 @@ fn main() {
     let mut argv: Vec<String> = std::env::args().collect();
     let prog = argv
         .first()
-        .map(|a| {
-            std::path::Path::new(a)
-                .file_name()
-                .map(|f| f.to_string_lossy().to_string())
-                .unwrap_or_default()
-        })
+        .map(|a| std::path::Path::new(a).file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default())
         .unwrap_or_default();
     let rest: Vec<String> = argv.split_off(1.min(argv.len()));
     if let Some(code) = drover_cli::run(&prog, rest.clone()) {
         std::process::exit(code);
     }
-    let Some(sub) = rest.first().cloned() else {
-        std::process::exit(usage())
-    };
+    let Some(sub) = rest.first().cloned() else { std::process::exit(usage()) };
     let args: Vec<String> = rest[1..].to_vec();
     if let Some(code) = drover_cli::run(&sub, args.clone()) {
         std::process::exit(code);
@@ -95,9 +88,7 @@ fn main() {
         },
         "up" => {
             use clap::Parser;
-            match drover_cli::up::UpArgs::try_parse_from(
-                std::iter::once("drover up".to_string()).chain(args),
-            ) {
+            match drover_cli::up::UpArgs::try_parse_from(std::iter::once("drover up".to_string()).chain(args)) {
                 Ok(a) => drover_cli::up::up(a),
                 Err(e) => {
                     let _ = e.print();
@@ -107,9 +98,7 @@ fn main() {
         }
         "down" => {
             use clap::Parser;
-            match drover_cli::up::DownArgs::try_parse_from(
-                std::iter::once("drover down".to_string()).chain(args),
-            ) {
+            match drover_cli::up::DownArgs::try_parse_from(std::iter::once("drover down".to_string()).chain(args)) {
                 Ok(a) => drover_cli::up::down(a),
                 Err(e) => {
                     let _ = e.print();
@@ -119,9 +108,8 @@ fn main() {
         }
         "bench" => {
             use clap::Parser;
-            match drover_cli::bench::BenchArgs::try_parse_from(
-                std::iter::once("drover bench".to_string()).chain(args),
-            ) {
+            match drover_cli::bench::BenchArgs::try_parse_from(std::iter::once("drover bench".to_string()).chain(args))
+            {
                 Ok(a) => drover_cli::bench::main(a),
                 Err(e) => {
                     let _ = e.print();
@@ -140,11 +128,7 @@ fn main() {
             None => usage(),
         },
         "version" | "--version" | "-V" => {
-            println!(
-                "drover {} (slurm {} compatible)",
-                env!("CARGO_PKG_VERSION"),
-                drover_model_version()
-            );
+            println!("drover {} (slurm {} compatible)", env!("CARGO_PKG_VERSION"), drover_model_version());
             0
         }
         _ => usage(),

@@ -7,21 +7,11 @@ use std::time::Duration;
 const EXE: &str = env!("CARGO_BIN_EXE_drover");
 
 fn cluster(nodes: u32, cpus: u32) -> Cluster {
-    Cluster::start(
-        EXE,
-        Options {
-            nodes,
-            cpus,
-            ..Default::default()
-        },
-    )
+    Cluster::start(EXE, Options { nodes, cpus, ..Default::default() })
 }
 
 fn text(o: &std::process::Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).to_string(),
-        String::from_utf8_lossy(&o.stderr).to_string(),
-    )
+    (String::from_utf8_lossy(&o.stdout).to_string(), String::from_utf8_lossy(&o.stderr).to_string())
 }
 
 #[test]
@@ -41,10 +31,7 @@ fn a_hundred_jobs_complete_with_their_output_files() {
     for (i, id) in ids.iter().enumerate() {
         let f = out.join(format!("job-{id}.out"));
         let body = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
-        assert!(
-            body.starts_with(&format!("hello {i} from {id} on node")),
-            "{body}"
-        );
+        assert!(body.starts_with(&format!("hello {i} from {id} on node")), "{body}");
     }
 }
 
@@ -63,10 +50,7 @@ fn a_two_node_job_waits_for_two_free_nodes_and_holds_none() {
     let n2 = c.ok("sinfo", &["-h", "-N", "-n", "node2", "-o", "%t %C"]);
     assert_eq!(n2.trim(), "idle 0/1/0/1");
     c.wait_state(big, &["COMPLETED"], Duration::from_secs(30));
-    let nodes = c.ok(
-        "squeue",
-        &["-h", "-t", "all", "-j", &big.to_string(), "-o", "%N"],
-    );
+    let nodes = c.ok("squeue", &["-h", "-t", "all", "-j", &big.to_string(), "-o", "%N"]);
     assert_eq!(nodes.trim(), "node[1-2]");
     c.wait_state(small, &["COMPLETED"], Duration::from_secs(30));
 }
@@ -75,36 +59,23 @@ fn a_two_node_job_waits_for_two_free_nodes_and_holds_none() {
 fn cancel_ends_the_job_and_every_process_it_started() {
     let c = cluster(1, 2);
     let marker = format!("drover-cancel-{}", std::process::id());
-    let script = format!("bash -c 'exec -a {marker}-a sleep 300' & setsid bash -c 'exec -a {marker}-b sleep 300' & wait");
+    let script =
+        format!("bash -c 'exec -a {marker}-a sleep 300' & setsid bash -c 'exec -a {marker}-b sleep 300' & wait");
     let id = c.submit(&["--wrap", &script]);
     c.wait_state(id, &["RUNNING"], Duration::from_secs(20));
-    c.wait_until("the job's processes", Duration::from_secs(10), || {
-        processes_with(&marker).len() >= 2
-    });
+    c.wait_until("the job's processes", Duration::from_secs(10), || processes_with(&marker).len() >= 2);
     c.ok("scancel", &[&id.to_string()]);
     c.wait_state(id, &["CANCELLED"], Duration::from_secs(20));
-    c.wait_until(
-        "no process of the job left",
-        Duration::from_secs(10),
-        || processes_with(&marker).is_empty(),
-    );
+    c.wait_until("no process of the job left", Duration::from_secs(10), || processes_with(&marker).is_empty());
     let out = std::fs::read_to_string(c.path().join(format!("slurm-{id}.out"))).unwrap();
-    assert!(
-        out.contains(&format!("*** JOB {id} ON node1 CANCELLED AT ")),
-        "{out}"
-    );
+    assert!(out.contains(&format!("*** JOB {id} ON node1 CANCELLED AT ")), "{out}");
 }
 
 #[test]
 fn a_time_limit_ends_the_job_as_timeout_with_nothing_left_behind() {
     let c = cluster(1, 1);
     let marker = format!("drover-timeout-{}", std::process::id());
-    let id = c.submit(&[
-        "-t",
-        "1",
-        "--wrap",
-        &format!("bash -c 'exec -a {marker} sleep 300'"),
-    ]);
+    let id = c.submit(&["-t", "1", "--wrap", &format!("bash -c 'exec -a {marker} sleep 300'")]);
     c.wait_state(id, &["RUNNING"], Duration::from_secs(20));
     c.wait_state(id, &["TIMEOUT"], Duration::from_secs(90));
     let show = c.ok("scontrol", &["show", "job", &id.to_string()]);
@@ -116,20 +87,14 @@ fn a_time_limit_ends_the_job_as_timeout_with_nothing_left_behind() {
 #[test]
 fn kill_9_of_the_controller_loses_no_job_and_running_jobs_finish() {
     let mut c = cluster(2, 2);
-    let running: Vec<u32> = (0..4)
-        .map(|i| c.submit(&["--wrap", &format!("sleep 3; echo done {i}")]))
-        .collect();
-    let held: Vec<u32> = (0..3)
-        .map(|_| c.submit(&["--hold", "--wrap", "echo held"]))
-        .collect();
+    let running: Vec<u32> = (0..4).map(|i| c.submit(&["--wrap", &format!("sleep 3; echo done {i}")])).collect();
+    let held: Vec<u32> = (0..3).map(|_| c.submit(&["--hold", "--wrap", "echo held"])).collect();
     for &id in &running {
         c.wait_state(id, &["RUNNING"], Duration::from_secs(20));
     }
     c.kill_controller();
     c.start_controller();
-    c.wait_until("the controller to answer", Duration::from_secs(20), || {
-        c.run("squeue", &[]).status.success()
-    });
+    c.wait_until("the controller to answer", Duration::from_secs(20), || c.run("squeue", &[]).status.success());
     for &id in &held {
         assert_eq!(c.state(id), "PENDING");
     }
@@ -189,42 +154,20 @@ fn finished_jobs_stay_visible_for_min_job_age() {
 #[test]
 fn srun_runs_tasks_over_nodes_and_returns_the_worst_exit_code() {
     let c = cluster(2, 2);
-    let out = c.run(
-        "srun",
-        &[
-            "-l",
-            "-N2",
-            "-n4",
-            "bash",
-            "-c",
-            "echo $SLURM_PROCID/$SLURM_NTASKS on $SLURMD_NODENAME",
-        ],
-    );
+    let out =
+        c.run("srun", &["-l", "-N2", "-n4", "bash", "-c", "echo $SLURM_PROCID/$SLURM_NTASKS on $SLURMD_NODENAME"]);
     let (so, se) = text(&out);
     assert!(out.status.success(), "{so}{se}");
     let mut lines: Vec<&str> = so.lines().collect();
     lines.sort();
-    assert_eq!(
-        lines,
-        [
-            "0: 0/4 on node1",
-            "1: 1/4 on node1",
-            "2: 2/4 on node2",
-            "3: 3/4 on node2"
-        ]
-    );
+    assert_eq!(lines, ["0: 0/4 on node1", "1: 1/4 on node1", "2: 2/4 on node2", "3: 3/4 on node2"]);
     let out = c.run("srun", &["-N1", "bash", "-c", "exit 3"]);
     assert_eq!(out.status.code(), Some(3));
-    assert_eq!(
-        text(&out).1,
-        "srun: error: node1: task 0: Exited with exit code 3\n"
-    );
+    assert_eq!(text(&out).1, "srun: error: node1: task 0: Exited with exit code 3\n");
     let out = c.run("srun", &["-N5", "--immediate=1", "hostname"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out)
-            .1
-            .ends_with("srun: error: Unable to allocate resources: Requested nodes are busy\n"),
+        text(&out).1.ends_with("srun: error: Unable to allocate resources: Requested nodes are busy\n"),
         "{}",
         text(&out).1
     );
@@ -241,21 +184,15 @@ fn sbatch_refuses_bad_requests_with_slurms_words_and_keeps_what_it_accepted() {
         "sbatch: error: invalid partition specified: nosuchpart\nsbatch: error: Batch job submission failed: Invalid partition name specified\n"
     );
     let out = c.run("sbatch", &["--mem=100G", "--wrap", "true"]);
-    assert_eq!(text(&out).1, "sbatch: error: Batch job submission failed: Requested node configuration is not available\n");
-    let out = c.run("sbatch", &["--bogus", "--wrap", "true"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out)
-            .1
-            .starts_with("sbatch: unrecognized option '--bogus'"),
-        "{}",
-        text(&out).1
-    );
-    let out = c.run("sbatch", &["-t", "abc", "--wrap", "true"]);
     assert_eq!(
         text(&out).1,
-        "sbatch: error: Invalid time limit specification\n"
+        "sbatch: error: Batch job submission failed: Requested node configuration is not available\n"
     );
+    let out = c.run("sbatch", &["--bogus", "--wrap", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).1.starts_with("sbatch: unrecognized option '--bogus'"), "{}", text(&out).1);
+    let out = c.run("sbatch", &["-t", "abc", "--wrap", "true"]);
+    assert_eq!(text(&out).1, "sbatch: error: Invalid time limit specification\n");
     // -N beyond the partition is accepted and waits, as in Slurm.
     let wide = c.submit(&["-N5", "--wrap", "true"]);
     std::thread::sleep(Duration::from_millis(300));
@@ -268,80 +205,43 @@ fn sbatch_refuses_bad_requests_with_slurms_words_and_keeps_what_it_accepted() {
 fn directives_environment_and_command_line_combine_in_slurms_order() {
     let c = cluster(1, 2);
     let script = c.path().join("job.sh");
-    std::fs::write(&script, "#!/bin/bash\n#SBATCH -J fromdirective --time=10\n#SBATCH --output=dir-%j.out\necho $SLURM_JOB_NAME\n").unwrap();
-    let s = script.display().to_string();
-    let id: u32 = String::from_utf8_lossy(
-        &c.command("sbatch", &["--parsable", &s])
-            .output()
-            .unwrap()
-            .stdout,
+    std::fs::write(
+        &script,
+        "#!/bin/bash\n#SBATCH -J fromdirective --time=10\n#SBATCH --output=dir-%j.out\necho $SLURM_JOB_NAME\n",
     )
-    .trim()
-    .parse()
     .unwrap();
-    let name = c.ok(
-        "squeue",
-        &["-h", "-t", "all", "-j", &id.to_string(), "-o", "%j %l"],
-    );
+    let s = script.display().to_string();
+    let id: u32 = String::from_utf8_lossy(&c.command("sbatch", &["--parsable", &s]).output().unwrap().stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    let name = c.ok("squeue", &["-h", "-t", "all", "-j", &id.to_string(), "-o", "%j %l"]);
     assert_eq!(name.trim(), "fromdirective 10:00");
-    let out = c
-        .command("sbatch", &["--parsable", &s])
-        .env("SBATCH_JOB_NAME", "fromenv")
-        .output()
-        .unwrap();
+    let out = c.command("sbatch", &["--parsable", &s]).env("SBATCH_JOB_NAME", "fromenv").output().unwrap();
     let id2: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-    let out = c
-        .command("sbatch", &["--parsable", "-J", "fromcli", &s])
-        .env("SBATCH_JOB_NAME", "fromenv")
-        .output()
-        .unwrap();
+    let out =
+        c.command("sbatch", &["--parsable", "-J", "fromcli", &s]).env("SBATCH_JOB_NAME", "fromenv").output().unwrap();
     let id3: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-    assert_eq!(
-        c.ok(
-            "squeue",
-            &["-h", "-t", "all", "-j", &id2.to_string(), "-o", "%j"]
-        )
-        .trim(),
-        "fromenv"
-    );
-    assert_eq!(
-        c.ok(
-            "squeue",
-            &["-h", "-t", "all", "-j", &id3.to_string(), "-o", "%j"]
-        )
-        .trim(),
-        "fromcli"
-    );
+    assert_eq!(c.ok("squeue", &["-h", "-t", "all", "-j", &id2.to_string(), "-o", "%j"]).trim(), "fromenv");
+    assert_eq!(c.ok("squeue", &["-h", "-t", "all", "-j", &id3.to_string(), "-o", "%j"]).trim(), "fromcli");
     c.wait_state(id3, &["COMPLETED"], Duration::from_secs(20));
-    assert_eq!(
-        std::fs::read_to_string(c.path().join(format!("dir-{id3}.out"))).unwrap(),
-        "fromcli\n"
-    );
+    assert_eq!(std::fs::read_to_string(c.path().join(format!("dir-{id3}.out"))).unwrap(), "fromcli\n");
 }
 
 #[test]
 fn drain_and_resume_a_node() {
     let c = cluster(2, 1);
     let out = c.run("scontrol", &["update", "NodeName=node1", "State=DRAIN"]);
-    assert_eq!(text(&out).1, "slurm_update error: You must specify a reason when DOWNING or DRAINING a node. Request denied\n");
-    c.ok(
-        "scontrol",
-        &[
-            "update",
-            "NodeName=node1",
-            "State=DRAIN",
-            "Reason=maintenance",
-        ],
+    assert_eq!(
+        text(&out).1,
+        "slurm_update error: You must specify a reason when DOWNING or DRAINING a node. Request denied\n"
     );
+    c.ok("scontrol", &["update", "NodeName=node1", "State=DRAIN", "Reason=maintenance"]);
     let s = c.ok("sinfo", &["-h", "-N", "-o", "%N %t %E"]);
     assert!(s.contains("node1 drain maintenance"), "{s}");
     let a = c.submit(&["--wrap", "sleep 1"]);
     c.wait_state(a, &["RUNNING"], Duration::from_secs(20));
-    assert_eq!(
-        c.ok("squeue", &["-h", "-j", &a.to_string(), "-o", "%N"])
-            .trim(),
-        "node2"
-    );
+    assert_eq!(c.ok("squeue", &["-h", "-j", &a.to_string(), "-o", "%N"]).trim(), "node2");
     c.ok("scontrol", &["update", "NodeName=node1", "State=RESUME"]);
     let s = c.ok("sinfo", &["-h", "-N", "-n", "node1", "-o", "%t"]);
     assert_eq!(s.trim(), "idle");
@@ -354,24 +254,14 @@ fn dependencies_and_hold_release() {
     let ok = c.submit(&["-d", &format!("afterok:{first}"), "--wrap", "true"]);
     let notok = c.submit(&["-d", &format!("afternotok:{first}"), "--wrap", "true"]);
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(
-        c.ok("squeue", &["-h", "-j", &ok.to_string(), "-o", "%r"])
-            .trim(),
-        "Dependency"
-    );
+    assert_eq!(c.ok("squeue", &["-h", "-j", &ok.to_string(), "-o", "%r"]).trim(), "Dependency");
     c.wait_state(notok, &["COMPLETED"], Duration::from_secs(20));
     c.wait_until("DependencyNeverSatisfied", Duration::from_secs(10), || {
-        c.ok("squeue", &["-h", "-j", &ok.to_string(), "-o", "%r"])
-            .trim()
-            == "DependencyNeverSatisfied"
+        c.ok("squeue", &["-h", "-j", &ok.to_string(), "-o", "%r"]).trim() == "DependencyNeverSatisfied"
     });
     let h = c.submit(&["-H", "--wrap", "true"]);
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(
-        c.ok("squeue", &["-h", "-j", &h.to_string(), "-o", "%r"])
-            .trim(),
-        "JobHeldUser"
-    );
+    assert_eq!(c.ok("squeue", &["-h", "-j", &h.to_string(), "-o", "%r"]).trim(), "JobHeldUser");
     c.ok("scontrol", &["release", &h.to_string()]);
     c.wait_state(h, &["COMPLETED"], Duration::from_secs(20));
 }

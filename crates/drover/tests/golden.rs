@@ -65,24 +65,15 @@ fn stdout(c: &Cluster, prog: &str, args: &[&str]) -> String {
 fn idle_cluster_matches_slurm() {
     let c = lab();
     assert_eq!(stdout(&c, "sinfo", &[]), compat("sinfo_idle.out"));
-    assert_eq!(
-        norm(&stdout(&c, "sinfo", &["-N", "-l"])),
-        norm(&compat("sinfo_N_l_idle.out"))
-    );
+    assert_eq!(norm(&stdout(&c, "sinfo", &["-N", "-l"])), norm(&compat("sinfo_N_l_idle.out")));
     assert_eq!(stdout(&c, "sinfo", &["-s"]), compat("sinfo_s_idle.out"));
     assert_eq!(stdout(&c, "squeue", &[]), compat("squeue_empty.out"));
-    assert_eq!(
-        stdout(&c, "scontrol", &["show", "partition"]),
-        compat("scontrol_show_partition.out")
-    );
+    assert_eq!(stdout(&c, "scontrol", &["show", "partition"]), compat("scontrol_show_partition.out"));
     assert_eq!(
         norm(&stdout(&c, "scontrol", &["show", "node", "node1"])),
         norm(&compat("scontrol_show_node_node1_idle.out"))
     );
-    assert_eq!(
-        stdout(&c, "scontrol", &["show", "hostnames", "node[1-4]"]),
-        compat("scontrol_show_hostnames.out")
-    );
+    assert_eq!(stdout(&c, "scontrol", &["show", "hostnames", "node[1-4]"]), compat("scontrol_show_hostnames.out"));
     for (prog, flag, file) in [
         ("sinfo", "-V", "version_sinfo.out"),
         ("squeue", "--version", "version_squeue.out"),
@@ -97,39 +88,24 @@ fn errors_match_slurm() {
     let c = lab();
     let o = c.run("scontrol", &["show", "job", "999999"]);
     assert_eq!(
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stderr).to_string()
-        ),
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).to_string()),
         (Some(1), compat("scontrol_error_invalid_job.err"))
     );
     let o = c.run("squeue", &["-j", "999999"]);
     assert_eq!(
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stderr).to_string()
-        ),
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).to_string()),
         (Some(1), compat("squeue_error_invalid_job.err"))
     );
     let o = c.run("scancel", &["999999"]);
-    assert_eq!(
-        (o.status.code(), o.stdout.len() + o.stderr.len()),
-        (Some(0), 0)
-    );
+    assert_eq!((o.status.code(), o.stdout.len() + o.stderr.len()), (Some(0), 0));
     let o = c.run("scancel", &["-v", "999999"]);
     assert_eq!(
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stderr).to_string()
-        ),
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).to_string()),
         (Some(0), compat("scancel_v_error_invalid_job.err"))
     );
     let o = c.run("sbatch", &["-p", "nosuchpart", "--wrap", "true"]);
     assert_eq!(
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stderr).to_string()
-        ),
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).to_string()),
         (Some(1), compat("sbatch_error_partition.err"))
     );
 }
@@ -146,22 +122,10 @@ fn jobs_show_like_slurm() {
     let c = lab();
     let dir = c.path().display().to_string();
     // A finished two-node job (lab job 12).
-    let done = c.submit(&[
-        "-J",
-        "envtest",
-        "-N2",
-        "-n4",
-        "-o",
-        "envtest-%j.out",
-        "--wrap",
-        "true",
-    ]);
+    let done = c.submit(&["-J", "envtest", "-N2", "-n4", "-o", "envtest-%j.out", "--wrap", "true"]);
     c.wait_state(done, &["COMPLETED"], Duration::from_secs(30));
     let show = stdout(&c, "scontrol", &["show", "job", &done.to_string()]);
-    assert_eq!(
-        as_lab(&show, done, 12, &dir),
-        norm(&compat("scontrol_show_job_completed.out"))
-    );
+    assert_eq!(as_lab(&show, done, 12, &dir), norm(&compat("scontrol_show_job_completed.out")));
 
     // The mixed queue of the lab: a job on every CPU, then three waiting jobs (17..20).
     let long = c.submit(&["-J", "long", "-N4", "-n8", "--wrap", "sleep 300"]);
@@ -171,15 +135,9 @@ fn jobs_show_like_slurm() {
     let held = c.submit(&["-J", "held", "--hold", "--wrap", "true"]);
     std::thread::sleep(Duration::from_millis(300));
     let show = stdout(&c, "scontrol", &["show", "job", &p1.to_string()]);
-    assert_eq!(
-        as_lab(&show, p1, 18, &dir),
-        norm(&compat("scontrol_show_job_pending.out"))
-    );
+    assert_eq!(as_lab(&show, p1, 18, &dir), norm(&compat("scontrol_show_job_pending.out")));
     let show = stdout(&c, "scontrol", &["show", "job", &held.to_string()]);
-    assert_eq!(
-        as_lab(&show, held, 20, &dir),
-        norm(&compat("scontrol_show_job_held.out"))
-    );
+    assert_eq!(as_lab(&show, held, 20, &dir), norm(&compat("scontrol_show_job_held.out")));
     let show = stdout(&c, "scontrol", &["show", "job", &long.to_string()]);
     let expect = norm(&compat("scontrol_show_job_running.out"));
     assert_eq!(as_lab(&show, long, 17, &dir), expect);
@@ -199,20 +157,10 @@ fn jobs_show_like_slurm() {
             .collect()
     };
     assert_eq!(keep(&mapped), keep(&compat("squeue_mixed.out")));
-    assert_eq!(
-        stdout(
-            &c,
-            "squeue",
-            &["-o", "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"]
-        ),
-        ours
-    );
+    assert_eq!(stdout(&c, "squeue", &["-o", "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"]), ours);
     assert_eq!(stdout(&c, "sinfo", &[]), compat("sinfo_alloc.out"));
     let o = c.run("scancel", &[&long.to_string()]);
-    assert_eq!(
-        (o.status.code(), o.stdout.len() + o.stderr.len()),
-        (Some(0), 0)
-    );
+    assert_eq!((o.status.code(), o.stdout.len() + o.stderr.len()), (Some(0), 0));
 }
 
 #[test]
@@ -221,10 +169,7 @@ fn sbatch_prints_like_slurm() {
     let out = stdout(&c, "sbatch", &["--wrap", "hostname; sleep 1"]);
     let re = Regex::new(r"^Submitted batch job \d+\n$").unwrap();
     assert!(re.is_match(&out), "{out:?}");
-    assert_eq!(
-        compat("sbatch_default.out").replace('1', "N"),
-        "Submitted batch job N\n"
-    );
+    assert_eq!(compat("sbatch_default.out").replace('1', "N"), "Submitted batch job N\n");
     let p = stdout(&c, "sbatch", &["--parsable", "--wrap", "hostname; sleep 1"]);
     assert!(Regex::new(r"^\d+\n$").unwrap().is_match(&p), "{p:?}");
 }

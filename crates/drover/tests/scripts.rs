@@ -28,14 +28,8 @@ fn every_real_job_script_is_accepted() {
         },
     );
     let mut scripts: Vec<PathBuf> = Vec::new();
-    for dir in [
-        shared().join("data/scripts"),
-        shared().join("data/scripts/generated"),
-    ] {
-        for e in std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .flatten()
-        {
+    for dir in [shared().join("data/scripts"), shared().join("data/scripts/generated")] {
+        for e in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).flatten() {
             let p = e.path();
             let name = p.file_name().unwrap().to_string_lossy().to_string();
             if p.is_file() && !name.ends_with(".md") && !name.ends_with(".json") {
@@ -57,12 +51,7 @@ fn every_real_job_script_is_accepted() {
                 .stderr(std::process::Stdio::piped())
                 .spawn()
                 .unwrap();
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(text.as_bytes())
-                .unwrap();
+            child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
             child.wait_with_output().unwrap()
         } else {
             c.run("sbatch", &["--test-only", &s.display().to_string()])

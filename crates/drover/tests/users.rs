@@ -15,46 +15,23 @@ struct TestUser {
 
 impl TestUser {
     fn create(name: &str) -> TestUser {
-        let _ = std::process::Command::new("userdel")
-            .arg("-r")
-            .arg(name)
-            .output();
-        let st = std::process::Command::new("useradd")
-            .args(["-m", "-s", "/bin/bash", name])
-            .status()
-            .expect("useradd");
+        let _ = std::process::Command::new("userdel").arg("-r").arg(name).output();
+        let st = std::process::Command::new("useradd").args(["-m", "-s", "/bin/bash", name]).status().expect("useradd");
         assert!(st.success(), "useradd {name}");
         let u = nix::unistd::User::from_name(name).unwrap().unwrap();
-        TestUser {
-            name: name.into(),
-            uid: u.uid.as_raw(),
-            gid: u.gid.as_raw(),
-        }
+        TestUser { name: name.into(), uid: u.uid.as_raw(), gid: u.gid.as_raw() }
     }
 }
 
 impl Drop for TestUser {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("userdel")
-            .arg("-r")
-            .arg(&self.name)
-            .output();
+        let _ = std::process::Command::new("userdel").arg("-r").arg(&self.name).output();
     }
 }
 
-fn as_user(
-    c: &Cluster,
-    u: &TestUser,
-    prog: &str,
-    args: &[&str],
-    dir: &std::path::Path,
-) -> std::process::Output {
+fn as_user(c: &Cluster, u: &TestUser, prog: &str, args: &[&str], dir: &std::path::Path) -> std::process::Output {
     let mut cmd = c.command(prog, args);
-    cmd.uid(u.uid)
-        .gid(u.gid)
-        .current_dir(dir)
-        .env("HOME", format!("/home/{}", u.name))
-        .env("USER", &u.name);
+    cmd.uid(u.uid).gid(u.gid).current_dir(dir).env("HOME", format!("/home/{}", u.name)).env("USER", &u.name);
     cmd.output().expect("run as user")
 }
 
@@ -67,73 +44,28 @@ fn jobs_run_as_the_submitter_and_other_users_cannot_cancel_them() {
     let pid = std::process::id() % 10000;
     let alice = TestUser::create(&format!("drva{pid}"));
     let bob = TestUser::create(&format!("drvb{pid}"));
-    let c = Cluster::start(
-        EXE,
-        Options {
-            nodes: 2,
-            cpus: 2,
-            ..Default::default()
-        },
-    );
+    let c = Cluster::start(EXE, Options { nodes: 2, cpus: 2, ..Default::default() });
     let work = c.path().join("alice");
     std::fs::create_dir_all(&work).unwrap();
-    nix::unistd::chown(
-        &work,
-        Some(nix::unistd::Uid::from_raw(alice.uid)),
-        Some(nix::unistd::Gid::from_raw(alice.gid)),
-    )
-    .unwrap();
+    nix::unistd::chown(&work, Some(nix::unistd::Uid::from_raw(alice.uid)), Some(nix::unistd::Gid::from_raw(alice.gid)))
+        .unwrap();
 
-    let out = as_user(
-        &c,
-        &alice,
-        "sbatch",
-        &[
-            "--parsable",
-            "--wrap",
-            "id -u; id -g; echo $SLURM_JOB_USER; pwd",
-        ],
-        &work,
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out =
+        as_user(&c, &alice, "sbatch", &["--parsable", "--wrap", "id -u; id -g; echo $SLURM_JOB_USER; pwd"], &work);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let id: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
     let path = work.join(format!("slurm-{id}.out"));
     let body = std::fs::read_to_string(&path).unwrap();
-    assert_eq!(
-        body,
-        format!(
-            "{}\n{}\n{}\n{}\n",
-            alice.uid,
-            alice.gid,
-            alice.name,
-            work.display()
-        )
-    );
+    assert_eq!(body, format!("{}\n{}\n{}\n{}\n", alice.uid, alice.gid, alice.name, work.display()));
     let meta = std::fs::metadata(&path).unwrap();
     use std::os::unix::fs::MetadataExt;
     assert_eq!(meta.uid(), alice.uid, "output file is created as the user");
 
-    let out = as_user(
-        &c,
-        &alice,
-        "sbatch",
-        &["--parsable", "--wrap", "sleep 60"],
-        &work,
-    );
+    let out = as_user(&c, &alice, "sbatch", &["--parsable", "--wrap", "sleep 60"], &work);
     let long: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     c.wait_state(long, &["RUNNING"], Duration::from_secs(30));
-    let out = as_user(
-        &c,
-        &bob,
-        "scancel",
-        &[&long.to_string()],
-        std::path::Path::new("/tmp"),
-    );
+    let out = as_user(&c, &bob, "scancel", &[&long.to_string()], std::path::Path::new("/tmp"));
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
@@ -145,23 +77,12 @@ fn jobs_run_as_the_submitter_and_other_users_cannot_cancel_them() {
         &c,
         &bob,
         "sbatch",
-        &[
-            "--parsable",
-            &format!("--uid={}", alice.uid),
-            "--wrap",
-            "id -u",
-        ],
+        &["--parsable", &format!("--uid={}", alice.uid), "--wrap", "id -u"],
         std::path::Path::new("/tmp"),
     );
-    let sneaky: u32 = String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .unwrap_or(0);
+    let sneaky: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0);
     if sneaky != 0 {
-        let who = c.ok(
-            "squeue",
-            &["-h", "-t", "all", "-j", &sneaky.to_string(), "-o", "%U"],
-        );
+        let who = c.ok("squeue", &["-h", "-t", "all", "-j", &sneaky.to_string(), "-o", "%U"]);
         assert_eq!(who.trim(), bob.uid.to_string());
     }
     let out = as_user(&c, &alice, "scancel", &[&long.to_string()], &work);
