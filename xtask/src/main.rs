@@ -26,6 +26,7 @@ fn codegen(check: bool) -> Result<()> {
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
+        .bytes(".")
         .out_dir(&tmp)
         .compile_fds(fds)
         .context("generating code")?;

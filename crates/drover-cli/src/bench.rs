@@ -97,15 +97,11 @@ impl BenchCluster {
         let t = Instant::now();
         loop {
             let r = c
-                .get_state(v1::StateRequest { jobs: true, ..Default::default() })
+                .get_state(v1::StateRequest { jobs: true, active_only: true, ..Default::default() })
                 .await
                 .map_err(|s| s.to_string())?
                 .into_inner();
-            let live = r
-                .jobs
-                .iter()
-                .filter(|j| drover_model::state::JobState::parse(&j.state).is_some_and(|s| !s.is_finished()))
-                .count();
+            let live = r.jobs.len() + r.job_records.len();
             if live == 0 || t.elapsed() > Duration::from_secs(60) {
                 return Ok(());
             }
@@ -238,15 +234,11 @@ pub fn main(a: BenchArgs) -> i32 {
                 let mut cl = c.client().await?;
                 loop {
                     let r = cl
-                        .get_state(v1::StateRequest { jobs: true, ..Default::default() })
+                        .get_state(v1::StateRequest { jobs: true, active_only: true, ..Default::default() })
                         .await
                         .map_err(|s| s.to_string())?
                         .into_inner();
-                    let live = r
-                        .jobs
-                        .iter()
-                        .filter(|j| drover_model::state::JobState::parse(&j.state).is_some_and(|s| !s.is_finished()))
-                        .count();
+                    let live = r.jobs.len() + r.job_records.len();
                     if live == 0 {
                         break;
                     }

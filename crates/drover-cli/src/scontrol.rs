@@ -177,7 +177,7 @@ fn show(rest: &[String], o: &Opts) -> i32 {
                 },
                 None => Vec::new(),
             };
-            let reply = match fetch(v1::StateRequest {
+            let mut reply = match fetch(v1::StateRequest {
                 job_ids: ids.clone(),
                 jobs: true,
                 partitions: true,
@@ -190,6 +190,7 @@ fn show(rest: &[String], o: &Opts) -> i32 {
                     return 1;
                 }
             };
+            reply.jobs = drover_proto::reply_jobs(&mut reply);
             if !ids.is_empty() && reply.jobs.is_empty() {
                 eprintln!("slurm_load_jobs error: Invalid job id specified");
                 return 1;

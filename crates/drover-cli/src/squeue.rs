@@ -222,7 +222,8 @@ pub fn main(args: Vec<String>) -> i32 {
     let rt = common::runtime();
     let reply = rt.block_on(async {
         let mut c = common::connect(&cfg).await?;
-        c.get_state(v1::StateRequest { job_ids: job_ids.clone(), jobs: true, ..Default::default() })
+        let active_only = a.states.is_none();
+        c.get_state(v1::StateRequest { job_ids: job_ids.clone(), jobs: true, active_only, ..Default::default() })
             .await
             .map(|r| r.into_inner())
             .map_err(|s| status_msg(&s))
@@ -234,8 +235,9 @@ pub fn main(args: Vec<String>) -> i32 {
             return 1;
         }
     };
+    let mut reply = reply;
     let now = reply.now;
-    let mut jobs = reply.jobs;
+    let mut jobs = drover_proto::reply_jobs(&mut reply);
     if !job_ids.is_empty() && jobs.is_empty() {
         eprintln!("slurm_load_jobs error: Invalid job id specified");
         return 1;

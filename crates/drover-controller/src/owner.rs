@@ -414,7 +414,7 @@ impl Owner {
             state_desc: String::new(),
             last_sched_eval: 0,
         };
-        let job = Job { id, spec: Arc::new(spec), status, blob: None };
+        let job = Job::new(id, Arc::new(spec), status, None);
         let sj = self.sched_job(&job);
         let enforce = self.cfg.enforce_part_limits != drover_model::conf::EnforcePartLimits::No;
         match self.core.check_submit(&sj, enforce) {
@@ -515,7 +515,7 @@ impl Owner {
             spec.script = script;
             spec.environment = env;
         }
-        Ok(Job { id: job.id, spec: Arc::new(spec), status: job.status.clone(), blob: job.blob })
+        Ok(Job::new(job.id, Arc::new(spec), job.status.clone(), job.blob))
     }
 
     /// Launch messages for a started job (or for one node of it on re-registration).

@@ -42,7 +42,7 @@ pub struct JobStatus {
     pub last_sched_eval: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Job {
     pub id: JobId,
     /// The request without its script and environment: those live in the journal's blob
@@ -50,6 +50,28 @@ pub struct Job {
     pub spec: Arc<JobSpec>,
     pub status: JobStatus,
     pub blob: Option<BlobRef>,
+    /// This version's wire encoding, built once by the first reader that needs it.
+    #[serde(skip)]
+    pub wire: std::sync::OnceLock<drover_proto::bytes::Bytes>,
+}
+
+impl Job {
+    pub fn new(id: JobId, spec: Arc<JobSpec>, status: JobStatus, blob: Option<BlobRef>) -> Job {
+        Job { id, spec, status, blob, wire: std::sync::OnceLock::new() }
+    }
+}
+
+/// A clone is a new version about to be changed: it must not inherit the cached encoding.
+impl Clone for Job {
+    fn clone(&self) -> Job {
+        Job::new(self.id, self.spec.clone(), self.status.clone(), self.blob)
+    }
+}
+
+impl PartialEq for Job {
+    fn eq(&self, o: &Job) -> bool {
+        self.id == o.id && self.spec == o.spec && self.status == o.status && self.blob == o.blob
+    }
 }
 
 /// Administrative node state that must survive a restart.
@@ -84,7 +106,7 @@ impl Durable {
         match rec {
             Record::Submit { id, spec, status, blob } => {
                 self.next_job_id = self.next_job_id.max(id + 1);
-                self.jobs.insert(id, Arc::new(Job { id, spec: Arc::new(spec), status, blob }));
+                self.jobs.insert(id, Arc::new(Job::new(id, Arc::new(spec), status, blob)));
             }
             Record::Status { id, status } => {
                 if let Some(j) = self.jobs.get_mut(&id) {

@@ -83,11 +83,20 @@ pub fn state_reply(view: &View, req: &v1::StateRequest, now: i64) -> v1::StateRe
         ..Default::default()
     };
     if everything || req.jobs {
-        reply.jobs = if req.job_ids.is_empty() {
-            view.jobs.iter().map(|j| job_info(j, false)).collect()
-        } else {
-            view.jobs.iter().filter(|j| req.job_ids.contains(&j.id)).map(|j| job_info(j, false)).collect()
+        use prost::Message;
+        let wanted = |j: &Job| {
+            if req.job_ids.is_empty() {
+                !req.active_only || !j.status.state.is_finished()
+            } else {
+                req.job_ids.contains(&j.id)
+            }
         };
+        reply.job_records = view
+            .jobs
+            .iter()
+            .filter(|j| wanted(j))
+            .map(|j| j.wire.get_or_init(|| job_info(j, false).encode_to_vec().into()).clone())
+            .collect();
     }
     if everything || req.nodes || req.partitions {
         reply.nodes = view

@@ -17,5 +17,19 @@ mod convert;
 pub mod io;
 mod transport;
 
+pub use bytes;
 pub use convert::*;
 pub use transport::*;
+
+/// Every job of a state reply: those sent as messages and those sent pre-encoded.
+pub fn reply_jobs(r: &mut v1::StateReply) -> Vec<v1::JobInfo> {
+    use prost::Message;
+    let mut jobs = std::mem::take(&mut r.jobs);
+    jobs.reserve(r.job_records.len());
+    for b in r.job_records.drain(..) {
+        if let Ok(j) = v1::JobInfo::decode(b) {
+            jobs.push(j);
+        }
+    }
+    jobs
+}

@@ -281,6 +281,9 @@ pub struct StateRequest {
     /// Empty: everything.
     #[prost(uint32, repeated, tag = "1")]
     pub job_ids: ::prost::alloc::vec::Vec<u32>,
+    /// Only jobs that have not ended (squeue's default); job_ids still select ended jobs.
+    #[prost(bool, tag = "6")]
+    pub active_only: bool,
     #[prost(bool, tag = "2")]
     pub jobs: bool,
     #[prost(bool, tag = "3")]
@@ -306,6 +309,10 @@ pub struct StateReply {
     pub cluster_name: ::prost::alloc::string::String,
     #[prost(int64, tag = "7")]
     pub last_update: i64,
+    /// Jobs as encoded JobInfo messages (the controller caches each job's encoding, so a large
+    /// queue costs it no per-read conversion). Readers decode both `jobs` and `job_records`.
+    #[prost(bytes = "bytes", repeated, tag = "8")]
+    pub job_records: ::prost::alloc::vec::Vec<::prost::bytes::Bytes>,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct CancelRequest {
