@@ -87,8 +87,8 @@ impl Owner {
             Some(b) => Durable::decode(&b).map_err(|e| format!("cannot decode snapshot: {e}"))?,
             None => Durable::default(),
         };
-        for r in rec.records {
-            durable.apply(decode_record(&r).map_err(|e| format!("cannot decode journal record: {e}"))?);
+        for (at, b) in rec.records {
+            durable.apply(decode_record(&b).map_err(|e| format!("cannot decode journal record: {e}"))?, Some(at));
         }
         durable.next_job_id = durable.next_job_id.max(cfg.first_job_id);
         let mut o = Owner {
@@ -230,8 +230,8 @@ impl Owner {
     }
 
     fn record(&mut self, r: Record) {
-        self.journal.append(&encode_record(&r));
-        self.durable.apply(r);
+        let at = self.journal.append(&encode_record(&r));
+        self.durable.apply(r, Some(at));
         self.dirty = true;
     }
 
@@ -449,12 +449,8 @@ impl Owner {
                 .unwrap_or((t, String::new(), job.status.partition.clone()));
             return Ok(v1::SubmitReply { job_id: id, test_start_time: start, test_nodes: nodes, test_partition: part });
         }
-        // The script and environment go to the blob store; memory keeps the rest.
-        let mut spec = Arc::try_unwrap(job.spec).unwrap_or_else(|a| (*a).clone());
-        let payload = postcard::to_stdvec(&(std::mem::take(&mut spec.script), std::mem::take(&mut spec.environment)))
-            .expect("invariant: strings serialize");
-        let blob = Some(self.journal.put_blob(&payload));
-        self.record(Record::Submit { id, spec, status: job.status, blob });
+        let spec = Arc::try_unwrap(job.spec).unwrap_or_else(|a| (*a).clone());
+        self.record(Record::Submit { id, spec, status: job.status });
         self.core.handle(Event::Submitted(sj));
         Ok(v1::SubmitReply { job_id: id, ..Default::default() })
     }
@@ -505,15 +501,18 @@ impl Owner {
         self.notify(&job);
     }
 
-    /// The job's full request: script and environment read back from the blob store.
+    /// The job's full request: script and environment read back from its submit record.
     fn full_job(&self, job: &Job) -> Result<Job, String> {
         let mut spec = (*job.spec).clone();
-        if let Some(b) = &job.blob {
-            let bytes = self.journal.get_blob(b).map_err(|e| e.to_string())?;
-            let (script, env): (String, Vec<(String, String)>) =
-                postcard::from_bytes(&bytes).map_err(|e| e.to_string())?;
-            spec.script = script;
-            spec.environment = env;
+        if let Some(at) = &job.blob {
+            let bytes = self.journal.read(at).map_err(|e| e.to_string())?;
+            match decode_record(&bytes).map_err(|e| e.to_string())? {
+                Record::Submit { spec: full, .. } => {
+                    spec.script = full.script;
+                    spec.environment = full.environment;
+                }
+                _ => return Err("the job's submit record is not a submit".into()),
+            }
         }
         Ok(Job::new(job.id, Arc::new(spec), job.status.clone(), job.blob))
     }
@@ -885,7 +884,7 @@ impl Owner {
             }
         }
         let id = j.id;
-        self.record(Record::Submit { id, spec, status: st, blob: j.blob });
+        self.record(Record::Update { id, spec, status: st });
         if pending {
             self.core.handle(Event::Updated(self.sched_job(&self.durable.jobs[&id])));
         }

@@ -1,7 +1,7 @@
 //! The controller's durable state: jobs and node administration, the journal records that
 //! change it, and the one function that applies a record. Recovery replays the same records.
 
-use drover_journal::BlobRef;
+use drover_journal::RecordRef;
 use drover_model::alloc::Allocation;
 use drover_model::duration::TimeLimit;
 use drover_model::job::{JobId, JobSpec};
@@ -45,18 +45,18 @@ pub struct JobStatus {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Job {
     pub id: JobId,
-    /// The request without its script and environment: those live in the journal's blob
-    /// store (`blob`) and are read back only to launch the job.
+    /// The request without its script and environment: those stay in the journal record
+    /// that submitted the job (`blob`) and are read back only to launch it.
     pub spec: Arc<JobSpec>,
     pub status: JobStatus,
-    pub blob: Option<BlobRef>,
+    pub blob: Option<RecordRef>,
     /// This version's wire encoding, built once by the first reader that needs it.
     #[serde(skip)]
     pub wire: std::sync::OnceLock<drover_proto::bytes::Bytes>,
 }
 
 impl Job {
-    pub fn new(id: JobId, spec: Arc<JobSpec>, status: JobStatus, blob: Option<BlobRef>) -> Job {
+    pub fn new(id: JobId, spec: Arc<JobSpec>, status: JobStatus, blob: Option<RecordRef>) -> Job {
         Job { id, spec, status, blob, wire: std::sync::OnceLock::new() }
     }
 }
@@ -88,10 +88,29 @@ pub struct NodeAdmin {
 #[allow(clippy::large_enum_variant)] // records live briefly; boxing buys nothing
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Record {
-    Submit { id: JobId, spec: JobSpec, status: JobStatus, blob: Option<BlobRef> },
-    Status { id: JobId, status: JobStatus },
-    Purge { id: JobId },
-    NodeAdmin { node: String, admin: NodeAdmin },
+    /// A new job, with its whole request (script and environment included).
+    Submit {
+        id: JobId,
+        spec: JobSpec,
+        status: JobStatus,
+    },
+    /// A changed request (without script and environment, which stay where they were).
+    Update {
+        id: JobId,
+        spec: JobSpec,
+        status: JobStatus,
+    },
+    Status {
+        id: JobId,
+        status: JobStatus,
+    },
+    Purge {
+        id: JobId,
+    },
+    NodeAdmin {
+        node: String,
+        admin: NodeAdmin,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -102,11 +121,22 @@ pub struct Durable {
 }
 
 impl Durable {
-    pub fn apply(&mut self, rec: Record) {
+    /// Applies a record; `at` is where the journal keeps it.
+    pub fn apply(&mut self, rec: Record, at: Option<RecordRef>) {
         match rec {
-            Record::Submit { id, spec, status, blob } => {
+            Record::Submit { id, mut spec, status } => {
                 self.next_job_id = self.next_job_id.max(id + 1);
-                self.jobs.insert(id, Arc::new(Job::new(id, Arc::new(spec), status, blob)));
+                // Memory keeps the request without its bulk; the record keeps the rest.
+                spec.script = String::new();
+                spec.environment = Vec::new();
+                self.jobs.insert(id, Arc::new(Job::new(id, Arc::new(spec), status, at)));
+            }
+            Record::Update { id, spec, status } => {
+                if let Some(j) = self.jobs.get_mut(&id) {
+                    let j = Arc::make_mut(j);
+                    j.spec = Arc::new(spec);
+                    j.status = status;
+                }
             }
             Record::Status { id, status } => {
                 if let Some(j) = self.jobs.get_mut(&id) {
@@ -122,7 +152,7 @@ impl Durable {
         }
     }
 
-    /// Blob files the state still refers to.
+    /// Journal generations the state still refers to.
     pub fn blob_generations(&self) -> std::collections::BTreeSet<u64> {
         self.jobs.values().filter_map(|j| j.blob.map(|b| b.generation)).collect()
     }

@@ -13,23 +13,22 @@
 //! Recovery reads the snapshot and the journal of its generation. A torn or corrupt tail (a
 //! crash mid-write) ends the log: it is truncated away, since nothing in it was acknowledged.
 //!
-//! Bulky payloads that are written once and read rarely (a job's script and environment) go to
-//! `dir/blobs.G` instead of staying in the caller's memory: [`Journal::put_blob`] returns a
-//! [`BlobRef`] to keep in the state, [`Journal::get_blob`] reads it back. Blobs are committed
-//! (and synced) before the records of the same commit, so a durable record never points at a
-//! lost blob. Each snapshot starts a new blob file; older files are deleted once no live
-//! reference names their generation.
+//! Every appended record has a [`RecordRef`] (file generation and offset) through which
+//! [`Journal::read`] returns it later. This lets the caller keep bulky, rarely needed parts
+//! of its state (a job's script and environment) on disk instead of in memory: they stay in
+//! the record that wrote them. A snapshot keeps older journal files alive while the state it
+//! saves still refers to them, and deletes the rest.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-/// Where a blob lives: file generation, offset, length and checksum.
+/// Where a record lives: journal generation, offset of its payload, length and checksum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BlobRef {
+pub struct RecordRef {
     pub generation: u64,
     pub offset: u64,
     pub len: u32,
@@ -42,8 +41,8 @@ pub enum JournalError {
     Io { path: String, source: io::Error },
     #[error("corrupt snapshot {path}: {why}")]
     CorruptSnapshot { path: String, why: String },
-    #[error("blob {blob:?} is missing or corrupt")]
-    BadBlob { blob: BlobRef },
+    #[error("journal record {0:?} is missing or corrupt")]
+    BadRecord(RecordRef),
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> JournalError + '_ {
@@ -54,7 +53,7 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> JournalError + '_ {
 #[derive(Debug, Default)]
 pub struct Recovered {
     pub snapshot: Option<Vec<u8>>,
-    pub records: Vec<Vec<u8>>,
+    pub records: Vec<(RecordRef, Vec<u8>)>,
     /// Bytes dropped from a torn tail.
     pub truncated_bytes: u64,
 }
@@ -63,17 +62,19 @@ pub struct Journal {
     dir: PathBuf,
     generation: u64,
     file: File,
+    /// Committed length of the current journal file; buffered records follow it.
+    len: u64,
     buf: Vec<u8>,
     pending_records: usize,
-    blob_file: File,
-    /// Committed length of the current blob file; uncommitted blobs follow in `blob_buf`.
-    blob_len: u64,
-    blob_buf: Vec<u8>,
     /// Records since the last snapshot (the caller uses it to decide when to snapshot).
     pub records_since_snapshot: u64,
 }
 
 const HEADER: usize = 8;
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
 
 impl Journal {
     /// Opens (creating if needed) the journal in `dir` and returns what it holds.
@@ -92,8 +93,8 @@ impl Journal {
                 return Err(corrupt("too short"));
             }
             generation = u64::from_le_bytes(bytes[0..8].try_into().expect("invariant: 8 bytes"));
-            let crc = u32::from_le_bytes(bytes[8..12].try_into().expect("invariant: 4 bytes"));
-            let len = u32::from_le_bytes(bytes[12..16].try_into().expect("invariant: 4 bytes")) as usize;
+            let crc = u32_at(&bytes, 8);
+            let len = u32_at(&bytes, 12) as usize;
             let body = bytes.get(16..16 + len).ok_or_else(|| corrupt("truncated"))?;
             if crc32fast::hash(body) != crc {
                 return Err(corrupt("checksum mismatch"));
@@ -101,67 +102,43 @@ impl Journal {
             rec.snapshot = Some(body.to_vec());
         }
         let jpath = dir.join(format!("journal.{generation}"));
-        let mut records = Vec::new();
         let mut good_len = 0u64;
         if jpath.exists() {
             let mut data = Vec::new();
             File::open(&jpath).and_then(|mut f| f.read_to_end(&mut data)).map_err(io_err(&jpath))?;
             let mut off = 0usize;
             while off + HEADER <= data.len() {
-                let len = u32::from_le_bytes(data[off..off + 4].try_into().expect("invariant: 4 bytes")) as usize;
-                let crc = u32::from_le_bytes(data[off + 4..off + 8].try_into().expect("invariant: 4 bytes"));
-                let Some(body) = data.get(off + HEADER..off + HEADER + len) else {
-                    break;
-                };
+                let len = u32_at(&data, off) as usize;
+                let crc = u32_at(&data, off + 4);
+                let Some(body) = data.get(off + HEADER..off + HEADER + len) else { break };
                 if crc32fast::hash(body) != crc {
                     break;
                 }
-                records.push(body.to_vec());
+                let r = RecordRef { generation, offset: (off + HEADER) as u64, len: len as u32, crc };
+                rec.records.push((r, body.to_vec()));
                 off += HEADER + len;
             }
             good_len = off as u64;
             rec.truncated_bytes = data.len() as u64 - good_len;
         }
-        let file = OpenOptions::new()
-            .create(true)
-            .append(false)
-            .write(true)
-            .truncate(false)
-            .open(&jpath)
-            .map_err(io_err(&jpath))?;
+        let mut file =
+            OpenOptions::new().create(true).write(true).truncate(false).open(&jpath).map_err(io_err(&jpath))?;
         file.set_len(good_len).map_err(io_err(&jpath))?;
-        let mut file = file;
-        use std::io::Seek;
         file.seek(io::SeekFrom::Start(good_len)).map_err(io_err(&jpath))?;
         if rec.truncated_bytes > 0 {
             file.sync_data().map_err(io_err(&jpath))?;
         }
-        let n = records.len() as u64;
-        rec.records = records;
-        let bpath = dir.join(format!("blobs.{generation}"));
-        let blob_file = OpenOptions::new().create(true).read(true).append(true).open(&bpath).map_err(io_err(&bpath))?;
-        let blob_len = blob_file.metadata().map_err(io_err(&bpath))?.len();
-        // Remove journals of older generations left by a crash during snapshot.
-        if let Ok(rd) = fs::read_dir(dir) {
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().to_string();
-                if let Some(g) = name.strip_prefix("journal.").and_then(|g| g.parse::<u64>().ok()) {
-                    if g < generation {
-                        let _ = fs::remove_file(e.path());
-                    }
-                }
-            }
-        }
+        let n = rec.records.len() as u64;
+        // Older journal files may still hold records the snapshot refers to; the next
+        // snapshot, which knows what is live, removes the others.
         Ok((
             Journal {
                 dir: dir.to_path_buf(),
                 generation,
                 file,
+                len: good_len,
                 buf: Vec::new(),
                 pending_records: 0,
-                blob_file,
-                blob_len,
-                blob_buf: Vec::new(),
                 records_since_snapshot: n,
             },
             rec,
@@ -169,38 +146,24 @@ impl Journal {
     }
 
     /// Buffers one record; it is durable after the next [`Journal::commit`].
-    pub fn append(&mut self, record: &[u8]) {
+    pub fn append(&mut self, record: &[u8]) -> RecordRef {
+        let crc = crc32fast::hash(record);
+        let offset = self.len + (self.buf.len() + HEADER) as u64;
         self.buf.extend_from_slice(&(record.len() as u32).to_le_bytes());
-        self.buf.extend_from_slice(&crc32fast::hash(record).to_le_bytes());
+        self.buf.extend_from_slice(&crc.to_le_bytes());
         self.buf.extend_from_slice(record);
         self.pending_records += 1;
+        RecordRef { generation: self.generation, offset, len: record.len() as u32, crc }
     }
 
-    /// Records buffered and not yet committed.
-    pub fn uncommitted(&self) -> usize {
-        self.pending_records
-    }
-
-    /// Stores a blob; it is durable after the next [`Journal::commit`].
-    pub fn put_blob(&mut self, data: &[u8]) -> BlobRef {
-        let r = BlobRef {
-            generation: self.generation,
-            offset: self.blob_len + self.blob_buf.len() as u64,
-            len: data.len() as u32,
-            crc: crc32fast::hash(data),
-        };
-        self.blob_buf.extend_from_slice(data);
-        r
-    }
-
-    /// Reads a blob back (committed or not).
-    pub fn get_blob(&self, r: &BlobRef) -> Result<Vec<u8>, JournalError> {
-        let bad = || JournalError::BadBlob { blob: *r };
-        let data = if r.generation == self.generation && r.offset >= self.blob_len {
-            let start = (r.offset - self.blob_len) as usize;
-            self.blob_buf.get(start..start + r.len as usize).ok_or_else(bad)?.to_vec()
+    /// Reads a record back (committed or still buffered).
+    pub fn read(&self, r: &RecordRef) -> Result<Vec<u8>, JournalError> {
+        let bad = || JournalError::BadRecord(*r);
+        let data = if r.generation == self.generation && r.offset >= self.len {
+            let start = (r.offset - self.len) as usize;
+            self.buf.get(start..start + r.len as usize).ok_or_else(bad)?.to_vec()
         } else {
-            let path = self.dir.join(format!("blobs.{}", r.generation));
+            let path = self.dir.join(format!("journal.{}", r.generation));
             let f = File::open(&path).map_err(|_| bad())?;
             let mut data = vec![0u8; r.len as usize];
             f.read_exact_at(&mut data, r.offset).map_err(|_| bad())?;
@@ -212,41 +175,37 @@ impl Journal {
         Ok(data)
     }
 
-    /// Writes every buffered blob and record and syncs (group commit): blobs first, so a
-    /// durable record never names a lost blob.
+    /// Records buffered and not yet committed.
+    pub fn uncommitted(&self) -> usize {
+        self.pending_records
+    }
+
+    /// Writes every buffered record and syncs once (group commit).
     pub fn commit(&mut self) -> Result<(), JournalError> {
-        if !self.blob_buf.is_empty() {
-            let path = self.dir.join(format!("blobs.{}", self.generation));
-            self.blob_file.write_all(&self.blob_buf).map_err(io_err(&path))?;
-            self.blob_file.sync_data().map_err(io_err(&path))?;
-            self.blob_len += self.blob_buf.len() as u64;
-            self.blob_buf.clear();
-        }
         if self.buf.is_empty() {
             return Ok(());
         }
-        let path = self.journal_path();
+        let path = self.journal_path(self.generation);
         self.file.write_all(&self.buf).map_err(io_err(&path))?;
         self.file.sync_data().map_err(io_err(&path))?;
+        self.len += self.buf.len() as u64;
         self.records_since_snapshot += self.pending_records as u64;
         self.buf.clear();
         self.pending_records = 0;
         Ok(())
     }
 
-    fn journal_path(&self) -> PathBuf {
-        self.dir.join(format!("journal.{}", self.generation))
+    fn journal_path(&self, g: u64) -> PathBuf {
+        self.dir.join(format!("journal.{g}"))
     }
 
-    /// Atomically replaces the snapshot with `state` and starts an empty journal and blob
-    /// file. `live_blob_generations` are the blob files `state` still refers to; older ones
-    /// are deleted.
-    pub fn snapshot(&mut self, state: &[u8], live_blob_generations: &BTreeSet<u64>) -> Result<(), JournalError> {
+    /// Atomically replaces the snapshot with `state` and starts an empty journal. Buffered
+    /// records are committed first (they are part of `state`). Journal files of older
+    /// generations are deleted unless `live_generations` (what `state` refers to) names them.
+    pub fn snapshot(&mut self, state: &[u8], live_generations: &BTreeSet<u64>) -> Result<(), JournalError> {
         self.commit()?;
         let next = self.generation + 1;
-        let bpath = self.dir.join(format!("blobs.{next}"));
-        let blob_file = OpenOptions::new().create(true).read(true).append(true).open(&bpath).map_err(io_err(&bpath))?;
-        let new_journal = self.dir.join(format!("journal.{next}"));
+        let new_journal = self.journal_path(next);
         let file = File::create(&new_journal).map_err(io_err(&new_journal))?;
         file.sync_all().map_err(io_err(&new_journal))?;
         let tmp = self.dir.join("snapshot.tmp");
@@ -263,18 +222,15 @@ impl Journal {
         let snap = self.dir.join("snapshot");
         fs::rename(&tmp, &snap).map_err(io_err(&snap))?;
         File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io_err(&self.dir))?;
-        let old = self.journal_path();
         self.generation = next;
         self.file = file;
-        self.blob_file = blob_file;
-        self.blob_len = 0;
+        self.len = 0;
         self.records_since_snapshot = 0;
-        let _ = fs::remove_file(old);
         if let Ok(rd) = fs::read_dir(&self.dir) {
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().to_string();
-                if let Some(g) = name.strip_prefix("blobs.").and_then(|g| g.parse::<u64>().ok()) {
-                    if g < next && !live_blob_generations.contains(&g) {
+                if let Some(g) = name.strip_prefix("journal.").and_then(|g| g.parse::<u64>().ok()) {
+                    if g < next && !live_generations.contains(&g) {
                         let _ = fs::remove_file(e.path());
                     }
                 }
@@ -288,6 +244,10 @@ impl Journal {
 mod tests {
     use super::*;
 
+    fn bodies(r: &Recovered) -> Vec<Vec<u8>> {
+        r.records.iter().map(|(_, b)| b.clone()).collect()
+    }
+
     #[test]
     fn records_survive_reopen_only_after_commit() {
         let dir = tempfile::tempdir().unwrap();
@@ -299,7 +259,7 @@ mod tests {
         j.append(b"lost");
         drop(j);
         let (_, rec) = Journal::open(dir.path()).unwrap();
-        assert_eq!(rec.records, vec![b"one".to_vec(), b"two".to_vec()]);
+        assert_eq!(bodies(&rec), vec![b"one".to_vec(), b"two".to_vec()]);
     }
 
     #[test]
@@ -313,36 +273,39 @@ mod tests {
         drop(j);
         let (_, rec) = Journal::open(dir.path()).unwrap();
         assert_eq!(rec.snapshot.as_deref(), Some(&b"STATE"[..]));
-        assert_eq!(rec.records, vec![b"b".to_vec()]);
+        assert_eq!(bodies(&rec), vec![b"b".to_vec()]);
     }
 
     #[test]
-    fn blobs_are_durable_readable_and_collected() {
+    fn records_are_readable_by_reference_until_nothing_refers_to_them() {
         let dir = tempfile::tempdir().unwrap();
         let (mut j, _) = Journal::open(dir.path()).unwrap();
-        let a = j.put_blob(b"script and environment");
-        assert_eq!(j.get_blob(&a).unwrap(), b"script and environment");
-        j.append(b"rec");
+        let a = j.append(b"script and environment");
+        assert_eq!(j.read(&a).unwrap(), b"script and environment");
         j.commit().unwrap();
-        let b = j.put_blob(b"second");
+        let b = j.append(b"second");
         j.commit().unwrap();
         drop(j);
-        let (mut j, _) = Journal::open(dir.path()).unwrap();
-        assert_eq!(j.get_blob(&a).unwrap(), b"script and environment");
-        assert_eq!(j.get_blob(&b).unwrap(), b"second");
+        let (mut j, rec) = Journal::open(dir.path()).unwrap();
+        assert_eq!(rec.records[0].0, a);
+        assert_eq!(j.read(&a).unwrap(), b"script and environment");
+        assert_eq!(j.read(&b).unwrap(), b"second");
         let mut bad = b;
         bad.crc ^= 1;
-        assert!(j.get_blob(&bad).is_err());
-        // A snapshot that still refers to generation 0 keeps its blob file.
+        assert!(j.read(&bad).is_err());
+        // A snapshot whose state still refers to generation 0 keeps that file.
         j.snapshot(b"S1", &BTreeSet::from([0])).unwrap();
-        let c = j.put_blob(b"third");
+        let c = j.append(b"third");
         j.commit().unwrap();
-        assert_eq!(j.get_blob(&a).unwrap(), b"script and environment");
+        assert_eq!(j.read(&a).unwrap(), b"script and environment");
         assert_eq!(c.generation, 1);
+        drop(j);
+        let (mut j, _) = Journal::open(dir.path()).unwrap();
+        assert_eq!(j.read(&a).unwrap(), b"script and environment");
         // Once nothing refers to it, it goes.
         j.snapshot(b"S2", &BTreeSet::from([1])).unwrap();
-        assert!(j.get_blob(&a).is_err());
-        assert_eq!(j.get_blob(&c).unwrap(), b"third");
+        assert!(j.read(&a).is_err());
+        assert_eq!(j.read(&c).unwrap(), b"third");
     }
 
     #[test]
@@ -359,11 +322,12 @@ mod tests {
         let (mut j, rec) = Journal::open(dir.path()).unwrap();
         assert_eq!(rec.records.len(), 1);
         assert_eq!(rec.truncated_bytes, 6);
-        j.append(b"next");
+        let r = j.append(b"next");
         j.commit().unwrap();
+        assert_eq!(j.read(&r).unwrap(), b"next");
         drop(j);
         let (_, rec) = Journal::open(dir.path()).unwrap();
-        assert_eq!(rec.records, vec![b"good".to_vec(), b"next".to_vec()]);
+        assert_eq!(bodies(&rec), vec![b"good".to_vec(), b"next".to_vec()]);
     }
 
     proptest::proptest! {
@@ -382,7 +346,7 @@ mod tests {
             fs::write(&path, &data).unwrap();
             let (_, rec) = Journal::open(dir.path()).unwrap();
             proptest::prop_assert!(rec.records.len() <= recs.len());
-            for (a, b) in rec.records.iter().zip(&recs) { proptest::prop_assert_eq!(a, b); }
+            for ((_, a), b) in rec.records.iter().zip(&recs) { proptest::prop_assert_eq!(a, b); }
         }
     }
 }
