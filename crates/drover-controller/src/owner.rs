@@ -321,12 +321,15 @@ impl Owner {
     // ---- jobs ----
 
     fn sched_job(&self, j: &Job) -> SchedJob {
-        let s = &j.spec;
+        Self::sched_job_from(j.id, &j.spec.unpack(), &j.status)
+    }
+
+    fn sched_job_from(id: JobId, s: &JobSpec, status: &JobStatus) -> SchedJob {
         let min_nodes = s.min_nodes.unwrap_or(1).max(1);
         let max_nodes = s.max_nodes.or(s.min_nodes);
         SchedJob {
-            id: j.id,
-            priority: j.status.priority,
+            id,
+            priority: status.priority,
             partitions: s.partitions.clone(),
             min_nodes,
             max_nodes,
@@ -340,7 +343,7 @@ impl Owner {
             exclude: s.exclude.clone(),
             constraint: s.constraint.as_deref().and_then(|c| Constraint::parse(c).ok()),
             exclusive: s.exclusive,
-            hold: j.status.hold.map(|h| match h {
+            hold: status.hold.map(|h| match h {
                 HoldKind::User => Hold::User,
                 HoldKind::Admin => Hold::Admin,
             }),
@@ -414,8 +417,7 @@ impl Owner {
             state_desc: String::new(),
             last_sched_eval: 0,
         };
-        let job = Job::new(id, Arc::new(spec), status, None);
-        let sj = self.sched_job(&job);
+        let sj = Self::sched_job_from(id, &spec, &status);
         let enforce = self.cfg.enforce_part_limits != drover_model::conf::EnforcePartLimits::No;
         match self.core.check_submit(&sj, enforce) {
             SubmitCheck::Ok => {}
@@ -446,11 +448,10 @@ impl Owner {
                     }
                     _ => None,
                 })
-                .unwrap_or((t, String::new(), job.status.partition.clone()));
+                .unwrap_or((t, String::new(), status.partition.clone()));
             return Ok(v1::SubmitReply { job_id: id, test_start_time: start, test_nodes: nodes, test_partition: part });
         }
-        let spec = Arc::try_unwrap(job.spec).unwrap_or_else(|a| (*a).clone());
-        self.record(Record::Submit { id, spec, status: job.status });
+        self.record(Record::Submit { id, spec, status });
         self.core.handle(Event::Submitted(sj));
         Ok(v1::SubmitReply { job_id: id, ..Default::default() })
     }
@@ -485,7 +486,7 @@ impl Owner {
         st.partition = alloc.partition.clone();
         st.time_limit = time_limit;
         st.batch_host = alloc.nodes.first().map(|n| n.node.clone()).unwrap_or_default();
-        st.nodes_running = if j.spec.batch { vec![st.batch_host.clone()] } else { alloc.node_names() };
+        st.nodes_running = if j.batch { vec![st.batch_host.clone()] } else { alloc.node_names() };
         st.alloc = Some(alloc.clone());
         for n in alloc.node_names() {
             if let Some(l) = self.live.get_mut(&n) {
@@ -503,7 +504,7 @@ impl Owner {
 
     /// The job's full request: script and environment read back from its submit record.
     fn full_job(&self, job: &Job) -> Result<Job, String> {
-        let mut spec = (*job.spec).clone();
+        let mut spec = job.spec.unpack();
         if let Some(at) = &job.blob {
             let bytes = self.journal.read(at).map_err(|e| e.to_string())?;
             match decode_record(&bytes).map_err(|e| e.to_string())? {
@@ -514,7 +515,7 @@ impl Owner {
                 _ => return Err("the job's submit record is not a submit".into()),
             }
         }
-        Ok(Job::new(job.id, Arc::new(spec), job.status.clone(), job.blob))
+        Ok(Job::new(job.id, &spec, job.status.clone(), job.blob))
     }
 
     /// Launch messages for a started job (or for one node of it on re-registration).
@@ -530,6 +531,7 @@ impl Owner {
             }
         };
         let info = crate::view::job_info(&full, true);
+        let io_addr = full.spec.unpack().io_addr.unwrap_or_default();
         let mut first_task = 0u32;
         for (idx, na) in alloc.nodes.iter().enumerate() {
             let task_ids: Vec<u32> = (first_task..first_task + na.tasks).collect();
@@ -543,7 +545,7 @@ impl Owner {
                 cluster_name: self.cfg.cluster_name.clone(),
                 conf_path: self.cfg.path.clone(),
                 controller_host: self.cfg.controller_addr(),
-                io_addr: job.spec.io_addr.clone().unwrap_or_default(),
+                io_addr: io_addr.clone(),
                 node_index: idx as u32,
                 task_ids,
             };
@@ -656,7 +658,7 @@ impl Owner {
     }
 
     fn can_modify(&self, j: &Job, caller: Caller) -> bool {
-        caller.is_root() || caller.uid == j.spec.uid
+        caller.is_root() || caller.uid == j.uid
     }
 
     fn select_jobs(&self, req: &v1::CancelRequest) -> Vec<JobId> {
@@ -666,8 +668,14 @@ impl Owner {
             .jobs
             .values()
             .filter(|j| !j.status.state.is_finished())
-            .filter(|j| !req.has_user || j.spec.user == req.user || j.spec.uid.to_string() == req.user)
-            .filter(|j| req.name.is_empty() || j.spec.name == req.name)
+            .filter(|j| {
+                if !req.has_user && req.name.is_empty() {
+                    return true;
+                }
+                let s = j.spec.unpack();
+                (!req.has_user || s.user == req.user || s.uid.to_string() == req.user)
+                    && (req.name.is_empty() || s.name == req.name)
+            })
             .filter(|j| req.partition.is_empty() || j.status.partition == req.partition)
             .filter(|j| req.state.is_empty() || JobState::parse(&req.state).is_some_and(|s| s == j.status.state))
             .filter(|j| match &nodes {
@@ -790,10 +798,10 @@ impl Owner {
                 self.core.handle(Event::Updated(self.sched_job(&self.durable.jobs[&id])));
             }
             "requeue" => {
-                if !matches!(j.status.state, JobState::Running) || !j.spec.batch {
+                if !matches!(j.status.state, JobState::Running) || !j.batch {
                     return Err("Only batch jobs that are running can be requeued".into());
                 }
-                if j.spec.requeue == Some(false) {
+                if j.spec.unpack().requeue == Some(false) {
                     return Err("Requeue of this job is disabled (--no-requeue)".into());
                 }
                 st.state = JobState::Completing;
@@ -825,7 +833,7 @@ impl Owner {
         fields: &[v1::KeyValue],
         caller: Caller,
     ) -> Result<(), String> {
-        let mut spec = (*j.spec).clone();
+        let mut spec = j.spec.unpack();
         let pending = j.status.state == JobState::Pending;
         for kv in fields {
             let v = kv.value.as_str();

@@ -42,12 +42,30 @@ pub struct JobStatus {
     pub last_sched_eval: i64,
 }
 
+/// A job request in its compact encoding: a few hundred bytes instead of a struct of ~40
+/// fields with a heap allocation per string. Unpacked where a whole request is needed
+/// (launch, update, the reader's first look at a job version).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackedSpec(Box<[u8]>);
+
+impl PackedSpec {
+    pub fn pack(s: &JobSpec) -> PackedSpec {
+        PackedSpec(postcard::to_stdvec(s).expect("invariant: a spec serializes").into_boxed_slice())
+    }
+    pub fn unpack(&self) -> JobSpec {
+        postcard::from_bytes(&self.0).expect("invariant: a packed spec decodes")
+    }
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Job {
     pub id: JobId,
     /// The request without its script and environment: those stay in the journal record
     /// that submitted the job (`blob`) and are read back only to launch it.
-    pub spec: Arc<JobSpec>,
+    pub spec: PackedSpec,
+    /// Hot fields of the request, unpacked.
+    pub uid: u32,
+    pub batch: bool,
     pub status: JobStatus,
     pub blob: Option<RecordRef>,
     /// This version's wire encoding, built once by the first reader that needs it.
@@ -56,15 +74,31 @@ pub struct Job {
 }
 
 impl Job {
-    pub fn new(id: JobId, spec: Arc<JobSpec>, status: JobStatus, blob: Option<RecordRef>) -> Job {
-        Job { id, spec, status, blob, wire: std::sync::OnceLock::new() }
+    pub fn new(id: JobId, spec: &JobSpec, status: JobStatus, blob: Option<RecordRef>) -> Job {
+        Job {
+            id,
+            spec: PackedSpec::pack(spec),
+            uid: spec.uid,
+            batch: spec.batch,
+            status,
+            blob,
+            wire: std::sync::OnceLock::new(),
+        }
     }
 }
 
 /// A clone is a new version about to be changed: it must not inherit the cached encoding.
 impl Clone for Job {
     fn clone(&self) -> Job {
-        Job::new(self.id, self.spec.clone(), self.status.clone(), self.blob)
+        Job {
+            id: self.id,
+            spec: self.spec.clone(),
+            uid: self.uid,
+            batch: self.batch,
+            status: self.status.clone(),
+            blob: self.blob,
+            wire: std::sync::OnceLock::new(),
+        }
     }
 }
 
@@ -129,12 +163,14 @@ impl Durable {
                 // Memory keeps the request without its bulk; the record keeps the rest.
                 spec.script = String::new();
                 spec.environment = Vec::new();
-                self.jobs.insert(id, Arc::new(Job::new(id, Arc::new(spec), status, at)));
+                self.jobs.insert(id, Arc::new(Job::new(id, &spec, status, at)));
             }
             Record::Update { id, spec, status } => {
                 if let Some(j) = self.jobs.get_mut(&id) {
                     let j = Arc::make_mut(j);
-                    j.spec = Arc::new(spec);
+                    j.spec = PackedSpec::pack(&spec);
+                    j.uid = spec.uid;
+                    j.batch = spec.batch;
                     j.status = status;
                 }
             }

@@ -43,7 +43,8 @@ impl Default for View {
 /// A job on the wire; `full` includes the script and environment (for launches).
 pub fn job_info(j: &Job, full: bool) -> v1::JobInfo {
     let st = &j.status;
-    let spec = if full { drover_proto::spec_to_wire(&j.spec) } else { drover_proto::spec_to_wire_brief(&j.spec) };
+    let unpacked = j.spec.unpack();
+    let spec = if full { drover_proto::spec_to_wire(&unpacked) } else { drover_proto::spec_to_wire_brief(&unpacked) };
     let reason = match st.hold {
         Some(HoldKind::User) if st.state == JobState::Pending => PendingReason::JobHeldUser,
         Some(HoldKind::Admin) if st.state == JobState::Pending => PendingReason::JobHeldAdmin,
@@ -61,7 +62,7 @@ pub fn job_info(j: &Job, full: bool) -> v1::JobInfo {
         end_time: st.end_time,
         partition: st.partition.clone(),
         alloc: st.alloc.as_ref().map(drover_proto::alloc_to_wire).unwrap_or_default(),
-        time_limit_secs: if st.state == JobState::Pending { j.spec.time_limit.flatten() } else { st.time_limit },
+        time_limit_secs: if st.state == JobState::Pending { unpacked.time_limit.flatten() } else { st.time_limit },
         exit_status: st.exit_status,
         batch_host: st.batch_host.clone(),
         restarts: st.restarts,
