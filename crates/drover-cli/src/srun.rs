@@ -253,7 +253,11 @@ pub fn main(args: Vec<String>) -> i32 {
                                         if done { break; }
                                         tokio::time::sleep(Duration::from_millis(20)).await;
                                     }
-                                    if j.state != "COMPLETED" && j.state != "FAILED" {
+                                    let reported = collected.lock().map(|c| c.exits.len()).unwrap_or(0);
+                                    if reported == 0 && !j.state_desc.is_empty() {
+                                        let node = j.alloc.first().map(|a| a.node.clone()).unwrap_or_default();
+                                        eprintln!("srun: error: Task launch for StepId={id}.0 failed on node {node}: {}", j.state_desc);
+                                    } else if j.state != "COMPLETED" && j.state != "FAILED" {
                                         eprintln!("srun: error: job {id} ended: {}", j.state);
                                     }
                                     break;

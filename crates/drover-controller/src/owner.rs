@@ -634,7 +634,8 @@ impl Owner {
         } else {
             JobState::Failed
         };
-        if state == JobState::Completed || state == JobState::Failed {
+        if how.is_empty() {
+            // A normal end needs no description; a failed launch keeps its reason.
             st.state_desc.clear();
         }
         st.state = state;

@@ -164,6 +164,12 @@ fn srun_runs_tasks_over_nodes_and_returns_the_worst_exit_code() {
     let out = c.run("srun", &["-N1", "bash", "-c", "exit 3"]);
     assert_eq!(out.status.code(), Some(3));
     assert_eq!(text(&out).1, "srun: error: node1: task 0: Exited with exit code 3\n");
+    let out = c.run("srun", &["drover-no-such-command"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out).1,
+        "slurmstepd: error: execve(): drover-no-such-command: No such file or directory\nsrun: error: node1: task 0: Exited with exit code 2\n"
+    );
     let out = c.run("srun", &["-N5", "--immediate=1", "hostname"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
