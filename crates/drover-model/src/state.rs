@@ -75,8 +75,7 @@ impl JobState {
 
     /// Parses a name or short code as `squeue -t` accepts them (case-insensitive).
     pub fn parse(s: &str) -> Option<JobState> {
-        let u = s.to_ascii_uppercase();
-        JobState::ALL.into_iter().find(|st| st.name() == u || st.short() == u)
+        JobState::ALL.into_iter().find(|st| st.name().eq_ignore_ascii_case(s) || st.short().eq_ignore_ascii_case(s))
     }
 
     /// A job in this state has ended and holds nothing.

@@ -169,6 +169,10 @@ pub struct Core {
     pending: HashMap<JobId, (SchedJob, PendingReason)>,
     running: HashMap<JobId, Allocation>,
     ended: HashMap<JobId, Outcome>,
+    /// Something happened since the last pass that may change a decision.
+    changed: bool,
+    /// The earliest future time a decision may change without an event (a `--begin`).
+    wake_at: Option<i64>,
 }
 
 enum DepState {
@@ -199,6 +203,7 @@ impl Core {
     }
 
     pub fn handle(&mut self, ev: Event) {
+        self.changed = true;
         match ev {
             Event::NodeDefined(n) => {
                 if let Some(&i) = self.node_idx.get(&n.name) {
@@ -401,6 +406,12 @@ impl Core {
     /// One scheduling pass: starts every job that fits now, in priority order, and reports
     /// pending reasons that changed.
     pub fn schedule(&mut self, now: i64) -> Vec<Decision> {
+        // Nothing changed and no begin time has come: every decision would be the same.
+        if !self.changed && self.wake_at.is_none_or(|w| now < w) {
+            return Vec::new();
+        }
+        self.changed = false;
+        self.wake_at = None;
         let mut out = Vec::new();
         let mut blocked: Vec<String> = Vec::new();
         let order: Vec<JobId> = self.queue.iter().map(|(_, id)| *id).collect();
@@ -409,11 +420,15 @@ impl Core {
                 continue;
             };
             let old_reason = *old_reason;
-            let job = job.clone();
-            let reason = match self.evaluate(&job, now, &blocked) {
+            let priority = job.priority;
+            if let Some(b) = job.begin_time.filter(|b| *b > now) {
+                self.wake_at = Some(self.wake_at.map_or(b, |w| w.min(b)));
+            }
+            let result = self.evaluate(job, now, &blocked);
+            let reason = match result {
                 Ok((alloc, limit)) => {
                     self.take(&alloc);
-                    self.queue.remove(&(std::cmp::Reverse(job.priority), id));
+                    self.queue.remove(&(std::cmp::Reverse(priority), id));
                     self.pending.remove(&id);
                     self.running.insert(id, alloc.clone());
                     out.push(Decision::Start { job: id, alloc, time_limit: limit });
@@ -422,9 +437,11 @@ impl Core {
                 Err(r) => r,
             };
             if reason == PendingReason::Resources {
-                for p in &job.partitions {
-                    if !blocked.contains(p) {
-                        blocked.push(p.clone());
+                if let Some((job, _)) = self.pending.get(&id) {
+                    for p in &job.partitions {
+                        if !blocked.contains(p) {
+                            blocked.push(p.clone());
+                        }
                     }
                 }
             }

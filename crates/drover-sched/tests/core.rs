@@ -235,3 +235,20 @@ fn a_job_that_can_never_fit_is_refused_at_submit() {
     big.mem_per_node_mb = Some(5000);
     assert_eq!(c.check_submit(&big, false), drover_sched::SubmitCheck::NodeConfigUnavailable);
 }
+
+#[test]
+fn an_idle_pass_decides_nothing_until_an_event_or_a_begin_time() {
+    let mut c = cluster(1, 1, 1000);
+    let mut b = job(1);
+    b.begin_time = Some(100);
+    c.handle(Event::Submitted(b));
+    let d = c.schedule(0);
+    assert_eq!(reason(&d, 1), Some(PendingReason::BeginTime));
+    assert!(c.schedule(50).is_empty());
+    assert_eq!(started(&c.schedule(100)), [1]);
+    c.handle(Event::Submitted(job(2)));
+    assert_eq!(reason(&c.schedule(101), 2), Some(PendingReason::Resources));
+    assert!(c.schedule(102).is_empty());
+    c.handle(Event::Ended { job: 1, outcome: Outcome::Succeeded });
+    assert_eq!(started(&c.schedule(103)), [2]);
+}
