@@ -69,16 +69,40 @@ pub fn cell(v: &str, width: Option<usize>, right: bool) -> String {
     }
 }
 
+/// Appends `v` padded or truncated to the field's width (no allocation).
+pub fn cell_into(out: &mut String, v: &str, width: Option<usize>, right: bool) {
+    let Some(w) = width else {
+        out.push_str(v);
+        return;
+    };
+    let (cut, n) = match v.char_indices().nth(w) {
+        Some((i, _)) => (&v[..i], w),
+        None => (v, v.chars().count()),
+    };
+    if right {
+        out.extend(std::iter::repeat_n(' ', w - n));
+        out.push_str(cut);
+    } else {
+        out.push_str(cut);
+        out.extend(std::iter::repeat_n(' ', w - n));
+    }
+}
+
 /// Renders one line: `value(code)` gives the text of each field.
 pub fn render(items: &[Item], mut value: impl FnMut(char) -> String) -> String {
-    let mut s = String::new();
+    let mut s = String::with_capacity(96);
+    render_into(&mut s, items, &mut value);
+    s
+}
+
+/// Appends one rendered line to `out`.
+pub fn render_into(out: &mut String, items: &[Item], value: &mut impl FnMut(char) -> String) {
     for it in items {
         match it {
-            Item::Lit(l) => s.push_str(l),
-            Item::Field { code, width, right } => s.push_str(&cell(&value(*code), *width, *right)),
+            Item::Lit(l) => out.push_str(l),
+            Item::Field { code, width, right } => cell_into(out, &value(*code), *width, *right),
         }
     }
-    s
 }
 
 #[cfg(test)]
@@ -99,5 +123,9 @@ mod tests {
             _ => "x".into(),
         });
         assert_eq!(line, "                42 averyvery|x%");
+        let mut out = String::new();
+        cell_into(&mut out, "héllo", Some(3), false);
+        cell_into(&mut out, "ab", Some(4), true);
+        assert_eq!(out, "hél  ab");
     }
 }

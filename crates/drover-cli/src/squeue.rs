@@ -148,7 +148,8 @@ fn state_rank(s: &str) -> u32 {
     }
 }
 
-fn sort_jobs(jobs: &mut [v1::JobInfo], keys: &str, now: i64) {
+/// Sorts references: a job record is large, moving them around costs more than comparing.
+fn sort_jobs(jobs: &mut [&v1::JobInfo], keys: &str, now: i64) {
     let keys: Vec<(bool, char)> = keys
         .split(',')
         .filter_map(|k| {
@@ -278,6 +279,7 @@ pub fn main(args: Vec<String>) -> i32 {
             "P,t,-p".into()
         }
     });
+    let mut jobs: Vec<&v1::JobInfo> = jobs.iter().collect();
     sort_jobs(&mut jobs, &sort, now);
     let items = if let Some(f) = &a.format_long {
         match parse_long_format(f) {
@@ -308,11 +310,11 @@ pub fn main(args: Vec<String>) -> i32 {
         out.push_str(&format::render(&items, |c| squeue_header(c).to_string()));
         out.push('\n');
     }
-    for j in &jobs {
+    for j in jobs {
         if a.start && !jobview::is_pending(j) {
             continue;
         }
-        out.push_str(&format::render(&items, |c| squeue_field(j, c, now)));
+        format::render_into(&mut out, &items, &mut |c| squeue_field(j, c, now));
         out.push('\n');
     }
     use std::io::Write;
