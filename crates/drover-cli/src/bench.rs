@@ -79,6 +79,32 @@ impl BenchCluster {
         c
     }
 
+    /// `threads` submitters, each running `per` `sbatch ARGS` processes one after another.
+    fn submit_from(&self, threads: usize, per: usize, args: &[&str]) {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let sb = self.bin.join("sbatch");
+                let conf = self.dir.path().join("slurm.conf");
+                let dir = self.dir.path().to_path_buf();
+                let args = args.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..per {
+                        let _ = Command::new(&sb)
+                            .args(&args)
+                            .env("SLURM_CONF", &conf)
+                            .current_dir(&dir)
+                            .stdout(Stdio::null())
+                            .status();
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            let _ = h.join();
+        }
+    }
+
     fn controller_pid(&self) -> Option<u32> {
         std::fs::read_to_string(self.dir.path().join("run/controller.pid")).ok()?.trim().parse().ok()
     }
@@ -180,26 +206,7 @@ pub fn main(a: BenchArgs) -> i32 {
             let mut v = Vec::new();
             for _ in 0..runs {
                 let t = Instant::now();
-                let handles: Vec<_> = (0..8)
-                    .map(|_| {
-                        let sb = c.bin.join("sbatch");
-                        let conf = c.dir.path().join("slurm.conf");
-                        let dir = c.dir.path().to_path_buf();
-                        std::thread::spawn(move || {
-                            for _ in 0..per {
-                                let _ = Command::new(&sb)
-                                    .args(["--hold", "--wrap", "true"])
-                                    .env("SLURM_CONF", &conf)
-                                    .current_dir(&dir)
-                                    .stdout(Stdio::null())
-                                    .status();
-                            }
-                        })
-                    })
-                    .collect();
-                for h in handles {
-                    let _ = h.join();
-                }
+                c.submit_from(8, per, &["--hold", "--wrap", "true"]);
                 v.push((8 * per) as f64 / t.elapsed().as_secs_f64());
                 c.drain().await?;
             }
@@ -211,26 +218,7 @@ pub fn main(a: BenchArgs) -> i32 {
             for _ in 0..runs {
                 let t = Instant::now();
                 let per = n / 8;
-                let handles: Vec<_> = (0..8)
-                    .map(|_| {
-                        let sb = c.bin.join("sbatch");
-                        let conf = c.dir.path().join("slurm.conf");
-                        let dir = c.dir.path().to_path_buf();
-                        std::thread::spawn(move || {
-                            for _ in 0..per {
-                                let _ = Command::new(&sb)
-                                    .args(["-o", "/dev/null", "--wrap", "true"])
-                                    .env("SLURM_CONF", &conf)
-                                    .current_dir(&dir)
-                                    .stdout(Stdio::null())
-                                    .status();
-                            }
-                        })
-                    })
-                    .collect();
-                for h in handles {
-                    let _ = h.join();
-                }
+                c.submit_from(8, per, &["-o", "/dev/null", "--wrap", "true"]);
                 let mut cl = c.client().await?;
                 loop {
                     let r = cl

@@ -8,6 +8,39 @@ use tonic::transport::Channel;
 
 pub type Client = ControllerClient<Channel>;
 
+/// Parses a command's arguments. `Err(code)` when the command is already answered: a parse
+/// error printed in Slurm's words, `--version`, or `--help`/`--usage` (`flags` says whether
+/// those were given).
+pub fn parse_command<T: clap::Parser>(
+    prog: &str,
+    args: impl IntoIterator<Item = String>,
+    usage: &str,
+    flags: impl Fn(&T) -> (bool, bool),
+) -> Result<T, i32> {
+    let a = T::try_parse_from(std::iter::once(prog.to_string()).chain(args)).map_err(|e| {
+        eprintln!("{}", crate::sbatch::clap_error(prog, &e));
+        1
+    })?;
+    let (version, help) = flags(&a);
+    if version {
+        println!("slurm-wlm {}", drover_model::SLURM_COMPAT_VERSION);
+        return Err(0);
+    }
+    if help {
+        println!("{usage}");
+        return Err(0);
+    }
+    Ok(a)
+}
+
+/// The configuration, or the one-line error a command prints before exiting 1.
+pub fn config_for(prog: &str) -> Result<Config, i32> {
+    load_config().map_err(|e| {
+        eprintln!("{prog}: error: {e}");
+        1
+    })
+}
+
 /// Where `slurm.conf` is: `SLURM_CONF`, else Slurm's default location.
 pub fn conf_path() -> PathBuf {
     std::env::var_os("SLURM_CONF").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"))

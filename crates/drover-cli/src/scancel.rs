@@ -57,21 +57,10 @@ pub fn parse_signal(s: &str) -> Option<i32> {
 }
 
 pub fn main(args: Vec<String>) -> i32 {
-    let a = match Args::try_parse_from(std::iter::once("scancel".to_string()).chain(args)) {
+    let a: Args = match common::parse_command("scancel", args, "Usage: scancel [-A account] [--batch] [--full] [--interactive] [-n job_name]\n               [-p partition] [-Q] [-q qos] [--reservation=reservation]\n               [-s signal | integer] [-t PENDING | RUNNING | SUSPENDED]\n               [--usage] [-u user_name] [--hurry] [-V] [-v] [-w hosts...]\n               [--wckey=wckey] [job_id[_array_id][.step_id]]", |a: &Args| (a.version, a.help || a.usage)) {
         Ok(a) => a,
-        Err(e) => {
-            eprintln!("{}", crate::sbatch::clap_error("scancel", &e));
-            return 1;
-        }
+        Err(code) => return code,
     };
-    if a.version {
-        println!("slurm-wlm {}", drover_model::SLURM_COMPAT_VERSION);
-        return 0;
-    }
-    if a.help || a.usage {
-        println!("Usage: scancel [-A account] [--batch] [--full] [--interactive] [-n job_name]\n               [-p partition] [-Q] [-q qos] [--reservation=reservation]\n               [-s signal | integer] [-t PENDING | RUNNING | SUSPENDED]\n               [--usage] [-u user_name] [--hurry] [-V] [-v] [-w hosts...]\n               [--wckey=wckey] [job_id[_array_id][.step_id]]");
-        return 0;
-    }
     let mut ids = Vec::new();
     for j in &a.jobs {
         for id in j.split(',').filter(|s| !s.is_empty()) {
@@ -102,12 +91,9 @@ pub fn main(args: Vec<String>) -> i32 {
         },
         None => 0,
     };
-    let cfg = match common::load_config() {
+    let cfg = match common::config_for("scancel") {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("scancel: error: {e}");
-            return 1;
-        }
+        Err(code) => return code,
     };
     let req = v1::CancelRequest {
         job_ids: ids.clone(),

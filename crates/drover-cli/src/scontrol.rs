@@ -69,12 +69,9 @@ where
     F: FnOnce(common::Client) -> Fut,
     Fut: std::future::Future<Output = Result<(), tonic::Status>>,
 {
-    let cfg = match common::load_config() {
+    let cfg = match common::config_for("scontrol") {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("scontrol: error: {e}");
-            return 1;
-        }
+        Err(code) => return code,
     };
     let rt = common::runtime();
     let r = rt.block_on(async {
@@ -91,12 +88,9 @@ where
 }
 
 fn ping() -> i32 {
-    let cfg = match common::load_config() {
+    let cfg = match common::config_for("scontrol") {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("scontrol: error: {e}");
-            return 1;
-        }
+        Err(code) => return code,
     };
     let host = cfg.controller_hosts.first().map(|h| h.name.clone()).unwrap_or_else(common::hostname);
     let rt = common::runtime();
@@ -416,20 +410,7 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
     if let Some(m) = &s.mail_user {
         let _ = m;
     }
-    if oneliner {
-        format!("{}\n", lines.join(" "))
-    } else {
-        let mut out = String::new();
-        for (i, l) in lines.iter().enumerate() {
-            if i > 0 {
-                out.push_str("   ");
-            }
-            out.push_str(l);
-            out.push('\n');
-        }
-        out.push_str("   \n\n");
-        out
-    }
+    block(&lines, oneliner, "   \n\n")
 }
 
 fn node_text(n: &v1::NodeInfo, oneliner: bool) -> String {
@@ -495,20 +476,7 @@ fn node_text(n: &v1::NodeInfo, oneliner: bool) -> String {
     if !n.reason.is_empty() {
         lines.push(format!("Reason={} [{}@{}]", n.reason, common::user_name(n.reason_uid), fmt_time(n.reason_time)));
     }
-    if oneliner {
-        format!("{}\n", lines.iter().map(|l| l.trim_end()).collect::<Vec<_>>().join(" "))
-    } else {
-        let mut out = String::new();
-        for (i, l) in lines.iter().enumerate() {
-            if i > 0 {
-                out.push_str("   ");
-            }
-            out.push_str(l);
-            out.push('\n');
-        }
-        out.push('\n');
-        out
-    }
+    block(&lines, oneliner, "\n")
 }
 
 fn partition_text(p: &v1::PartitionInfo, oneliner: bool) -> String {
@@ -546,20 +514,25 @@ fn partition_text(p: &v1::PartitionInfo, oneliner: bool) -> String {
             p.total_cpus
         ),
     ];
+    block(&lines, oneliner, "\n")
+}
+
+/// `scontrol show` layout: the first line flush, the rest indented by three spaces, then
+/// `trailer`; with `-o`, everything on one line.
+fn block(lines: &[String], oneliner: bool, trailer: &str) -> String {
     if oneliner {
-        format!("{}\n", lines.join(" "))
-    } else {
-        let mut out = String::new();
-        for (i, l) in lines.iter().enumerate() {
-            if i > 0 {
-                out.push_str("   ");
-            }
-            out.push_str(l);
-            out.push('\n');
-        }
-        out.push('\n');
-        out
+        return format!("{}\n", lines.iter().map(|l| l.trim_end()).collect::<Vec<_>>().join(" "));
     }
+    let mut out = String::new();
+    for (i, l) in lines.iter().enumerate() {
+        if i > 0 {
+            out.push_str("   ");
+        }
+        out.push_str(l);
+        out.push('\n');
+    }
+    out.push_str(trailer);
+    out
 }
 
 fn parse_ids(list: &str) -> Result<Vec<u32>, String> {
@@ -587,12 +560,9 @@ fn job_action(action: &str, rest: &[String], fields: &[v1::KeyValue]) -> i32 {
             return 1;
         }
     };
-    let cfg = match common::load_config() {
+    let cfg = match common::config_for("scontrol") {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("scontrol: error: {e}");
-            return 1;
-        }
+        Err(code) => return code,
     };
     let req = v1::JobControlRequest { action: action.to_string(), job_ids: ids, fields: fields.to_vec() };
     let rt = common::runtime();

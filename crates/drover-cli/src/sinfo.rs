@@ -224,27 +224,13 @@ fn value(g: &Group<'_>, code: char, cfg_users: &dyn Fn(u32) -> String) -> String
 }
 
 pub fn main(args: Vec<String>) -> i32 {
-    let a = match Args::try_parse_from(std::iter::once("sinfo".to_string()).chain(args)) {
+    let a: Args = match common::parse_command("sinfo", args, "Usage: sinfo [-abdelNRrsTv] [-i seconds] [-t states] [-p partition] [-n nodes]\n             [-S fields] [-o format] [-O Format] [--json]", |a: &Args| (a.version, a.help || a.usage)) {
         Ok(a) => a,
-        Err(e) => {
-            eprintln!("{}", crate::sbatch::clap_error("sinfo", &e));
-            return 1;
-        }
+        Err(code) => return code,
     };
-    if a.version {
-        println!("slurm-wlm {}", drover_model::SLURM_COMPAT_VERSION);
-        return 0;
-    }
-    if a.help || a.usage {
-        println!("Usage: sinfo [-abdelNRrsTv] [-i seconds] [-t states] [-p partition] [-n nodes]\n             [-S fields] [-o format] [-O Format] [--json]");
-        return 0;
-    }
-    let cfg = match common::load_config() {
+    let cfg = match common::config_for("sinfo") {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("sinfo: error: {e}");
-            return 1;
-        }
+        Err(code) => return code,
     };
     let rt = common::runtime();
     let reply = rt.block_on(async {

@@ -185,21 +185,10 @@ fn sort_jobs(jobs: &mut [&v1::JobInfo], keys: &str, now: i64) {
 }
 
 pub fn main(args: Vec<String>) -> i32 {
-    let a = match Args::try_parse_from(std::iter::once("squeue".to_string()).chain(args)) {
+    let a: Args = match common::parse_command("squeue", args, "Usage: squeue [-A account] [--clusters names] [-i seconds] [--job jobid]\n              [-n name] [-o format] [--only-job-state] [-p partitions]\n              [--qos qos] [--reservation reservation] [--sort fields] [--start]\n              [--step step_id] [-t states] [-u user_name] [--usage]\n              [-L licenses] [-w nodes] [--federation] [--local] [--sibling]\n              [--expand-patterns] [--json] [--yaml] [-ahjlrsv]", |a: &Args| (a.version, a.help || a.usage)) {
         Ok(a) => a,
-        Err(e) => {
-            eprintln!("{}", crate::sbatch::clap_error("squeue", &e));
-            return 1;
-        }
+        Err(code) => return code,
     };
-    if a.version {
-        println!("slurm-wlm {}", drover_model::SLURM_COMPAT_VERSION);
-        return 0;
-    }
-    if a.help || a.usage {
-        println!("Usage: squeue [-A account] [--clusters names] [-i seconds] [--job jobid]\n              [-n name] [-o format] [--only-job-state] [-p partitions]\n              [--qos qos] [--reservation reservation] [--sort fields] [--start]\n              [--step step_id] [-t states] [-u user_name] [--usage]\n              [-L licenses] [-w nodes] [--federation] [--local] [--sibling]\n              [--expand-patterns] [--json] [--yaml] [-ahjlrsv]");
-        return 0;
-    }
     let mut job_ids: Vec<u32> = Vec::new();
     for j in a.jobs.iter().chain(a.rest.iter()) {
         for id in j.split(',').filter(|s| !s.is_empty()) {
@@ -213,12 +202,9 @@ pub fn main(args: Vec<String>) -> i32 {
             }
         }
     }
-    let cfg = match common::load_config() {
+    let cfg = match common::config_for("squeue") {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("squeue: error: {e}");
-            return 1;
-        }
+        Err(code) => return code,
     };
     let rt = common::runtime();
     let reply = rt.block_on(async {

@@ -51,23 +51,15 @@ struct Collected {
 }
 
 pub fn main(args: Vec<String>) -> i32 {
-    let a = match SrunArgs::try_parse_from(std::iter::once("srun".to_string()).chain(args.iter().cloned())) {
+    let a: SrunArgs = match common::parse_command(
+        "srun",
+        args.iter().cloned(),
+        "Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OPTIONS(N)...]] executable(N) [args(N)...]",
+        |a: &SrunArgs| (a.version, a.help || a.usage),
+    ) {
         Ok(a) => a,
-        Err(e) => {
-            eprintln!("{}", crate::sbatch::clap_error("srun", &e));
-            return 1;
-        }
+        Err(code) => return code,
     };
-    if a.version {
-        println!("slurm-wlm {}", drover_model::SLURM_COMPAT_VERSION);
-        return 0;
-    }
-    if a.help || a.usage {
-        println!(
-            "Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OPTIONS(N)...]] executable(N) [args(N)...]"
-        );
-        return 0;
-    }
     if a.command.is_empty() {
         eprintln!("srun: fatal: No command given to execute.");
         return 1;
@@ -99,12 +91,9 @@ pub fn main(args: Vec<String>) -> i32 {
     });
     spec.argv = a.command.clone();
     spec.submit_line = std::iter::once("srun".to_string()).chain(args).collect::<Vec<_>>().join(" ");
-    let cfg = match common::load_config() {
+    let cfg = match common::config_for("srun") {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("srun: error: {e}");
-            return 1;
-        }
+        Err(code) => return code,
     };
     // Tasks connect back to this listener; the controller's host sees us on loopback here.
     let listener = match std::net::TcpListener::bind("127.0.0.1:0") {

@@ -5,6 +5,16 @@ use drover_model::alloc::{Allocation, NodeAlloc};
 use drover_model::job::{fmt_dependency, parse_dependency, JobSpec};
 
 pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
+    to_wire(s, true)
+}
+
+/// The wire spec without the bulky parts readers never show (script, environment, extra
+/// arguments).
+pub fn spec_to_wire_brief(s: &JobSpec) -> v1::JobSpec {
+    to_wire(s, false)
+}
+
+fn to_wire(s: &JobSpec, full: bool) -> v1::JobSpec {
     v1::JobSpec {
         name: s.name.clone(),
         uid: s.uid,
@@ -28,13 +38,17 @@ pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
         hold: s.hold,
         begin_time: s.begin_time,
         dependency: if s.dependency.is_empty() { String::new() } else { fmt_dependency(&s.dependency) },
-        script: s.script.clone(),
-        argv: s.argv.clone(),
+        script: if full { s.script.clone() } else { String::new() },
+        argv: if full { s.argv.clone() } else { s.argv.iter().take(1).cloned().collect() },
         work_dir: s.work_dir.clone(),
         stdout: s.stdout.clone(),
         stderr: s.stderr.clone(),
         stdin: s.stdin.clone(),
-        environment: s.environment.iter().map(|(k, v)| v1::KeyValue { key: k.clone(), value: v.clone() }).collect(),
+        environment: if full {
+            s.environment.iter().map(|(k, v)| v1::KeyValue { key: k.clone(), value: v.clone() }).collect()
+        } else {
+            Vec::new()
+        },
         comment: s.comment.clone(),
         mail_type: s.mail_type.clone(),
         mail_user: s.mail_user.clone(),
@@ -45,53 +59,8 @@ pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
         submit_line: s.submit_line.clone(),
         batch: s.batch,
         immediate: s.immediate,
-        io_addr: s.io_addr.clone(),
+        io_addr: if full { s.io_addr.clone() } else { None },
     }
-}
-
-/// The wire spec without the bulky parts readers never show (script, environment).
-pub fn spec_to_wire_brief(s: &JobSpec) -> v1::JobSpec {
-    let mut w = v1::JobSpec {
-        name: s.name.clone(),
-        uid: s.uid,
-        gid: s.gid,
-        user: s.user.clone(),
-        group: s.group.clone(),
-        partitions: s.partitions.clone(),
-        min_nodes: s.min_nodes,
-        max_nodes: s.max_nodes,
-        ntasks: s.ntasks,
-        ntasks_per_node: s.ntasks_per_node,
-        cpus_per_task: s.cpus_per_task,
-        mem_per_node_mb: s.mem_per_node_mb,
-        mem_per_cpu_mb: s.mem_per_cpu_mb,
-        time_limit_set: s.time_limit.is_some(),
-        time_limit_secs: s.time_limit.flatten(),
-        exclusive: s.exclusive,
-        hold: s.hold,
-        begin_time: s.begin_time,
-        work_dir: s.work_dir.clone(),
-        stdout: s.stdout.clone(),
-        stderr: s.stderr.clone(),
-        stdin: s.stdin.clone(),
-        comment: s.comment.clone(),
-        batch: s.batch,
-        ..Default::default()
-    };
-    if !s.nodelist.is_empty() {
-        w.nodelist = s.nodelist.clone();
-    }
-    if !s.exclude.is_empty() {
-        w.exclude = s.exclude.clone();
-    }
-    w.constraint = s.constraint.clone();
-    if !s.dependency.is_empty() {
-        w.dependency = fmt_dependency(&s.dependency);
-    }
-    w.argv = s.argv.iter().take(1).cloned().collect();
-    w.submit_line = s.submit_line.clone();
-    w.submit_host = s.submit_host.clone();
-    w
 }
 
 pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
