@@ -255,8 +255,7 @@ impl JobArgs {
                 .unwrap_or(gid),
             None => gid,
         };
-        spec.user = crate::common::user_name(spec.uid);
-        spec.group = crate::common::group_name(spec.gid);
+        // Names are resolved by the controller, which trusts only the caller's credentials.
         if let Some(p) = &self.partition {
             spec.partitions = p.split(',').filter(|s| !s.is_empty()).map(String::from).collect();
         }

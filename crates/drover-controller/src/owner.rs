@@ -73,6 +73,41 @@ pub struct Owner {
     started_at: i64,
     last_periodic: i64,
     shutdown: bool,
+    names: NameCache,
+}
+
+/// User and group names by id, looked up once (NSS can be slow; ids rarely change names).
+#[derive(Default)]
+struct NameCache {
+    users: HashMap<u32, String>,
+    groups: HashMap<u32, String>,
+}
+
+impl NameCache {
+    fn user(&mut self, uid: u32) -> String {
+        self.users
+            .entry(uid)
+            .or_insert_with(|| {
+                nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+                    .ok()
+                    .flatten()
+                    .map(|u| u.name)
+                    .unwrap_or_else(|| uid.to_string())
+            })
+            .clone()
+    }
+    fn group(&mut self, gid: u32) -> String {
+        self.groups
+            .entry(gid)
+            .or_insert_with(|| {
+                nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
+                    .ok()
+                    .flatten()
+                    .map(|g| g.name)
+                    .unwrap_or_else(|| gid.to_string())
+            })
+            .clone()
+    }
 }
 
 impl Owner {
@@ -106,6 +141,7 @@ impl Owner {
             started_at: now(),
             last_periodic: 0,
             shutdown: false,
+            names: NameCache::default(),
         };
         o.load_config();
         let jobs: Vec<Arc<Job>> = o.durable.jobs.values().cloned().collect();
@@ -357,6 +393,8 @@ impl Owner {
             spec.uid = caller.uid;
             spec.gid = caller.gid;
         }
+        spec.user = self.names.user(spec.uid);
+        spec.group = self.names.group(spec.gid);
         if spec.partitions.is_empty() {
             match self.cfg.default_partition() {
                 Some(p) => spec.partitions.push(p.name.clone()),

@@ -42,7 +42,9 @@ fn drover_up_runs_jobs_and_keeps_them_across_a_restart() {
     assert!(run("scontrol", &["release", &id]).status.success());
     let t = Instant::now();
     loop {
-        let st = String::from_utf8_lossy(&run("squeue", &["-h", "-t", "all", "-j", &id, "-o", "%T"]).stdout).trim().to_string();
+        let st = String::from_utf8_lossy(&run("squeue", &["-h", "-t", "all", "-j", &id, "-o", "%T"]).stdout)
+            .trim()
+            .to_string();
         if st == "COMPLETED" {
             break;
         }
