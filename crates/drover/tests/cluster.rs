@@ -271,3 +271,28 @@ fn dependencies_and_hold_release() {
     c.ok("scontrol", &["release", &h.to_string()]);
     c.wait_state(h, &["COMPLETED"], Duration::from_secs(20));
 }
+
+#[test]
+fn sbatch_wait_returns_the_job_exit_code_and_requeue_runs_it_again() {
+    let c = cluster(1, 2);
+    let out = c.run("sbatch", &["--wait", "--wrap", "exit 3"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out).1);
+    assert!(text(&out).0.starts_with("Submitted batch job "));
+    let out = c.run("sbatch", &["--wait", "--wrap", "true"]);
+    assert_eq!(out.status.code(), Some(0));
+
+    let marker = c.path().join("runs");
+    let m = marker.display().to_string();
+    let id = c.submit(&["--wrap", &format!("echo run >> {m}; sleep 30")]);
+    c.wait_state(id, &["RUNNING"], Duration::from_secs(20));
+    c.wait_until("the first run", Duration::from_secs(10), || marker.exists());
+    c.ok("scontrol", &["requeue", &id.to_string()]);
+    c.wait_until("the second run", Duration::from_secs(30), || {
+        std::fs::read_to_string(&marker).is_ok_and(|s| s.lines().count() == 2)
+    });
+    let show = c.ok("scontrol", &["show", "job", &id.to_string()]);
+    assert!(show.contains("Restarts=1"), "{show}");
+    assert!(show.contains("JobState=RUNNING"), "{show}");
+    c.ok("scancel", &[&id.to_string()]);
+    c.wait_state(id, &["CANCELLED"], Duration::from_secs(20));
+}
