@@ -173,6 +173,8 @@ pub struct Core {
     changed: bool,
     /// The earliest future time a decision may change without an event (a `--begin`).
     wake_at: Option<i64>,
+    /// Held jobs whose reason the next pass reports.
+    held_due: Vec<JobId>,
 }
 
 enum DepState {
@@ -241,7 +243,13 @@ impl Core {
                 if let Some((old, _)) = self.pending.get(&j.id) {
                     self.queue.remove(&(std::cmp::Reverse(old.priority), old.id));
                 }
-                self.queue.insert((std::cmp::Reverse(j.priority), j.id));
+                // A held job cannot start until it is released (an Updated event): it stays
+                // out of the queue so that passes over a large held backlog cost nothing.
+                if j.hold.is_none() {
+                    self.queue.insert((std::cmp::Reverse(j.priority), j.id));
+                } else {
+                    self.held_due.push(j.id);
+                }
                 let reason = self.pending.get(&j.id).map(|p| p.1).unwrap_or(PendingReason::None);
                 self.pending.insert(j.id, (j, reason));
             }
@@ -413,6 +421,18 @@ impl Core {
         self.changed = false;
         self.wake_at = None;
         let mut out = Vec::new();
+        for id in std::mem::take(&mut self.held_due) {
+            let Some((job, old)) = self.pending.get_mut(&id) else { continue };
+            let reason = match job.hold {
+                Some(Hold::User) => PendingReason::JobHeldUser,
+                Some(Hold::Admin) => PendingReason::JobHeldAdmin,
+                None => continue,
+            };
+            if *old != reason {
+                *old = reason;
+                out.push(Decision::Reason { job: id, reason });
+            }
+        }
         let mut blocked: Vec<String> = Vec::new();
         let order: Vec<JobId> = self.queue.iter().map(|(_, id)| *id).collect();
         for id in order {
@@ -649,8 +669,9 @@ impl Core {
                 return Err(format!("node {} cpu books {} != {}", n.name, n.alloc_cpus(), held));
             }
         }
-        if self.queue.len() != self.pending.len() {
-            return Err("queue and pending differ".into());
+        let unheld = self.pending.values().filter(|(j, _)| j.hold.is_none()).count();
+        if self.queue.len() != unheld || self.queue.iter().any(|(_, id)| !self.pending.contains_key(id)) {
+            return Err("the queue is not the pending jobs that are not held".into());
         }
         Ok(())
     }
