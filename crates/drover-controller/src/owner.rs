@@ -81,6 +81,7 @@ pub struct Owner {
 struct NameCache {
     users: HashMap<u32, String>,
     groups: HashMap<u32, String>,
+    memberships: HashMap<String, Vec<String>>,
 }
 
 impl NameCache {
@@ -96,6 +97,20 @@ impl NameCache {
             })
             .clone()
     }
+    /// Names of every group `user` belongs to (primary and supplementary), for `AllowGroups`.
+    fn groups_of(&mut self, user: &str, gid: u32) -> Vec<String> {
+        if let Some(g) = self.memberships.get(user) {
+            return g.clone();
+        }
+        let gids = std::ffi::CString::new(user)
+            .ok()
+            .and_then(|u| nix::unistd::getgrouplist(&u, nix::unistd::Gid::from_raw(gid)).ok())
+            .unwrap_or_else(|| vec![nix::unistd::Gid::from_raw(gid)]);
+        let names: Vec<String> = gids.into_iter().map(|g| self.group(g.as_raw())).collect();
+        self.memberships.insert(user.to_string(), names.clone());
+        names
+    }
+
     fn group(&mut self, gid: u32) -> String {
         self.groups
             .entry(gid)
@@ -402,8 +417,14 @@ impl Owner {
             }
         }
         for p in &spec.partitions {
-            if self.cfg.partition(p).is_none() {
+            let Some(part) = self.cfg.partition(p) else {
                 return Err(Status::invalid_argument("Invalid partition name specified"));
+            };
+            if let Some(allowed) = &part.allow_groups {
+                let mine = self.names.groups_of(&spec.user, spec.gid);
+                if spec.uid != 0 && !mine.iter().any(|g| allowed.contains(g)) {
+                    return Err(Status::permission_denied("User's group not permitted to use this partition"));
+                }
             }
         }
         if let Some(c) = &spec.constraint {
@@ -1142,6 +1163,8 @@ impl Owner {
         let cfg = drover_model::conf::parse_file(std::path::Path::new(&self.cfg.path))
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         self.cfg = Arc::new(cfg);
+        // Users and groups may have changed too.
+        self.names = NameCache::default();
         self.load_config();
         self.dirty = true;
         Ok(v1::Empty {})

@@ -44,7 +44,17 @@ fn jobs_run_as_the_submitter_and_other_users_cannot_cancel_them() {
     let pid = std::process::id() % 10000;
     let alice = TestUser::create(&format!("drva{pid}"));
     let bob = TestUser::create(&format!("drvb{pid}"));
-    let c = Cluster::start(EXE, Options { nodes: 2, cpus: 2, ..Default::default() });
+    let c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 2,
+            cpus: 2,
+            partitions: "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n\
+                         PartitionName=staff Nodes=ALL AllowGroups=root State=UP\n"
+                .into(),
+            ..Default::default()
+        },
+    );
     let work = c.path().join("alice");
     std::fs::create_dir_all(&work).unwrap();
     nix::unistd::chown(&work, Some(nix::unistd::Uid::from_raw(alice.uid)), Some(nix::unistd::Gid::from_raw(alice.gid)))
@@ -61,6 +71,15 @@ fn jobs_run_as_the_submitter_and_other_users_cannot_cancel_them() {
     let meta = std::fs::metadata(&path).unwrap();
     use std::os::unix::fs::MetadataExt;
     assert_eq!(meta.uid(), alice.uid, "output file is created as the user");
+
+    // AllowGroups: alice is not in group root.
+    let out = as_user(&c, &alice, "sbatch", &["-p", "staff", "--wrap", "true"], &work);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "sbatch: error: Batch job submission failed: User's group not permitted to use this partition\n"
+    );
+    c.ok("sbatch", &["-p", "staff", "--hold", "--wrap", "true"]);
 
     let out = as_user(&c, &alice, "sbatch", &["--parsable", "--wrap", "sleep 60"], &work);
     let long: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
