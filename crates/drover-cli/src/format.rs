@@ -91,12 +91,12 @@ pub fn cell_into(out: &mut String, v: &str, width: Option<usize>, right: bool) {
 /// Renders one line: `value(code)` gives the text of each field.
 pub fn render(items: &[Item], mut value: impl FnMut(char) -> String) -> String {
     let mut s = String::with_capacity(96);
-    render_into(&mut s, items, &mut value);
+    render_into(&mut s, items, &mut |c| std::borrow::Cow::Owned(value(c)));
     s
 }
 
 /// Appends one rendered line to `out`.
-pub fn render_into(out: &mut String, items: &[Item], value: &mut impl FnMut(char) -> String) {
+pub fn render_into<'a>(out: &mut String, items: &[Item], value: &mut impl FnMut(char) -> std::borrow::Cow<'a, str>) {
     for it in items {
         match it {
             Item::Lit(l) => out.push_str(l),

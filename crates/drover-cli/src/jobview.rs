@@ -5,6 +5,7 @@ use drover_model::duration::{fmt_limit_short, fmt_short};
 use drover_model::hostlist::Hostlist;
 use drover_model::memsize::fmt_tres_mb;
 use drover_proto::v1;
+use std::borrow::Cow;
 
 pub fn spec(j: &v1::JobInfo) -> &v1::JobSpec {
     static EMPTY: std::sync::OnceLock<v1::JobSpec> = std::sync::OnceLock::new();
@@ -151,10 +152,23 @@ pub fn std_path(j: &v1::JobInfo, which: char) -> String {
 }
 
 /// One squeue `%` code.
-pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> String {
+pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> Cow<'_, str> {
     let s = spec(j);
-    let limit = time_limit(j);
+    // The common text fields are borrowed; only computed ones allocate.
     match code {
+        'j' => return Cow::Borrowed(&s.name),
+        'P' => return Cow::Borrowed(&j.partition),
+        'T' => return Cow::Borrowed(&j.state),
+        't' => return Cow::Borrowed(state_short(j)),
+        'u' if !s.user.is_empty() => return Cow::Borrowed(&s.user),
+        'N' => return Cow::Borrowed(&j.nodes),
+        'Z' => return Cow::Borrowed(&s.work_dir),
+        'R' if !is_pending(j) && !j.nodes.is_empty() => return Cow::Borrowed(&j.nodes),
+        'r' if !j.reason.is_empty() => return Cow::Borrowed(&j.reason),
+        _ => {}
+    }
+    let limit = time_limit(j);
+    Cow::Owned(match code {
         'a' => s.user.clone(),
         'A' | 'i' | 'F' => j.job_id.to_string(),
         'b' => "N/A".into(),
@@ -250,7 +264,7 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> String {
         'z' => "*:*:*".into(),
         'Z' => s.work_dir.clone(),
         _ => String::new(),
-    }
+    })
 }
 
 pub fn squeue_header(code: char) -> &'static str {

@@ -148,8 +148,9 @@ fn state_rank(s: &str) -> u32 {
     }
 }
 
-/// Sorts references: a job record is large, moving them around costs more than comparing.
-fn sort_jobs(jobs: &mut [&v1::JobInfo], keys: &str, now: i64) {
+/// Sorts references (a job record is large; moving records costs more than comparing), with
+/// each job's state rank computed once rather than at every comparison.
+fn sort_jobs(jobs: &mut Vec<&v1::JobInfo>, keys: &str, now: i64) {
     let keys: Vec<(bool, char)> = keys
         .split(',')
         .filter_map(|k| {
@@ -158,11 +159,12 @@ fn sort_jobs(jobs: &mut [&v1::JobInfo], keys: &str, now: i64) {
             k.chars().next().map(|c| (desc, c))
         })
         .collect();
-    jobs.sort_by(|a, b| {
+    let mut keyed: Vec<(u32, &v1::JobInfo)> = jobs.iter().map(|j| (state_rank(&j.state), *j)).collect();
+    keyed.sort_by(|(ra, a), (rb, b)| {
         for &(desc, key) in &keys {
             let ord = match key {
                 'P' => a.partition.cmp(&b.partition),
-                't' | 'T' => state_rank(&a.state).cmp(&state_rank(&b.state)),
+                't' | 'T' => ra.cmp(rb),
                 'p' | 'Q' => a.priority.cmp(&b.priority),
                 'i' | 'A' => a.job_id.cmp(&b.job_id),
                 'j' => jobview::spec(a).name.cmp(&jobview::spec(b).name),
@@ -182,6 +184,7 @@ fn sort_jobs(jobs: &mut [&v1::JobInfo], keys: &str, now: i64) {
         }
         a.job_id.cmp(&b.job_id)
     });
+    *jobs = keyed.into_iter().map(|(_, j)| j).collect();
 }
 
 pub fn main(args: Vec<String>) -> i32 {
