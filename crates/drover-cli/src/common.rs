@@ -62,6 +62,26 @@ pub async fn connect(cfg: &Config) -> Result<Client, String> {
     Ok(ControllerClient::new(ch).max_decoding_message_size(512 << 20).max_encoding_message_size(64 << 20))
 }
 
+/// Job ids from comma lists (`12,13_2,14.0`): the job part of each, as the commands take them.
+pub fn parse_job_ids<'a>(lists: impl IntoIterator<Item = &'a String>) -> Result<Vec<u32>, String> {
+    let mut ids = Vec::new();
+    for list in lists {
+        for id in list.split(',').filter(|s| !s.is_empty()) {
+            let base = id.split(['_', '.']).next().unwrap_or(id);
+            ids.push(base.parse::<u32>().map_err(|_| id.to_string())?);
+        }
+    }
+    Ok(ids)
+}
+
+/// One read of the controller's state.
+pub fn fetch_state(cfg: &Config, req: drover_proto::v1::StateRequest) -> Result<drover_proto::v1::StateReply, String> {
+    runtime().block_on(async {
+        let mut c = connect(cfg).await?;
+        c.get_state(req).await.map(|r| r.into_inner()).map_err(|s| status_msg(&s))
+    })
+}
+
 /// Slurm's timestamp form in local time: `2026-12-02T11:57:03`.
 pub fn fmt_time(t: i64) -> String {
     if t <= 0 {

@@ -61,19 +61,13 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(a) => a,
         Err(code) => return code,
     };
-    let mut ids = Vec::new();
-    for j in &a.jobs {
-        for id in j.split(',').filter(|s| !s.is_empty()) {
-            let base = id.split(['_', '.']).next().unwrap_or(id);
-            match base.parse::<u32>() {
-                Ok(n) => ids.push(n),
-                Err(_) => {
-                    eprintln!("scancel: error: Invalid job id {id}");
-                    return 1;
-                }
-            }
+    let ids = match common::parse_job_ids(&a.jobs) {
+        Ok(ids) => ids,
+        Err(id) => {
+            eprintln!("scancel: error: Invalid job id {id}");
+            return 1;
         }
-    }
+    };
     let user = if a.me { Some(common::user_name(nix::unistd::getuid().as_raw())) } else { a.user.clone() };
     let filtered =
         user.is_some() || a.name.is_some() || a.state.is_some() || a.partition.is_some() || a.nodelist.is_some();

@@ -109,12 +109,7 @@ fn ping() -> i32 {
 }
 
 fn fetch(req: v1::StateRequest) -> Result<v1::StateReply, String> {
-    let cfg = common::load_config()?;
-    let rt = common::runtime();
-    rt.block_on(async {
-        let mut c = common::connect(&cfg).await?;
-        c.get_state(req).await.map(|r| r.into_inner()).map_err(|s| status_msg(&s))
-    })
+    common::fetch_state(&common::load_config()?, req)
 }
 
 fn show(rest: &[String], o: &Opts) -> i32 {
@@ -536,16 +531,7 @@ fn block(lines: &[String], oneliner: bool, trailer: &str) -> String {
 }
 
 fn parse_ids(list: &str) -> Result<Vec<u32>, String> {
-    list.split(',')
-        .filter(|s| !s.is_empty())
-        .map(|id| {
-            id.split(['_', '.'])
-                .next()
-                .unwrap_or(id)
-                .parse::<u32>()
-                .map_err(|_| format!("Invalid job id specified: {id}"))
-        })
-        .collect()
+    common::parse_job_ids([&list.to_string()]).map_err(|id| format!("Invalid job id specified: {id}"))
 }
 
 fn job_action(action: &str, rest: &[String], fields: &[v1::KeyValue]) -> i32 {

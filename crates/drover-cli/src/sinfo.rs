@@ -1,6 +1,6 @@
 //! `sinfo`: partitions and nodes, in Slurm's formats.
 
-use crate::common::{self, status_msg};
+use crate::common;
 use crate::format::{self, Item};
 use clap::Parser;
 use drover_model::duration::fmt_limit_sinfo;
@@ -232,14 +232,7 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let rt = common::runtime();
-    let reply = rt.block_on(async {
-        let mut c = common::connect(&cfg).await?;
-        c.get_state(v1::StateRequest { nodes: true, partitions: true, ..Default::default() })
-            .await
-            .map(|r| r.into_inner())
-            .map_err(|s| status_msg(&s))
-    });
+    let reply = common::fetch_state(&cfg, v1::StateRequest { nodes: true, partitions: true, ..Default::default() });
     let reply = match reply {
         Ok(r) => r,
         Err(e) => {

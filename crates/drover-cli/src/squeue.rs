@@ -1,6 +1,6 @@
 //! `squeue`: the queue, in Slurm's formats.
 
-use crate::common::{self, status_msg};
+use crate::common;
 use crate::format::{self, Item};
 use crate::jobview::{self, squeue_field, squeue_header};
 use clap::Parser;
@@ -192,33 +192,20 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(a) => a,
         Err(code) => return code,
     };
-    let mut job_ids: Vec<u32> = Vec::new();
-    for j in a.jobs.iter().chain(a.rest.iter()) {
-        for id in j.split(',').filter(|s| !s.is_empty()) {
-            let base = id.split(['_', '.']).next().unwrap_or(id);
-            match base.parse::<u32>() {
-                Ok(n) => job_ids.push(n),
-                Err(_) => {
-                    eprintln!("squeue: error: Invalid job id: {id}");
-                    return 1;
-                }
-            }
+    let job_ids = match common::parse_job_ids(a.jobs.iter().chain(a.rest.iter())) {
+        Ok(ids) => ids,
+        Err(id) => {
+            eprintln!("squeue: error: Invalid job id: {id}");
+            return 1;
         }
-    }
+    };
     let cfg = match common::config_for("squeue") {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let rt = common::runtime();
-    let reply = rt.block_on(async {
-        let mut c = common::connect(&cfg).await?;
-        let active_only = a.states.is_none();
-        c.get_state(v1::StateRequest { job_ids: job_ids.clone(), jobs: true, active_only, ..Default::default() })
-            .await
-            .map(|r| r.into_inner())
-            .map_err(|s| status_msg(&s))
-    });
-    let reply = match reply {
+    let active_only = a.states.is_none();
+    let req = v1::StateRequest { job_ids: job_ids.clone(), jobs: true, active_only, ..Default::default() };
+    let reply = match common::fetch_state(&cfg, req) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("slurm_load_jobs error: {e}");
