@@ -22,7 +22,8 @@ pub fn parse_time_limit(s: &str) -> Result<TimeLimit, DurationError> {
         if x.is_empty() || !x.bytes().all(|b| b.is_ascii_digit()) {
             return Err(DurationError);
         }
-        x.parse().map_err(|_| DurationError)
+        // 32-bit components, as Slurm keeps them: no sum below can overflow.
+        x.parse::<u32>().map(u64::from).map_err(|_| DurationError)
     };
     let (days, rest) = match t.split_once('-') {
         Some((d, r)) => (Some(num(d)?), r),
@@ -99,6 +100,9 @@ mod tests {
         assert!(parse_time_limit("abc").is_err());
         assert!(parse_time_limit("1:2:3:4").is_err());
         assert!(parse_time_limit("").is_err());
+        // Regression: a huge day count overflowed instead of being refused.
+        assert!(parse_time_limit("214000000000000-").is_err());
+        assert!(parse_time_limit("99999999999999999999").is_err());
     }
 
     #[test]
