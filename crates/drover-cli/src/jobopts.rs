@@ -459,6 +459,14 @@ mod tests {
         assert!(bad.validate(true).is_err());
     }
 
+    proptest::proptest! {
+        #[test]
+        fn directive_parsing_never_panics(s in "[#!SBATCH \\t\\n'\"\\\\a-z=-]{0,80}") {
+            let _ = shell_words(&s);
+            let _ = directives(&s, "#SBATCH");
+        }
+    }
+
     #[test]
     fn shell_words_handle_quotes() {
         assert_eq!(shell_words(r#"--a="x y" 'b c' d\ e # tail"#).unwrap(), ["--a=x y", "b c", "d e"]);
