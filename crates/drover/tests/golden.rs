@@ -159,6 +159,41 @@ fn jobs_show_like_slurm() {
     assert_eq!(keep(&mapped), keep(&compat("squeue_mixed.out")));
     assert_eq!(stdout(&c, "squeue", &["-o", "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"]), ours);
     assert_eq!(stdout(&c, "sinfo", &[]), compat("sinfo_alloc.out"));
+    assert_eq!(norm(&stdout(&c, "sinfo", &["-N", "-l"])), norm(&compat("sinfo_N_l_alloc.out")));
+    assert_eq!(
+        norm(&stdout(&c, "scontrol", &["show", "node", "node1"])),
+        norm(&compat("scontrol_show_node_node1_alloc.out"))
+    );
+    let mut long_fmt = stdout(&c, "squeue", &["-l"]);
+    let mut start = stdout(&c, "squeue", &["--start"]);
+    for (o, t) in ids {
+        long_fmt = long_fmt.replace(&format!("{o:>18} "), &format!("{t:>18} "));
+        start = start.replace(&format!("{o:>18} "), &format!("{t:>18} "));
+    }
+    assert_eq!(keep(&norm(&long_fmt)), keep(&norm(&compat("squeue_mixed_l.out"))));
+    assert_eq!(keep(&start), keep(&compat("squeue_start.out")));
+    for (args, file) in [
+        (vec!["-r"], "squeue_mixed_r.out"),
+        (vec!["-t", "PD"], "squeue_mixed_states_pd.out"),
+        (vec!["-u", "root"], "squeue_mixed_user.out"),
+    ] {
+        let mut out = stdout(&c, "squeue", &args);
+        for (o, t) in ids {
+            out = out.replace(&format!("{o:>18} "), &format!("{t:>18} "));
+        }
+        let drop_arrays = |v: Vec<String>| -> Vec<String> { v.into_iter().filter(|l| !l.contains("21_")).collect() };
+        assert_eq!(keep(&out), drop_arrays(keep(&compat(file))), "squeue {args:?}");
+    }
+    let mut it = stdout(&c, "squeue", &["-h", "-o", "%i %T"]);
+    for (o, t) in ids {
+        it = it.replace(&format!("{o} "), &format!("{t} "));
+    }
+    let expect: Vec<String> = compat("squeue_mixed_it.out")
+        .lines()
+        .filter(|l| !l.starts_with("21_") && !l.starts_with("22 "))
+        .map(String::from)
+        .collect();
+    assert_eq!(it.lines().map(String::from).collect::<Vec<_>>(), expect);
     let o = c.run("scancel", &[&long.to_string()]);
     assert_eq!((o.status.code(), o.stdout.len() + o.stderr.len()), (Some(0), 0));
 }
