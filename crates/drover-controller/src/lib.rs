@@ -10,6 +10,9 @@
 //! accepted change is journalled and fsynced before its reply is sent and before any launch
 //! leaves for a node. Reads never reach the owner.
 
+// Daemons never unwrap on input; broken invariants use `expect("invariant: ...")`.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 mod owner;
 mod rpc;
 mod state;

@@ -19,6 +19,9 @@
 //! the record that wrote them. A snapshot keeps older journal files alive while the state it
 //! saves still refers to them, and deletes the rest.
 
+// Daemons never unwrap on input; broken invariants use `expect("invariant: ...")`.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};

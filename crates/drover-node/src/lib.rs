@@ -10,6 +10,9 @@
 //! and supervisor requests. Supervisors run in their own sessions and survive agent restarts;
 //! a restarted agent finds them again in the spool directory and reports their jobs.
 
+// Daemons never unwrap on input; broken invariants use `expect("invariant: ...")`.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod env;
 pub mod spool;
 pub mod supervisor;

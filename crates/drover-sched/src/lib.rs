@@ -14,6 +14,9 @@
 //! pending job holds nothing. Once a job in a partition waits for resources, later jobs of that
 //! partition wait behind it with reason `Priority` (no backfill yet).
 
+// Daemons never unwrap on input; broken invariants use `expect("invariant: ...")`.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 mod core;
 
 pub use crate::core::{Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, SchedJob, SubmitCheck};
