@@ -55,6 +55,9 @@ fn log(msg: &str) {
 /// Runs the controller for the given `slurm.conf` until SIGTERM/SIGINT or a Shutdown call.
 pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
     let cfg = drover_model::conf::parse_file(conf_path)?;
+    if let Some(path) = &cfg.slurmctld_log_file {
+        log_to(path).map_err(|source| ControllerError::StateDir { path: path.clone(), source })?;
+    }
     for u in &cfg.unsupported {
         log(&format!("{}:{}: {} is not supported by Drover yet and is ignored", u.file, u.line, u.key));
     }
@@ -140,6 +143,15 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
     let _ = std::fs::remove_file(&sock);
     drop(lock);
     Ok(())
+}
+
+/// Sends this process's log lines (stderr) to `path`, appending (`SlurmctldLogFile`).
+fn log_to(path: &str) -> std::io::Result<()> {
+    if let Some(dir) = Path::new(path).parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    nix::unistd::dup2_stderr(&f).map_err(std::io::Error::from)
 }
 
 /// One controller per state directory: an exclusive `flock` held for the process's life.

@@ -178,11 +178,6 @@ impl Journal {
         Ok(data)
     }
 
-    /// Records buffered and not yet committed.
-    pub fn uncommitted(&self) -> usize {
-        self.pending_records
-    }
-
     /// Writes every buffered record and syncs once (group commit).
     pub fn commit(&mut self) -> Result<(), JournalError> {
         if self.buf.is_empty() {

@@ -63,6 +63,15 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
         None => nix::unistd::gethostname().map(|h| h.to_string_lossy().to_string()).unwrap_or_default(),
     };
     let conf = cfg.node(&name).ok_or_else(|| NodeError::UnknownNode(name.clone()))?.clone();
+    if let Some(path) = cfg.slurmd_log_for(&name) {
+        // `SlurmdLogFile`: this agent's log lines go there, appended.
+        let opened = std::path::Path::new(&path)
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|_| std::fs::OpenOptions::new().create(true).append(true).open(&path));
+        let f = opened.map_err(|source| NodeError::Spool { path: path.clone(), source })?;
+        nix::unistd::dup2_stderr(&f).map_err(|e| NodeError::Spool { path: path.clone(), source: e.into() })?;
+    }
     let spool = PathBuf::from(cfg.spool_dir_for(&name));
     std::fs::create_dir_all(&spool).map_err(|source| NodeError::Spool { path: spool.display().to_string(), source })?;
     std::fs::write(spool.join(spool::NODE_NAME), &name)

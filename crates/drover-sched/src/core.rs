@@ -200,10 +200,6 @@ impl Core {
         self.running.get(&job)
     }
 
-    pub fn pending_count(&self) -> usize {
-        self.pending.len()
-    }
-
     pub fn handle(&mut self, ev: Event) {
         self.changed = true;
         match ev {
