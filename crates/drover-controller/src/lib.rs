@@ -49,7 +49,8 @@ pub enum ControllerError {
 }
 
 fn log(msg: &str) {
-    eprintln!("[{}] drover controller: {msg}", owner::now());
+    let now = jiff::Zoned::now();
+    eprintln!("[{}] drover controller: {msg}", now.strftime("%Y-%m-%dT%H:%M:%S%.3f"));
 }
 
 /// Runs the controller for the given `slurm.conf` until SIGTERM/SIGINT or a Shutdown call.

@@ -41,7 +41,8 @@ fn now() -> i64 {
 }
 
 fn log(node: &str, msg: &str) {
-    eprintln!("[{}] drover node {node}: {msg}", now());
+    let now = jiff::Zoned::now();
+    eprintln!("[{}] drover node {node}: {msg}", now.strftime("%Y-%m-%dT%H:%M:%S%.3f"));
 }
 
 struct Agent {
