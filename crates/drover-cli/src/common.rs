@@ -8,20 +8,32 @@ use tonic::transport::Channel;
 
 pub type Client = ControllerClient<Channel>;
 
+/// The flags every command has: `-V/--version`, `--help`, `--usage` (flattened into each
+/// command's arguments).
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct StdFlags {
+    #[arg(short = 'V', long = "version")]
+    pub version: bool,
+    #[arg(long = "help")]
+    pub help: bool,
+    #[arg(long = "usage")]
+    pub usage: bool,
+}
+
 /// Parses a command's arguments. `Err(code)` when the command is already answered: a parse
-/// error printed in Slurm's words, `--version`, or `--help`/`--usage` (`flags` says whether
-/// those were given).
+/// error printed in Slurm's words, `--version`, or `--help`/`--usage`.
 pub fn parse_command<T: clap::Parser>(
     prog: &str,
     args: impl IntoIterator<Item = String>,
     usage: &str,
-    flags: impl Fn(&T) -> (bool, bool),
+    flags: impl Fn(&T) -> &StdFlags,
 ) -> Result<T, i32> {
     let a = T::try_parse_from(std::iter::once(prog.to_string()).chain(args)).map_err(|e| {
         eprintln!("{}", crate::sbatch::clap_error(prog, &e));
         1
     })?;
-    let (version, help) = flags(&a);
+    let f = flags(&a);
+    let (version, help) = (f.version, f.help || f.usage);
     if version {
         println!("slurm-wlm {}", drover_model::SLURM_COMPAT_VERSION);
         return Err(0);

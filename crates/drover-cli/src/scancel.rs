@@ -37,12 +37,8 @@ struct Args {
     qos: Option<String>,
     #[arg(short = 'M', long = "clusters")]
     clusters: Option<String>,
-    #[arg(short = 'V', long = "version")]
-    version: bool,
-    #[arg(long = "help")]
-    help: bool,
-    #[arg(long = "usage")]
-    usage: bool,
+    #[command(flatten)]
+    std: common::StdFlags,
     jobs: Vec<String>,
 }
 
@@ -57,7 +53,7 @@ pub fn parse_signal(s: &str) -> Option<i32> {
 }
 
 pub fn main(args: Vec<String>) -> i32 {
-    let a: Args = match common::parse_command("scancel", args, "Usage: scancel [-A account] [--batch] [--full] [--interactive] [-n job_name]\n               [-p partition] [-Q] [-q qos] [--reservation=reservation]\n               [-s signal | integer] [-t PENDING | RUNNING | SUSPENDED]\n               [--usage] [-u user_name] [--hurry] [-V] [-v] [-w hosts...]\n               [--wckey=wckey] [job_id[_array_id][.step_id]]", |a: &Args| (a.version, a.help || a.usage)) {
+    let a: Args = match common::parse_command("scancel", args, "Usage: scancel [-A account] [--batch] [--full] [--interactive] [-n job_name]\n               [-p partition] [-Q] [-q qos] [--reservation=reservation]\n               [-s signal | integer] [-t PENDING | RUNNING | SUSPENDED]\n               [--usage] [-u user_name] [--hurry] [-V] [-v] [-w hosts...]\n               [--wckey=wckey] [job_id[_array_id][.step_id]]", |a: &Args| &a.std) {
         Ok(a) => a,
         Err(code) => return code,
     };

@@ -42,12 +42,8 @@ struct Args {
     clusters: Option<String>,
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
     verbose: u8,
-    #[arg(short = 'V', long = "version")]
-    version: bool,
-    #[arg(long = "help")]
-    help: bool,
-    #[arg(long = "usage")]
-    usage: bool,
+    #[command(flatten)]
+    std: common::StdFlags,
 }
 
 fn header(code: char) -> &'static str {
@@ -224,7 +220,7 @@ fn value(g: &Group<'_>, code: char, cfg_users: &dyn Fn(u32) -> String) -> String
 }
 
 pub fn main(args: Vec<String>) -> i32 {
-    let a: Args = match common::parse_command("sinfo", args, "Usage: sinfo [-abdelNRrsTv] [-i seconds] [-t states] [-p partition] [-n nodes]\n             [-S fields] [-o format] [-O Format] [--json]", |a: &Args| (a.version, a.help || a.usage)) {
+    let a: Args = match common::parse_command("sinfo", args, "Usage: sinfo [-abdelNRrsTv] [-i seconds] [-t states] [-p partition] [-n nodes]\n             [-S fields] [-o format] [-O Format] [--json]", |a: &Args| &a.std) {
         Ok(a) => a,
         Err(code) => return code,
     };

@@ -52,12 +52,8 @@ struct Args {
     steps: Option<String>,
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
     verbose: u8,
-    #[arg(short = 'V', long = "version")]
-    version: bool,
-    #[arg(long = "help")]
-    help: bool,
-    #[arg(long = "usage")]
-    usage: bool,
+    #[command(flatten)]
+    std: common::StdFlags,
     /// Job ids may also be given bare.
     #[arg(trailing_var_arg = true)]
     rest: Vec<String>,
@@ -188,7 +184,7 @@ fn sort_jobs(jobs: &mut Vec<&v1::JobInfo>, keys: &str, now: i64) {
 }
 
 pub fn main(args: Vec<String>) -> i32 {
-    let a: Args = match common::parse_command("squeue", args, "Usage: squeue [-A account] [--clusters names] [-i seconds] [--job jobid]\n              [-n name] [-o format] [--only-job-state] [-p partitions]\n              [--qos qos] [--reservation reservation] [--sort fields] [--start]\n              [--step step_id] [-t states] [-u user_name] [--usage]\n              [-L licenses] [-w nodes] [--federation] [--local] [--sibling]\n              [--expand-patterns] [--json] [--yaml] [-ahjlrsv]", |a: &Args| (a.version, a.help || a.usage)) {
+    let a: Args = match common::parse_command("squeue", args, "Usage: squeue [-A account] [--clusters names] [-i seconds] [--job jobid]\n              [-n name] [-o format] [--only-job-state] [-p partitions]\n              [--qos qos] [--reservation reservation] [--sort fields] [--start]\n              [--step step_id] [-t states] [-u user_name] [--usage]\n              [-L licenses] [-w nodes] [--federation] [--local] [--sibling]\n              [--expand-patterns] [--json] [--yaml] [-ahjlrsv]", |a: &Args| &a.std) {
         Ok(a) => a,
         Err(code) => return code,
     };

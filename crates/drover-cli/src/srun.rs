@@ -35,12 +35,8 @@ struct SrunArgs {
     exact: bool,
     #[arg(long = "pty")]
     pty: bool,
-    #[arg(short = 'V', long = "version")]
-    version: bool,
-    #[arg(long = "help")]
-    help: bool,
-    #[arg(long = "usage")]
-    usage: bool,
+    #[command(flatten)]
+    std: common::StdFlags,
     #[arg(trailing_var_arg = true)]
     command: Vec<String>,
 }
@@ -55,7 +51,7 @@ pub fn main(args: Vec<String>) -> i32 {
         "srun",
         args.iter().cloned(),
         "Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OPTIONS(N)...]] executable(N) [args(N)...]",
-        |a: &SrunArgs| (a.version, a.help || a.usage),
+        |a: &SrunArgs| &a.std,
     ) {
         Ok(a) => a,
         Err(code) => return code,
