@@ -127,33 +127,7 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
 
 impl Agent {
     fn scan(&self) -> (Vec<v1::RunningJob>, Vec<v1::EndedJob>) {
-        let mut running = Vec::new();
-        let mut ended = Vec::new();
-        if let Ok(rd) = std::fs::read_dir(&self.spool) {
-            for e in rd.flatten() {
-                let Some(id) = spool::job_of_dir(&e.file_name().to_string_lossy()) else {
-                    continue;
-                };
-                let dir = e.path();
-                if let Some(st) = spool::read_status(&dir) {
-                    ended.push(ended_msg(id, st));
-                } else if spool::supervisor_alive(&dir)
-                    || !dir.join(spool::PID).exists() && dir.join(spool::LAUNCH).exists()
-                {
-                    running.push(v1::RunningJob { job_id: id });
-                } else {
-                    // The supervisor died without a word (killed): the job is lost.
-                    ended.push(v1::EndedJob {
-                        job_id: id,
-                        exit_status: 9,
-                        how: "NODE_FAIL".into(),
-                        end_time: now(),
-                        message: "job supervisor died".into(),
-                    });
-                }
-            }
-        }
-        (running, ended)
+        scan_spool(&self.spool)
     }
 
     async fn session(&mut self, wake_rx: &mut mpsc::UnboundedReceiver<u32>, confinement: &str) -> Result<(), String> {
@@ -217,7 +191,9 @@ impl Agent {
                 }
                 _ = rescan.tick() => {
                     // Fallback for a missed supervisor notification.
-                    let (_, ended) = self.scan();
+                    // Reads every job dir: off the runtime's threads.
+                    let spool = self.spool.clone();
+                    let (_, ended) = tokio::task::spawn_blocking(move || scan_spool(&spool)).await.unwrap_or_default();
                     for e in ended {
                         if self.reported.insert(e.job_id) {
                             let _ = tx.send(v1::NodeToController { msg: Some(node_to_controller::Msg::Ended(e)) });
@@ -323,6 +299,37 @@ impl Agent {
         });
         Ok(())
     }
+}
+
+/// What the spool holds: jobs whose supervisors run, and jobs that ended.
+fn scan_spool(spool: &Path) -> (Vec<v1::RunningJob>, Vec<v1::EndedJob>) {
+    let mut running = Vec::new();
+    let mut ended = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(spool) {
+        for e in rd.flatten() {
+            let Some(id) = spool::job_of_dir(&e.file_name().to_string_lossy()) else {
+                continue;
+            };
+            let dir = e.path();
+            if let Some(st) = spool::read_status(&dir) {
+                ended.push(ended_msg(id, st));
+            } else if spool::supervisor_alive(&dir)
+                || !dir.join(spool::PID).exists() && dir.join(spool::LAUNCH).exists()
+            {
+                running.push(v1::RunningJob { job_id: id });
+            } else {
+                // The supervisor died without a word (killed): the job is lost.
+                ended.push(v1::EndedJob {
+                    job_id: id,
+                    exit_status: 9,
+                    how: "NODE_FAIL".into(),
+                    end_time: now(),
+                    message: "job supervisor died".into(),
+                });
+            }
+        }
+    }
+    (running, ended)
 }
 
 fn ended_msg(id: u32, st: spool::EndStatus) -> v1::EndedJob {
