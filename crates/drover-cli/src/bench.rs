@@ -37,6 +37,10 @@ pub struct BenchArgs {
     /// Node agents in the bench cluster.
     #[arg(long, default_value_t = 4)]
     pub nodes: u32,
+    /// Keep the cluster loaded with the squeue benchmark's pending jobs for this many seconds
+    /// after measuring (to profile commands against it; the export line is printed first).
+    #[arg(long, value_name = "SECS")]
+    pub keep_loaded: Option<u64>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -300,6 +304,10 @@ pub fn main(a: BenchArgs) -> i32 {
                     }
                 }
                 report(name, median(v.clone()), "ms", &v, target);
+                if let Some(secs) = a.keep_loaded {
+                    eprintln!("drover bench: {count} jobs loaded; holding for {secs}s");
+                    tokio::time::sleep(Duration::from_secs(secs)).await;
+                }
             }
             if measure_mem {
                 let total = (after.saturating_sub(before)) as f64 / count as f64;

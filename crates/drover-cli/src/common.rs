@@ -94,6 +94,23 @@ pub fn fetch_state(cfg: &Config, req: drover_proto::v1::StateRequest) -> Result<
     })
 }
 
+/// The jobs a request selects, as the controller streams them: `each` sees one batch at a
+/// time (every batch carries `now` and the cluster name).
+pub fn list_jobs(
+    cfg: &Config,
+    req: drover_proto::v1::StateRequest,
+    mut each: impl FnMut(drover_proto::v1::StateReply),
+) -> Result<(), String> {
+    runtime().block_on(async {
+        let mut c = connect(cfg).await?;
+        let mut stream = c.list_jobs(req).await.map_err(|s| status_msg(&s))?.into_inner();
+        while let Some(batch) = stream.message().await.map_err(|s| status_msg(&s))? {
+            each(batch);
+        }
+        Ok(())
+    })
+}
+
 /// Slurm's timestamp form in local time: `2026-12-02T11:57:03`.
 pub fn fmt_time(t: i64) -> String {
     if t <= 0 {

@@ -75,16 +75,30 @@ pub fn cell_into(out: &mut String, v: &str, width: Option<usize>, right: bool) {
         out.push_str(v);
         return;
     };
-    let (cut, n) = match v.char_indices().nth(w) {
-        Some((i, _)) => (&v[..i], w),
-        None => (v, v.chars().count()),
+    let (cut, n) = if v.is_ascii() {
+        let n = v.len().min(w);
+        (&v[..n], n)
+    } else {
+        match v.char_indices().nth(w) {
+            Some((i, _)) => (&v[..i], w),
+            None => (v, v.chars().count()),
+        }
     };
     if right {
-        out.extend(std::iter::repeat_n(' ', w - n));
+        pad(out, w - n);
         out.push_str(cut);
     } else {
         out.push_str(cut);
-        out.extend(std::iter::repeat_n(' ', w - n));
+        pad(out, w - n);
+    }
+}
+
+fn pad(out: &mut String, mut n: usize) {
+    const SPACES: &str = "                                                                ";
+    while n > 0 {
+        let k = n.min(SPACES.len());
+        out.push_str(&SPACES[..k]);
+        n -= k;
     }
 }
 
@@ -101,6 +115,26 @@ pub fn render_into<'a>(out: &mut String, items: &[Item], value: &mut impl FnMut(
         match it {
             Item::Lit(l) => out.push_str(l),
             Item::Field { code, width, right } => cell_into(out, &value(*code), *width, *right),
+        }
+    }
+}
+
+/// Appends one rendered line to `out`; `value(buf, code)` appends each field's text to an
+/// emptied scratch buffer (so a line costs no allocation once the buffers have grown).
+pub fn render_fields_into(
+    out: &mut String,
+    items: &[Item],
+    scratch: &mut String,
+    value: &mut impl FnMut(&mut String, char),
+) {
+    for it in items {
+        match it {
+            Item::Lit(l) => out.push_str(l),
+            Item::Field { code, width, right } => {
+                scratch.clear();
+                value(scratch, *code);
+                cell_into(out, scratch, *width, *right);
+            }
         }
     }
 }

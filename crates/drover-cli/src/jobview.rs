@@ -151,6 +151,33 @@ pub fn std_path(j: &v1::JobInfo, which: char) -> String {
     }
 }
 
+/// Appends one squeue `%` code's text; the codes of the default formats are written without
+/// allocating.
+pub fn squeue_field_into(out: &mut String, j: &v1::JobInfo, code: char, now: i64) {
+    use std::fmt::Write;
+    match code {
+        'A' | 'i' | 'F' => {
+            let _ = write!(out, "{}", j.job_id);
+        }
+        'D' => {
+            let _ = write!(out, "{}", num_nodes(j));
+        }
+        'C' => {
+            let _ = write!(out, "{}", num_cpus(j));
+        }
+        'M' => match used(j, now) {
+            0 => out.push_str("0:00"),
+            u => out.push_str(&fmt_short(u)),
+        },
+        'R' if is_pending(j) || j.nodes.is_empty() => {
+            out.push('(');
+            out.push_str(if j.reason.is_empty() { "None" } else { &j.reason });
+            out.push(')');
+        }
+        _ => out.push_str(&squeue_field(j, code, now)),
+    }
+}
+
 /// One squeue `%` code.
 pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> Cow<'_, str> {
     let s = spec(j);

@@ -2,7 +2,7 @@
 
 use crate::common;
 use crate::format::{self, Item};
-use crate::jobview::{self, squeue_field, squeue_header};
+use crate::jobview::{self, squeue_header};
 use clap::Parser;
 use drover_model::state::JobState;
 use drover_proto::v1;
@@ -144,43 +144,87 @@ fn state_rank(s: &str) -> u32 {
     }
 }
 
-/// Sorts references (a job record is large; moving records costs more than comparing), with
-/// each job's state rank computed once rather than at every comparison.
-fn sort_jobs(jobs: &mut Vec<&v1::JobInfo>, keys: &str, now: i64) {
-    let keys: Vec<(bool, char)> = keys
-        .split(',')
+/// Sort keys (`-S`): each key's field and direction.
+fn parse_sort(keys: &str) -> Vec<(bool, char)> {
+    keys.split(',')
         .filter_map(|k| {
             let desc = k.starts_with('-');
             let k = k.trim_start_matches(['-', '+']);
             k.chars().next().map(|c| (desc, c))
         })
-        .collect();
-    let mut keyed: Vec<(u32, &v1::JobInfo)> = jobs.iter().map(|j| (state_rank(&j.state), *j)).collect();
-    keyed.sort_by(|(ra, a), (rb, b)| {
-        for &(desc, key) in &keys {
-            let ord = match key {
-                'P' => a.partition.cmp(&b.partition),
-                't' | 'T' => ra.cmp(rb),
-                'p' | 'Q' => a.priority.cmp(&b.priority),
-                'i' | 'A' => a.job_id.cmp(&b.job_id),
-                'j' => jobview::spec(a).name.cmp(&jobview::spec(b).name),
-                'u' => jobview::user(a).cmp(&jobview::user(b)),
-                'S' => a.start_time.cmp(&b.start_time),
-                'V' => a.submit_time.cmp(&b.submit_time),
-                'M' => jobview::used(a, now).cmp(&jobview::used(b, now)),
-                'D' => jobview::num_nodes(a).cmp(&jobview::num_nodes(b)),
-                'C' => jobview::num_cpus(a).cmp(&jobview::num_cpus(b)),
-                'N' => a.nodes.cmp(&b.nodes),
-                _ => std::cmp::Ordering::Equal,
-            };
-            let ord = if desc { ord.reverse() } else { ord };
-            if ord != std::cmp::Ordering::Equal {
-                return ord;
+        .collect()
+}
+
+/// Appends the job's sort key in an order-preserving byte encoding: comparing two keys as
+/// bytes compares the jobs by every `-S` field in turn, then by job id. Strings escape NUL
+/// and end with a terminator, numbers are big-endian, and a descending field is inverted, so
+/// the encoding stays prefix-free and a whole queue sorts with one `memcmp` per comparison.
+fn push_sort_key(out: &mut Vec<u8>, j: &v1::JobInfo, keys: &[(bool, char)], now: i64) {
+    fn text(out: &mut Vec<u8>, s: &str) {
+        for &b in s.as_bytes() {
+            out.push(b);
+            if b == 0 {
+                out.push(0xff);
             }
         }
-        a.job_id.cmp(&b.job_id)
-    });
-    *jobs = keyed.into_iter().map(|(_, j)| j).collect();
+        out.extend_from_slice(&[0, 1]);
+    }
+    fn num(out: &mut Vec<u8>, n: u64) {
+        out.extend_from_slice(&n.to_be_bytes());
+    }
+    fn signed(out: &mut Vec<u8>, n: i64) {
+        num(out, (n as u64) ^ (1 << 63));
+    }
+    for &(desc, key) in keys {
+        let at = out.len();
+        match key {
+            'P' => text(out, &j.partition),
+            't' | 'T' => num(out, u64::from(state_rank(&j.state))),
+            'p' | 'Q' => num(out, j.priority),
+            'i' | 'A' => num(out, u64::from(j.job_id)),
+            'j' => text(out, &jobview::spec(j).name),
+            'u' => text(out, &jobview::user(j)),
+            'S' => signed(out, j.start_time),
+            'V' => signed(out, j.submit_time),
+            'M' => num(out, jobview::used(j, now)),
+            'D' => num(out, u64::from(jobview::num_nodes(j))),
+            'C' => num(out, u64::from(jobview::num_cpus(j))),
+            'N' => text(out, &j.nodes),
+            _ => {}
+        }
+        if desc {
+            out[at..].iter_mut().for_each(|b| *b = !*b);
+        }
+    }
+    num(out, u64::from(j.job_id));
+}
+
+/// Which jobs the command line selects.
+struct Filter {
+    job_ids: Vec<u32>,
+    states: Option<Vec<String>>,
+    users: Option<Vec<String>>,
+    parts: Option<Vec<String>>,
+    names: Option<Vec<String>>,
+    nodes: Option<Vec<String>>,
+}
+
+impl Filter {
+    fn keep(&self, j: &v1::JobInfo) -> bool {
+        let st = JobState::parse(&j.state);
+        let state_ok = match &self.states {
+            Some(list) => list.iter().any(|s| s == "ALL" || JobState::parse(s).is_some_and(|want| Some(want) == st)),
+            None => !self.job_ids.is_empty() || st.is_some_and(|s| !s.is_finished()),
+        };
+        state_ok
+            && self.users.as_ref().is_none_or(|u| {
+                let uid = jobview::spec(j).uid;
+                u.iter().any(|x| *x == jobview::user(j) || x.parse::<u32>() == Ok(uid))
+            })
+            && self.parts.as_ref().is_none_or(|p| p.contains(&j.partition))
+            && self.names.as_ref().is_none_or(|n| n.contains(&jobview::spec(j).name))
+            && self.nodes.as_ref().is_none_or(|n| j.alloc.iter().any(|a| n.contains(&a.node)))
+    }
 }
 
 pub fn main(args: Vec<String>) -> i32 {
@@ -199,51 +243,22 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let timing = std::env::var_os("DROVER_TIMING").is_some();
+    let t0 = std::time::Instant::now();
     let active_only = a.states.is_none();
     let req = v1::StateRequest { job_ids: job_ids.clone(), jobs: true, active_only, ..Default::default() };
-    let reply = match common::fetch_state(&cfg, req) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("slurm_load_jobs error: {e}");
-            return 1;
-        }
+    let filter = Filter {
+        job_ids: job_ids.clone(),
+        states: a.states.as_ref().map(|s| s.split(',').map(|x| x.to_ascii_uppercase()).collect()),
+        users: if a.me {
+            Some(vec![common::user_name(nix::unistd::getuid().as_raw())])
+        } else {
+            a.users.as_ref().map(|u| u.split(',').map(String::from).collect())
+        },
+        parts: a.partitions.as_ref().map(|p| p.split(',').map(String::from).collect()),
+        names: a.names.as_ref().map(|p| p.split(',').map(String::from).collect()),
+        nodes: a.nodes.as_ref().and_then(|n| drover_model::hostlist::Hostlist::parse(n).ok()).map(|h| h.names()),
     };
-    let mut reply = reply;
-    let now = reply.now;
-    let mut jobs = drover_proto::reply_jobs(&mut reply);
-    if !job_ids.is_empty() && jobs.is_empty() {
-        eprintln!("slurm_load_jobs error: Invalid job id specified");
-        return 1;
-    }
-    // Filters.
-    let states: Option<Vec<String>> = a.states.as_ref().map(|s| s.split(',').map(|x| x.to_ascii_uppercase()).collect());
-    let users: Option<Vec<String>> = if a.me {
-        Some(vec![common::user_name(nix::unistd::getuid().as_raw())])
-    } else {
-        a.users.as_ref().map(|u| u.split(',').map(String::from).collect())
-    };
-    let parts: Option<Vec<String>> = a.partitions.as_ref().map(|p| p.split(',').map(String::from).collect());
-    let names: Option<Vec<String>> = a.names.as_ref().map(|p| p.split(',').map(String::from).collect());
-    let node_filter: Option<Vec<String>> =
-        a.nodes.as_ref().and_then(|n| drover_model::hostlist::Hostlist::parse(n).ok()).map(|h| h.names());
-    jobs.retain(|j| {
-        let st = JobState::parse(&j.state);
-        let state_ok = match &states {
-            Some(list) => list.iter().any(|s| s == "ALL" || JobState::parse(s).is_some_and(|want| Some(want) == st)),
-            None => !job_ids.is_empty() || st.is_some_and(|s| !s.is_finished()),
-        };
-        let user_ok = users
-            .as_ref()
-            .is_none_or(|u| u.iter().any(|x| *x == jobview::user(j) || *x == jobview::spec(j).uid.to_string()));
-        let part_ok = parts.as_ref().is_none_or(|p| p.contains(&j.partition));
-        let name_ok = names.as_ref().is_none_or(|n| n.contains(&jobview::spec(j).name));
-        let node_ok = node_filter.as_ref().is_none_or(|n| j.alloc.iter().any(|a| n.contains(&a.node)));
-        state_ok && user_ok && part_ok && name_ok && node_ok
-    });
-    if a.json {
-        println!("{}", crate::json::squeue_json(&jobs, &reply.cluster_name, now));
-        return 0;
-    }
     let sort = a.sort.clone().or_else(|| std::env::var("SQUEUE_SORT").ok()).unwrap_or_else(|| {
         if a.start {
             "S".into()
@@ -251,8 +266,7 @@ pub fn main(args: Vec<String>) -> i32 {
             "P,t,-p".into()
         }
     });
-    let mut jobs: Vec<&v1::JobInfo> = jobs.iter().collect();
-    sort_jobs(&mut jobs, &sort, now);
+    let sort = parse_sort(&sort);
     let items = if let Some(f) = &a.format_long {
         match parse_long_format(f) {
             Ok(i) => i,
@@ -273,23 +287,199 @@ pub fn main(args: Vec<String>) -> i32 {
         });
         format::parse(&fmt)
     };
-    let mut out = String::new();
+    // One pass over the records as they stream in. Workers (one per core, at most four) each
+    // take whole batches: decode each record into one reused message, keep it or not, and
+    // render its line and sort key into their own arenas; nothing per job outlives its turn.
+    let mut now = 0;
+    let mut cluster = String::new();
+    let mut seen = 0usize;
+    let mut kept: Vec<v1::JobInfo> = Vec::new();
+    let workers = if a.json { 0 } else { std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4) };
+    let (r, lines) = std::thread::scope(|scope| {
+        let mut queues = Vec::new();
+        let mut done = Vec::new();
+        for _ in 0..workers {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<(i64, Vec<drover_proto::bytes::Bytes>)>(8);
+            queues.push(tx);
+            let (filter, items, sort, start) = (&filter, &items, &sort, a.start);
+            done.push(scope.spawn(move || {
+                let mut lines = Lines::default();
+                let mut j = v1::JobInfo::default();
+                let mut scratch = String::new();
+                for (now, records) in rx {
+                    for r in &records {
+                        if drover_proto::decode_job_into(&mut j, r).is_ok()
+                            && filter.keep(&j)
+                            && (!start || jobview::is_pending(&j))
+                        {
+                            lines.push(&j, items, sort, now, &mut scratch);
+                        }
+                    }
+                }
+                lines
+            }));
+        }
+        let mut next = 0;
+        let r = common::list_jobs(&cfg, req, |batch| {
+            now = batch.now;
+            cluster = batch.cluster_name;
+            seen += batch.job_records.len();
+            if queues.is_empty() {
+                let mut j = v1::JobInfo::default();
+                for r in &batch.job_records {
+                    if drover_proto::decode_job_into(&mut j, r).is_ok() && filter.keep(&j) {
+                        kept.push(j.clone());
+                    }
+                }
+            } else if !batch.job_records.is_empty() {
+                let _ = queues[next % queues.len()].send((batch.now, batch.job_records));
+                next += 1;
+            }
+        });
+        drop(queues);
+        let mut lines = Lines::default();
+        for d in done {
+            lines.append(d.join().expect("invariant: a squeue worker does not panic"));
+        }
+        (r, lines)
+    });
+    if let Err(e) = r {
+        eprintln!("slurm_load_jobs error: {e}");
+        return 1;
+    }
+    if timing {
+        eprintln!("fetch+render {:?}", t0.elapsed());
+    }
+    if !job_ids.is_empty() && seen == 0 {
+        eprintln!("slurm_load_jobs error: Invalid job id specified");
+        return 1;
+    }
+    if a.json {
+        println!("{}", crate::json::squeue_json(&kept, &cluster, now));
+        return 0;
+    }
+    let order = lines.sorted();
+    if timing {
+        eprintln!("sort {:?}", t0.elapsed());
+    }
+    let mut out = Vec::with_capacity(lines.text.len() + 256);
     if a.long && !a.noheader {
-        out.push_str(&common::fmt_header_date(now));
-        out.push('\n');
+        out.extend_from_slice(common::fmt_header_date(now).as_bytes());
+        out.push(b'\n');
     }
     if !a.noheader {
-        out.push_str(&format::render(&items, |c| squeue_header(c).to_string()));
-        out.push('\n');
+        out.extend_from_slice(format::render(&items, |c| squeue_header(c).to_string()).as_bytes());
+        out.push(b'\n');
     }
-    for j in jobs {
-        if a.start && !jobview::is_pending(j) {
-            continue;
-        }
-        format::render_into(&mut out, &items, &mut |c| squeue_field(j, c, now));
-        out.push('\n');
+    for i in order {
+        out.extend_from_slice(lines.line(i).as_bytes());
     }
     use std::io::Write;
-    let _ = std::io::stdout().write_all(out.as_bytes());
+    let _ = std::io::stdout().write_all(&out);
+    if timing {
+        eprintln!("write {:?}", t0.elapsed());
+    }
     0
+}
+
+/// Rendered lines and their sort keys, each in one arena.
+#[derive(Default)]
+struct Lines {
+    text: String,
+    text_ends: Vec<u32>,
+    keys: Vec<u8>,
+    key_ends: Vec<u32>,
+}
+
+impl Lines {
+    fn push(&mut self, j: &v1::JobInfo, items: &[Item], sort: &[(bool, char)], now: i64, scratch: &mut String) {
+        format::render_fields_into(&mut self.text, items, scratch, &mut |buf, c| {
+            jobview::squeue_field_into(buf, j, c, now)
+        });
+        self.text.push('\n');
+        self.text_ends.push(self.text.len() as u32);
+        push_sort_key(&mut self.keys, j, sort, now);
+        self.key_ends.push(self.keys.len() as u32);
+    }
+
+    /// Takes another arena's lines after this one's.
+    fn append(&mut self, other: Lines) {
+        if self.text_ends.is_empty() {
+            *self = other;
+            return;
+        }
+        let (t, k) = (self.text.len() as u32, self.keys.len() as u32);
+        self.text.push_str(&other.text);
+        self.text_ends.extend(other.text_ends.iter().map(|e| e + t));
+        self.keys.extend_from_slice(&other.keys);
+        self.key_ends.extend(other.key_ends.iter().map(|e| e + k));
+    }
+
+    fn range(ends: &[u32], i: usize) -> std::ops::Range<usize> {
+        let start = if i == 0 { 0 } else { ends[i - 1] as usize };
+        start..ends[i] as usize
+    }
+
+    fn line(&self, i: usize) -> &str {
+        &self.text[Self::range(&self.text_ends, i)]
+    }
+
+    fn sorted(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.key_ends.len()).collect();
+        order.sort_by(|&x, &y| {
+            self.keys[Self::range(&self.key_ends, x)].cmp(&self.keys[Self::range(&self.key_ends, y)])
+        });
+        order
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: u32, partition: &str, state: &str, priority: u64, name: &str) -> v1::JobInfo {
+        v1::JobInfo {
+            job_id: id,
+            partition: partition.into(),
+            state: state.into(),
+            priority,
+            spec: Some(v1::JobSpec { name: name.into(), ..Default::default() }),
+            ..Default::default()
+        }
+    }
+
+    fn order(jobs: &[v1::JobInfo], keys: &str) -> Vec<u32> {
+        let items = format::parse("%i");
+        let sort = parse_sort(keys);
+        let mut halves = [Lines::default(), Lines::default()];
+        let mut scratch = String::new();
+        for (i, j) in jobs.iter().enumerate() {
+            halves[i % 2].push(j, &items, &sort, 0, &mut scratch);
+        }
+        let [mut a, b] = halves;
+        a.append(b);
+        a.sorted().into_iter().map(|i| a.line(i).trim().parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn sort_keys_order_like_slurm_default() {
+        let jobs = [
+            job(1, "debug", "RUNNING", 10, "a"),
+            job(2, "debug", "PENDING", 5, "b"),
+            job(3, "batch", "PENDING", 1, "c"),
+            job(4, "debug", "PENDING", 9, "d"),
+            job(5, "debug", "PENDING", 9, "e"),
+        ];
+        // Partition ascending, pending before running, priority descending, then job id.
+        assert_eq!(order(&jobs, "P,t,-p"), [3, 4, 5, 2, 1]);
+        assert_eq!(order(&jobs, "-i"), [5, 4, 3, 2, 1]);
+        assert_eq!(order(&jobs, "-j"), [5, 4, 3, 2, 1]);
+    }
+
+    #[test]
+    fn string_keys_are_prefix_free_in_both_directions() {
+        let jobs = [job(1, "ab", "PENDING", 0, ""), job(2, "a", "PENDING", 0, ""), job(3, "a\0", "PENDING", 0, "")];
+        assert_eq!(order(&jobs, "P"), [2, 3, 1]);
+        assert_eq!(order(&jobs, "-P"), [1, 3, 2]);
+    }
 }

@@ -35,6 +35,7 @@ impl Handlers {
     }
 }
 
+type ListStream = Pin<Box<dyn Stream<Item = Result<v1::StateReply, Status>> + Send>>;
 type EventStream = Pin<Box<dyn Stream<Item = Result<v1::JobEvent, Status>> + Send>>;
 type NodeStream = Pin<Box<dyn Stream<Item = Result<v1::ControllerToNode, Status>> + Send>>;
 
@@ -51,6 +52,14 @@ impl Controller for Handlers {
     async fn get_state(&self, req: Request<v1::StateRequest>) -> Result<Response<v1::StateReply>, Status> {
         let view = self.view.load_full();
         Ok(Response::new(state_reply(&view, req.get_ref(), now())))
+    }
+
+    type ListJobsStream = ListStream;
+
+    async fn list_jobs(&self, req: Request<v1::StateRequest>) -> Result<Response<Self::ListJobsStream>, Status> {
+        let view = self.view.load_full();
+        let batches = crate::view::job_batches(view, req.into_inner(), now());
+        Ok(Response::new(Box::pin(tokio_stream::iter(batches.map(Ok)))))
     }
 
     async fn cancel(&self, req: Request<v1::CancelRequest>) -> Result<Response<v1::CancelReply>, Status> {

@@ -75,6 +75,47 @@ pub fn job_info(j: &Job, full: bool) -> v1::JobInfo {
     }
 }
 
+/// The encoded records of the jobs a request selects among `view.jobs[range]`.
+pub fn job_records(
+    view: &View,
+    req: &v1::StateRequest,
+    range: std::ops::Range<usize>,
+) -> Vec<drover_proto::bytes::Bytes> {
+    use prost::Message;
+    let wanted = |j: &Job| {
+        if req.job_ids.is_empty() {
+            !req.active_only || !j.status.state.is_finished()
+        } else {
+            req.job_ids.contains(&j.id)
+        }
+    };
+    view.jobs[range]
+        .iter()
+        .filter(|j| wanted(j))
+        .map(|j| j.wire.get_or_init(|| job_info(j, false).encode_to_vec().into()).clone())
+        .collect()
+}
+
+/// Jobs per message of a `ListJobs` stream.
+pub const LIST_BATCH: usize = 2048;
+
+/// The replies of a `ListJobs` stream, built one batch at a time as the stream is polled.
+pub fn job_batches(
+    view: std::sync::Arc<View>,
+    req: v1::StateRequest,
+    now: i64,
+) -> impl Iterator<Item = v1::StateReply> + Send {
+    let n = view.jobs.len();
+    let batches = n.div_ceil(LIST_BATCH).max(1);
+    (0..batches).map(move |i| v1::StateReply {
+        now,
+        cluster_name: view.cfg.cluster_name.clone(),
+        last_update: view.written,
+        job_records: job_records(&view, &req, i * LIST_BATCH..((i + 1) * LIST_BATCH).min(n)),
+        ..Default::default()
+    })
+}
+
 pub fn state_reply(view: &View, req: &v1::StateRequest, now: i64) -> v1::StateReply {
     let everything = !req.jobs && !req.nodes && !req.partitions && !req.config;
     let mut reply = v1::StateReply {
@@ -84,20 +125,7 @@ pub fn state_reply(view: &View, req: &v1::StateRequest, now: i64) -> v1::StateRe
         ..Default::default()
     };
     if everything || req.jobs {
-        use prost::Message;
-        let wanted = |j: &Job| {
-            if req.job_ids.is_empty() {
-                !req.active_only || !j.status.state.is_finished()
-            } else {
-                req.job_ids.contains(&j.id)
-            }
-        };
-        reply.job_records = view
-            .jobs
-            .iter()
-            .filter(|j| wanted(j))
-            .map(|j| j.wire.get_or_init(|| job_info(j, false).encode_to_vec().into()).clone())
-            .collect();
+        reply.job_records = job_records(view, req, 0..view.jobs.len());
     }
     if everything || req.nodes || req.partitions {
         reply.nodes = view

@@ -75,6 +75,10 @@ impl JobState {
 
     /// Parses a name or short code as `squeue -t` accepts them (case-insensitive).
     pub fn parse(s: &str) -> Option<JobState> {
+        // The exact long name (what the wire carries) first: readers parse one per job.
+        if let Some(st) = JobState::ALL.into_iter().find(|st| st.name() == s) {
+            return Some(st);
+        }
         JobState::ALL.into_iter().find(|st| st.name().eq_ignore_ascii_case(s) || st.short().eq_ignore_ascii_case(s))
     }
 

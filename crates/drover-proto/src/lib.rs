@@ -21,6 +21,17 @@ pub use bytes;
 pub use convert::*;
 pub use transport::*;
 
+/// Decodes one encoded job into `j`, reusing the capacity of its strings: a reader walking a
+/// large queue one record at a time then allocates almost nothing per job.
+pub fn decode_job_into(j: &mut v1::JobInfo, record: &[u8]) -> Result<(), prost::DecodeError> {
+    use prost::Message;
+    let mut spec = j.spec.take().unwrap_or_default();
+    spec.clear();
+    j.clear();
+    j.spec = Some(spec);
+    j.merge(record)
+}
+
 /// Every job of a state reply: those sent as messages and those sent pre-encoded.
 pub fn reply_jobs(r: &mut v1::StateReply) -> Vec<v1::JobInfo> {
     use prost::Message;

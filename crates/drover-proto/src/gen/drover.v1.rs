@@ -654,6 +654,32 @@ pub mod controller_client {
                 .insert(GrpcMethod::new("drover.v1.Controller", "GetState"));
             self.inner.unary(req, path, codec).await
         }
+        /// The jobs of a state request as a stream of replies (each with `now`, `cluster_name` and a
+        /// batch of `job_records`), so a reader decodes one batch while the next is on its way.
+        pub async fn list_jobs(
+            &mut self,
+            request: impl tonic::IntoRequest<super::StateRequest>,
+        ) -> std::result::Result<
+            tonic::Response<tonic::codec::Streaming<super::StateReply>>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/drover.v1.Controller/ListJobs",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("drover.v1.Controller", "ListJobs"));
+            self.inner.server_streaming(req, path, codec).await
+        }
         pub async fn cancel(
             &mut self,
             request: impl tonic::IntoRequest<super::CancelRequest>,
@@ -829,6 +855,18 @@ pub mod controller_server {
             &self,
             request: tonic::Request<super::StateRequest>,
         ) -> std::result::Result<tonic::Response<super::StateReply>, tonic::Status>;
+        /// Server streaming response type for the ListJobs method.
+        type ListJobsStream: tonic::codegen::tokio_stream::Stream<
+                Item = std::result::Result<super::StateReply, tonic::Status>,
+            >
+            + std::marker::Send
+            + 'static;
+        /// The jobs of a state request as a stream of replies (each with `now`, `cluster_name` and a
+        /// batch of `job_records`), so a reader decodes one batch while the next is on its way.
+        async fn list_jobs(
+            &self,
+            request: tonic::Request<super::StateRequest>,
+        ) -> std::result::Result<tonic::Response<Self::ListJobsStream>, tonic::Status>;
         async fn cancel(
             &self,
             request: tonic::Request<super::CancelRequest>,
@@ -1022,6 +1060,52 @@ pub mod controller_server {
                                 max_encoding_message_size,
                             );
                         let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/drover.v1.Controller/ListJobs" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListJobsSvc<T: Controller>(pub Arc<T>);
+                    impl<
+                        T: Controller,
+                    > tonic::server::ServerStreamingService<super::StateRequest>
+                    for ListJobsSvc<T> {
+                        type Response = super::StateReply;
+                        type ResponseStream = T::ListJobsStream;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::ResponseStream>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::StateRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Controller>::list_jobs(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListJobsSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.server_streaming(method, req).await;
                         Ok(res)
                     };
                     Box::pin(fut)
