@@ -13,6 +13,7 @@
 // Daemons never unwrap on input; broken invariants use `expect("invariant: ...")`.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+mod intern;
 mod owner;
 mod rpc;
 mod state;

@@ -2,6 +2,7 @@
 //! RPC handlers, applies them, journals every change, runs the scheduler, commits the journal
 //! once per batch (group commit), and only then replies, launches and publishes the read view.
 
+use crate::intern::intern;
 use crate::state::{decode_record, encode_record, Durable, HoldKind, Job, JobStatus, NodeAdmin, Record};
 use crate::view::{NodeLiveView, View};
 use arc_swap::ArcSwap;
@@ -12,7 +13,7 @@ use drover_model::job::{Constraint, JobId, JobSpec};
 use drover_model::state::{JobState, NodeBase, NodeState, PendingReason};
 use drover_proto::v1::{self, controller_to_node, node_to_controller};
 use drover_proto::Caller;
-use drover_sched::{Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, SchedJob, SubmitCheck};
+use drover_sched::{Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, SchedJob, SchedMore, SubmitCheck};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -166,7 +167,7 @@ impl Owner {
                 JobState::Pending => o.core.handle(Event::Submitted(o.sched_job(&j))),
                 JobState::Running | JobState::Completing | JobState::Suspended => {
                     if let Some(a) = &j.status.alloc {
-                        o.core.handle(Event::Running { job: j.id, alloc: a.clone() });
+                        o.core.handle(Event::Running { job: j.id, alloc: (**a).clone() });
                     }
                     // Agents get SlurmdTimeout to report in before their jobs are given up.
                     for n in &j.status.nodes_running {
@@ -325,7 +326,7 @@ impl Owner {
                 Some(j) => {
                     let j = j.clone();
                     if j.status.state != JobState::Pending {
-                        let _ = tx.send(crate::view::job_info(&j, false));
+                        let _ = tx.send(crate::view::job_info(&j));
                     }
                     if !j.status.state.is_finished() {
                         self.watchers.entry(job).or_default().push(tx);
@@ -381,25 +382,28 @@ impl Owner {
         SchedJob {
             id,
             priority: status.priority,
-            partitions: s.partitions.clone(),
+            partitions: s.partitions.iter().map(|p| intern(p)).collect(),
             min_nodes,
             max_nodes,
             ntasks: s.task_count().max(min_nodes),
-            ntasks_per_node: s.ntasks_per_node,
             cpus_per_task: s.cpus_per_task(),
             mem_per_node_mb: s.mem_per_node_mb,
             mem_per_cpu_mb: s.mem_per_cpu_mb,
             time_limit: s.time_limit,
-            nodelist: s.nodelist.clone(),
-            exclude: s.exclude.clone(),
-            constraint: s.constraint.as_deref().and_then(|c| Constraint::parse(c).ok()),
             exclusive: s.exclusive,
             hold: status.hold.map(|h| match h {
                 HoldKind::User => Hold::User,
                 HoldKind::Admin => Hold::Admin,
             }),
-            begin_time: s.begin_time,
-            dependency: s.dependency.clone(),
+            more: SchedMore {
+                ntasks_per_node: s.ntasks_per_node,
+                nodelist: s.nodelist.clone(),
+                exclude: s.exclude.clone(),
+                constraint: s.constraint.as_deref().and_then(|c| Constraint::parse(c).ok()),
+                begin_time: s.begin_time,
+                dependency: s.dependency.clone(),
+            }
+            .boxed(),
         }
     }
 
@@ -463,11 +467,10 @@ impl Owner {
             eligible_time: spec.begin_time.unwrap_or(t).max(t),
             start_time: 0,
             end_time: 0,
-            partition: spec.partitions[0].clone(),
+            partition: intern(&spec.partitions[0]),
             alloc: None,
             time_limit: None,
             exit_status: 0,
-            batch_host: String::new(),
             restarts: 0,
             cancelled_by: None,
             priority: u64::from(u32::MAX - id.min(u32::MAX - 1)),
@@ -507,7 +510,7 @@ impl Owner {
                     }
                     _ => None,
                 })
-                .unwrap_or((t, String::new(), status.partition.clone()));
+                .unwrap_or((t, String::new(), status.partition.to_string()));
             return Ok(v1::SubmitReply { job_id: id, test_start_time: start, test_nodes: nodes, test_partition: part });
         }
         self.record(Record::Submit { id, spec, status });
@@ -542,11 +545,10 @@ impl Owner {
         st.reason = PendingReason::None;
         st.start_time = t;
         st.last_sched_eval = t;
-        st.partition = alloc.partition.clone();
+        st.partition = intern(&alloc.partition);
         st.time_limit = time_limit;
-        st.batch_host = alloc.nodes.first().map(|n| n.node.clone()).unwrap_or_default();
-        st.nodes_running = if j.batch { vec![st.batch_host.clone()] } else { alloc.node_names() };
-        st.alloc = Some(alloc.clone());
+        st.alloc = Some(Box::new(alloc.clone()));
+        st.nodes_running = if j.batch { vec![st.batch_host().to_string()] } else { alloc.node_names() };
         for n in alloc.node_names() {
             if let Some(l) = self.live.get_mut(&n) {
                 l.last_busy = t;
@@ -589,7 +591,7 @@ impl Owner {
                 return;
             }
         };
-        let info = crate::view::job_info(&full, true);
+        let info = crate::view::job_info(&full);
         let io_addr = full.spec.unpack().io_addr.unwrap_or_default();
         let mut first_task = 0u32;
         for (idx, na) in alloc.nodes.iter().enumerate() {
@@ -614,7 +616,7 @@ impl Owner {
 
     fn notify(&mut self, job: &Job) {
         if let Some(ws) = self.watchers.get_mut(&job.id) {
-            let info = crate::view::job_info(job, false);
+            let info = crate::view::job_info(job);
             let finished = job.status.state.is_finished();
             let ws = if finished { self.watchers.remove(&job.id).unwrap_or_default() } else { ws.clone() };
             self.after_commit.push(Box::new(move || {
@@ -665,7 +667,6 @@ impl Owner {
             st.restarts += 1;
             st.alloc = None;
             st.start_time = 0;
-            st.batch_host.clear();
             st.state_desc.clear();
             st.exit_status = 0;
             st.cancelled_by = None;
@@ -736,7 +737,7 @@ impl Owner {
                 (!req.has_user || s.user == req.user || s.uid.to_string() == req.user)
                     && (req.name.is_empty() || s.name == req.name)
             })
-            .filter(|j| req.partition.is_empty() || j.status.partition == req.partition)
+            .filter(|j| req.partition.is_empty() || *j.status.partition == *req.partition)
             .filter(|j| req.state.is_empty() || JobState::parse(&req.state).is_some_and(|s| s == j.status.state))
             .filter(|j| match &nodes {
                 None => true,
@@ -917,7 +918,7 @@ impl Owner {
                     if parts.iter().any(|p| self.cfg.partition(p).is_none()) {
                         return Err("Invalid partition name specified".into());
                     }
-                    st.partition = parts[0].clone();
+                    st.partition = intern(&parts[0]);
                     spec.partitions = parts;
                 }
                 "jobname" | "name" => spec.name = v.to_string(),

@@ -25,13 +25,14 @@ pub struct JobStatus {
     pub eligible_time: i64,
     pub start_time: i64,
     pub end_time: i64,
-    pub partition: String,
-    pub alloc: Option<Allocation>,
+    #[serde(deserialize_with = "crate::intern::deserialize")]
+    pub partition: Arc<str>,
+    /// Boxed: most records in a large queue are pending and have none.
+    pub alloc: Option<Box<Allocation>>,
     /// The limit the job runs with (the partition's default applied).
     pub time_limit: TimeLimit,
     /// Raw wait(2) status.
     pub exit_status: i32,
-    pub batch_host: String,
     pub restarts: u32,
     pub cancelled_by: Option<u32>,
     pub priority: u64,
@@ -42,22 +43,39 @@ pub struct JobStatus {
     pub last_sched_eval: i64,
 }
 
-/// A job request in its compact encoding: a few hundred bytes instead of a struct of ~40
-/// fields with a heap allocation per string. Unpacked where a whole request is needed
-/// (launch, update, the reader's first look at a job version).
+impl JobStatus {
+    /// The node that runs the batch script: the allocation's first.
+    pub fn batch_host(&self) -> &str {
+        self.alloc.as_ref().and_then(|a| a.nodes.first()).map_or("", |n| n.node.as_str())
+    }
+}
+
+/// A job request in its wire encoding (a protobuf `JobSpec`): a few hundred bytes instead of
+/// a struct of ~40 fields with a heap allocation per string, and what readers are sent
+/// verbatim inside each job record, so a large queue needs no per-job cache of encodings.
+/// Unpacked where a whole request is needed (launch, update, scheduling a changed job).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PackedSpec(Box<[u8]>);
 
 impl PackedSpec {
     pub fn pack(s: &JobSpec) -> PackedSpec {
-        PackedSpec(postcard::to_stdvec(s).expect("invariant: a spec serializes").into_boxed_slice())
+        use prost::Message;
+        PackedSpec(drover_proto::spec_to_wire(s).encode_to_vec().into_boxed_slice())
+    }
+    pub fn wire(&self) -> drover_proto::v1::JobSpec {
+        use prost::Message;
+        drover_proto::v1::JobSpec::decode(&self.0[..]).expect("invariant: a packed spec decodes")
     }
     pub fn unpack(&self) -> JobSpec {
-        postcard::from_bytes(&self.0).expect("invariant: a packed spec decodes")
+        drover_proto::spec_from_wire(self.wire()).expect("invariant: a packed spec converts back")
+    }
+    /// The encoded `JobSpec` message.
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
     }
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Job {
     pub id: JobId,
     /// The request without its script and environment: those stay in the journal record
@@ -66,11 +84,10 @@ pub struct Job {
     /// Hot fields of the request, unpacked.
     pub uid: u32,
     pub batch: bool,
+    /// The time limit asked for (`None`: not given; `Some(None)`: UNLIMITED).
+    pub req_limit: Option<drover_model::duration::TimeLimit>,
     pub status: JobStatus,
     pub blob: Option<RecordRef>,
-    /// This version's wire encoding, built once by the first reader that needs it.
-    #[serde(skip)]
-    pub wire: std::sync::OnceLock<drover_proto::bytes::Bytes>,
 }
 
 impl Job {
@@ -80,31 +97,10 @@ impl Job {
             spec: PackedSpec::pack(spec),
             uid: spec.uid,
             batch: spec.batch,
+            req_limit: spec.time_limit,
             status,
             blob,
-            wire: std::sync::OnceLock::new(),
         }
-    }
-}
-
-/// A clone is a new version about to be changed: it must not inherit the cached encoding.
-impl Clone for Job {
-    fn clone(&self) -> Job {
-        Job {
-            id: self.id,
-            spec: self.spec.clone(),
-            uid: self.uid,
-            batch: self.batch,
-            status: self.status.clone(),
-            blob: self.blob,
-            wire: std::sync::OnceLock::new(),
-        }
-    }
-}
-
-impl PartialEq for Job {
-    fn eq(&self, o: &Job) -> bool {
-        self.id == o.id && self.spec == o.spec && self.status == o.status && self.blob == o.blob
     }
 }
 
@@ -171,6 +167,7 @@ impl Durable {
                     j.spec = PackedSpec::pack(&spec);
                     j.uid = spec.uid;
                     j.batch = spec.batch;
+                    j.req_limit = spec.time_limit;
                     j.status = status;
                 }
             }
@@ -208,4 +205,67 @@ pub fn encode_record(r: &Record) -> Vec<u8> {
 
 pub fn decode_record(b: &[u8]) -> Result<Record, postcard::Error> {
     postcard::from_bytes(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_packed_spec_unpacks_to_the_same_request() {
+        let mut s = JobSpec {
+            name: "train".into(),
+            uid: 1000,
+            partitions: vec!["gpu".into(), "cpu".into()],
+            min_nodes: Some(2),
+            max_nodes: Some(4),
+            time_limit: Some(None),
+            nodelist: vec!["n1".into()],
+            constraint: Some("a&b".into()),
+            dependency: drover_model::job::parse_dependency("afterok:4,afterany:5").unwrap(),
+            argv: vec!["job.sh".into(), "--lr".into(), "0.1".into()],
+            stdout: Some("out-%j".into()),
+            requeue: Some(false),
+            begin_time: Some(17),
+            ..Default::default()
+        };
+        assert_eq!(PackedSpec::pack(&s).unpack(), s);
+        s.time_limit = Some(Some(3600));
+        assert_eq!(PackedSpec::pack(&s).unpack(), s);
+        s.time_limit = None;
+        assert_eq!(PackedSpec::pack(&s).unpack(), s);
+    }
+
+    #[test]
+    fn a_record_is_the_status_and_the_stored_request() {
+        use prost::Message;
+        let spec = JobSpec { name: "x".into(), user: "alice".into(), time_limit: Some(Some(60)), ..Default::default() };
+        let status = JobStatus {
+            state: JobState::Pending,
+            reason: PendingReason::Priority,
+            submit_time: 5,
+            eligible_time: 5,
+            start_time: 0,
+            end_time: 0,
+            partition: crate::intern::intern("debug"),
+            alloc: None,
+            time_limit: None,
+            exit_status: 0,
+            restarts: 0,
+            cancelled_by: None,
+            priority: 9,
+            hold: None,
+            nodes_running: Vec::new(),
+            state_desc: String::new(),
+            last_sched_eval: 0,
+        };
+        let j = Job::new(7, &spec, status, None);
+        let mut buf = drover_proto::bytes::BytesMut::new();
+        crate::view::encode_record(&j, &mut buf);
+        let got = drover_proto::v1::JobInfo::decode(buf.freeze()).unwrap();
+        assert_eq!(got, crate::view::job_info(&j));
+        assert_eq!(got.spec.unwrap().user, "alice");
+        assert_eq!(got.time_limit_secs, Some(60));
+        assert_eq!(got.partition, "debug");
+    }
 }

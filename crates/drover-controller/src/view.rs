@@ -40,11 +40,15 @@ impl Default for View {
     }
 }
 
-/// A job on the wire; `full` includes the script and environment (for launches).
-pub fn job_info(j: &Job, full: bool) -> v1::JobInfo {
+/// A job on the wire, its request decoded (with the script and environment where `j` holds
+/// them, as the launch copy does).
+pub fn job_info(j: &Job) -> v1::JobInfo {
+    v1::JobInfo { spec: Some(j.spec.wire()), ..status_info(j) }
+}
+
+/// Everything of a job's record but its request.
+fn status_info(j: &Job) -> v1::JobInfo {
     let st = &j.status;
-    let unpacked = j.spec.unpack();
-    let spec = if full { drover_proto::spec_to_wire(&unpacked) } else { drover_proto::spec_to_wire_brief(&unpacked) };
     let reason = match st.hold {
         Some(HoldKind::User) if st.state == JobState::Pending => PendingReason::JobHeldUser,
         Some(HoldKind::Admin) if st.state == JobState::Pending => PendingReason::JobHeldAdmin,
@@ -53,18 +57,18 @@ pub fn job_info(j: &Job, full: bool) -> v1::JobInfo {
     let nodes = st.alloc.as_ref().map(|a| Hostlist::from_iter(a.node_names()).ranged()).unwrap_or_default();
     v1::JobInfo {
         job_id: j.id,
-        spec: Some(spec),
+        spec: None,
         state: st.state.name().to_string(),
         reason: reason.name().to_string(),
         submit_time: st.submit_time,
         eligible_time: st.eligible_time,
         start_time: st.start_time,
         end_time: st.end_time,
-        partition: st.partition.clone(),
-        alloc: st.alloc.as_ref().map(drover_proto::alloc_to_wire).unwrap_or_default(),
-        time_limit_secs: if st.state == JobState::Pending { unpacked.time_limit.flatten() } else { st.time_limit },
+        partition: st.partition.to_string(),
+        alloc: st.alloc.as_deref().map(drover_proto::alloc_to_wire).unwrap_or_default(),
+        time_limit_secs: if st.state == JobState::Pending { j.req_limit.flatten() } else { st.time_limit },
         exit_status: st.exit_status,
-        batch_host: st.batch_host.clone(),
+        batch_host: st.batch_host().to_string(),
         restarts: st.restarts,
         cancelled_by: st.cancelled_by,
         priority: if st.hold.is_some() && st.state == JobState::Pending { 0 } else { st.priority },
@@ -75,13 +79,24 @@ pub fn job_info(j: &Job, full: bool) -> v1::JobInfo {
     }
 }
 
+/// Appends a job's encoded `JobInfo`: its status fields, then its stored request verbatim
+/// as field 2 (protobuf readers take fields in any order).
+pub fn encode_record(j: &Job, out: &mut drover_proto::bytes::BytesMut) {
+    use prost::encoding::{encode_key, encode_varint, WireType};
+    use prost::Message;
+    status_info(j).encode_raw(out);
+    let spec = j.spec.bytes();
+    encode_key(2, WireType::LengthDelimited, out);
+    encode_varint(spec.len() as u64, out);
+    out.extend_from_slice(spec);
+}
+
 /// The encoded records of the jobs a request selects among `view.jobs[range]`.
 pub fn job_records(
     view: &View,
     req: &v1::StateRequest,
     range: std::ops::Range<usize>,
 ) -> Vec<drover_proto::bytes::Bytes> {
-    use prost::Message;
     let wanted = |j: &Job| {
         if req.job_ids.is_empty() {
             !req.active_only || !j.status.state.is_finished()
@@ -89,10 +104,14 @@ pub fn job_records(
             req.job_ids.contains(&j.id)
         }
     };
+    let mut buf = drover_proto::bytes::BytesMut::with_capacity(range.len() * 192);
     view.jobs[range]
         .iter()
         .filter(|j| wanted(j))
-        .map(|j| j.wire.get_or_init(|| job_info(j, false).encode_to_vec().into()).clone())
+        .map(|j| {
+            encode_record(j, &mut buf);
+            buf.split().freeze()
+        })
         .collect()
 }
 

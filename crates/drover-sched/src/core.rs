@@ -64,30 +64,50 @@ pub enum Hold {
     Admin,
 }
 
-/// A pending job, reduced to what placement needs.
+/// A pending job, reduced to what placement needs. The queue may hold millions of these, so
+/// the requests most jobs never make live behind one optional box.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SchedJob {
     pub id: JobId,
     /// Higher runs first. Submit order for now (the multifactor seam).
     pub priority: u64,
-    pub partitions: Vec<String>,
+    /// Shared names (a large queue repeats a few).
+    pub partitions: Vec<std::sync::Arc<str>>,
     pub min_nodes: u32,
     /// `None`: as many nodes as the tasks need.
     pub max_nodes: Option<u32>,
     pub ntasks: u32,
-    pub ntasks_per_node: Option<u32>,
     pub cpus_per_task: u32,
     pub mem_per_node_mb: Option<u64>,
     pub mem_per_cpu_mb: Option<u64>,
     /// `None`: not given (the partition's default applies).
     pub time_limit: Option<TimeLimit>,
+    pub exclusive: bool,
+    pub hold: Option<Hold>,
+    /// `None` when every field of [`SchedMore`] has its default.
+    pub more: Option<Box<SchedMore>>,
+}
+
+/// The less common parts of a pending job's request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SchedMore {
+    pub ntasks_per_node: Option<u32>,
     pub nodelist: Vec<String>,
     pub exclude: Vec<String>,
     pub constraint: Option<Constraint>,
-    pub exclusive: bool,
-    pub hold: Option<Hold>,
     pub begin_time: Option<i64>,
     pub dependency: Vec<Dependency>,
+}
+
+impl SchedMore {
+    /// Boxed, or `None` when everything is default.
+    pub fn boxed(self) -> Option<Box<SchedMore>> {
+        if self == SchedMore::default() {
+            None
+        } else {
+            Some(Box::new(self))
+        }
+    }
 }
 
 impl SchedJob {
@@ -97,6 +117,22 @@ impl SchedJob {
             Some(l) => l,
             None => part.default_time.unwrap_or(part.max_time),
         }
+    }
+
+    pub fn more(&self) -> &SchedMore {
+        static NONE: SchedMore = SchedMore {
+            ntasks_per_node: None,
+            nodelist: Vec::new(),
+            exclude: Vec::new(),
+            constraint: None,
+            begin_time: None,
+            dependency: Vec::new(),
+        };
+        self.more.as_deref().unwrap_or(&NONE)
+    }
+
+    pub fn more_mut(&mut self) -> &mut SchedMore {
+        self.more.get_or_insert_with(Box::default)
     }
 }
 
@@ -350,10 +386,10 @@ impl Core {
         let mut any = false;
         let mut limit_reason = None;
         for pname in &job.partitions {
-            let Some(part) = self.partitions.iter().find(|p| &p.name == pname) else {
+            let Some(part) = self.partitions.iter().find(|p| *p.name == **pname) else {
                 continue;
             };
-            if job.nodelist.iter().any(|n| !part.nodes.contains(n)) {
+            if job.more().nodelist.iter().any(|n| !part.nodes.contains(n)) {
                 return SubmitCheck::NodesNotInPartition;
             }
             if let Some(r) = partition_limit(job, part) {
@@ -365,19 +401,19 @@ impl Core {
             // Per-node fit on an empty node: cores, memory and features.
             let fits = |n: &NodeRes| {
                 let cpt = job.cpus_per_task.max(1);
-                let per = job.ntasks_per_node.unwrap_or(1);
+                let per = job.more().ntasks_per_node.unwrap_or(1);
                 let cpus = per * cpt;
                 let mem = job.mem_per_node_mb.unwrap_or(0).max(job.mem_per_cpu_mb.unwrap_or(0) * cpus as u64);
                 n.cpus >= cpus
                     && n.mem_mb >= mem
-                    && job.constraint.as_ref().is_none_or(|c| c.matches(&n.features))
-                    && !job.exclude.contains(&n.name)
+                    && job.more().constraint.as_ref().is_none_or(|c| c.matches(&n.features))
+                    && !job.more().exclude.contains(&n.name)
             };
             let usable: Vec<&NodeRes> = part.nodes.iter().filter_map(|n| self.node(n)).filter(|n| fits(n)).collect();
             if usable.is_empty() {
                 continue;
             }
-            if job.nodelist.iter().any(|w| !usable.iter().any(|n| &n.name == w)) {
+            if job.more().nodelist.iter().any(|w| !usable.iter().any(|n| &n.name == w)) {
                 continue;
             }
             // Enough CPUs across the nodes the job may use for all its tasks (node counts beyond
@@ -387,7 +423,7 @@ impl Core {
                 .iter()
                 .map(|n| {
                     let c = n.cpus / cpt;
-                    u64::from(job.ntasks_per_node.map_or(c, |p| p.min(c)))
+                    u64::from(job.more().ntasks_per_node.map_or(c, |p| p.min(c)))
                 })
                 .collect();
             caps.sort_unstable_by(|a, b| b.cmp(a));
@@ -429,7 +465,7 @@ impl Core {
                 out.push(Decision::Reason { job: id, reason });
             }
         }
-        let mut blocked: Vec<String> = Vec::new();
+        let mut blocked: Vec<std::sync::Arc<str>> = Vec::new();
         let order: Vec<JobId> = self.queue.iter().map(|(_, id)| *id).collect();
         for id in order {
             let Some((job, old_reason)) = self.pending.get(&id) else {
@@ -437,7 +473,7 @@ impl Core {
             };
             let old_reason = *old_reason;
             let priority = job.priority;
-            if let Some(b) = job.begin_time.filter(|b| *b > now) {
+            if let Some(b) = job.more().begin_time.filter(|b| *b > now) {
                 self.wake_at = Some(self.wake_at.map_or(b, |w| w.min(b)));
             }
             let result = self.evaluate(job, now, &blocked);
@@ -471,23 +507,28 @@ impl Core {
         out
     }
 
-    fn evaluate(&self, job: &SchedJob, now: i64, blocked: &[String]) -> Result<(Allocation, TimeLimit), PendingReason> {
+    fn evaluate(
+        &self,
+        job: &SchedJob,
+        now: i64,
+        blocked: &[std::sync::Arc<str>],
+    ) -> Result<(Allocation, TimeLimit), PendingReason> {
         match job.hold {
             Some(Hold::User) => return Err(PendingReason::JobHeldUser),
             Some(Hold::Admin) => return Err(PendingReason::JobHeldAdmin),
             None => {}
         }
-        match self.dep_state(&job.dependency) {
+        match self.dep_state(&job.more().dependency) {
             DepState::Never => return Err(PendingReason::DependencyNeverSatisfied),
             DepState::Waiting => return Err(PendingReason::Dependency),
             DepState::Satisfied => {}
         }
-        if job.begin_time.is_some_and(|b| b > now) {
+        if job.more().begin_time.is_some_and(|b| b > now) {
             return Err(PendingReason::BeginTime);
         }
         let mut best_reason: Option<PendingReason> = None;
         for pname in &job.partitions {
-            let Some(part) = self.partitions.iter().find(|p| &p.name == pname) else {
+            let Some(part) = self.partitions.iter().find(|p| *p.name == **pname) else {
                 continue;
             };
             let r = if let Some(r) = part.down {
@@ -525,7 +566,7 @@ impl Core {
                 return 0;
             }
             let cap = n.cpus / cpt;
-            return job.ntasks_per_node.map_or(cap, |p| if p <= cap { p } else { 0 });
+            return job.more().ntasks_per_node.map_or(cap, |p| if p <= cap { p } else { 0 });
         }
         let free_cpus = n.cpus - n.alloc_cpus();
         let free_mem = n.mem_mb.saturating_sub(n.used_mem);
@@ -540,7 +581,7 @@ impl Core {
                 cap = cap.min((free_mem / (m * cpt as u64)) as u32);
             }
         }
-        match job.ntasks_per_node {
+        match job.more().ntasks_per_node {
             Some(p) if p > cap => 0,
             Some(p) => p,
             None => cap,
@@ -554,15 +595,15 @@ impl Core {
                 continue;
             };
             let n = &self.nodes[i];
-            if job.exclude.contains(&n.name) {
+            if job.more().exclude.contains(&n.name) {
                 continue;
             }
-            if job.constraint.as_ref().is_some_and(|c| !c.matches(&n.features)) {
+            if job.more().constraint.as_ref().is_some_and(|c| !c.matches(&n.features)) {
                 continue;
             }
             cands.push(i);
         }
-        for w in &job.nodelist {
+        for w in &job.more().nodelist {
             match self.node_idx.get(w) {
                 Some(&i) if self.nodes[i].schedulable && cands.contains(&i) => {}
                 _ => return Err(PendingReason::ReqNodeNotAvail),
@@ -570,13 +611,13 @@ impl Core {
         }
         // Required nodes first, then by weight, keeping configuration order among equals.
         cands.retain(|&i| self.nodes[i].schedulable);
-        cands.sort_by_key(|&i| (!job.nodelist.contains(&self.nodes[i].name), self.nodes[i].weight, i));
-        let k_min = job.min_nodes.max(job.nodelist.len() as u32).max(1);
+        cands.sort_by_key(|&i| (!job.more().nodelist.contains(&self.nodes[i].name), self.nodes[i].weight, i));
+        let k_min = job.min_nodes.max(job.more().nodelist.len() as u32).max(1);
         let k_max = job.max_nodes.unwrap_or(u32::MAX).max(k_min);
         let mut picked: Vec<(usize, u32)> = Vec::new();
         let mut sum: u64 = 0;
         for &i in &cands {
-            let required = job.nodelist.contains(&self.nodes[i].name);
+            let required = job.more().nodelist.contains(&self.nodes[i].name);
             if picked.len() as u32 >= k_min && sum >= job.ntasks as u64 && !required {
                 break;
             }
@@ -597,9 +638,10 @@ impl Core {
             return Err(PendingReason::Resources);
         }
         // Tasks: one per node (or the per-node count), then fill in order.
-        let mut tasks: Vec<u32> = picked.iter().map(|(_, cap)| job.ntasks_per_node.unwrap_or(1).min(*cap)).collect();
+        let mut tasks: Vec<u32> =
+            picked.iter().map(|(_, cap)| job.more().ntasks_per_node.unwrap_or(1).min(*cap)).collect();
         let mut left = (job.ntasks as i64) - tasks.iter().map(|t| *t as i64).sum::<i64>();
-        if job.ntasks_per_node.is_none() {
+        if job.more().ntasks_per_node.is_none() {
             for (k, (_, cap)) in picked.iter().enumerate() {
                 if left <= 0 {
                     break;

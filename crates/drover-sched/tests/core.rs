@@ -33,18 +33,13 @@ fn job(id: u32) -> SchedJob {
         min_nodes: 1,
         max_nodes: None,
         ntasks: 1,
-        ntasks_per_node: None,
         cpus_per_task: 1,
         mem_per_node_mb: None,
         mem_per_cpu_mb: None,
         time_limit: None,
-        nodelist: vec![],
-        exclude: vec![],
-        constraint: None,
         exclusive: false,
         hold: None,
-        begin_time: None,
-        dependency: vec![],
+        more: None,
     }
 }
 
@@ -140,10 +135,10 @@ fn held_dependency_and_begin_reasons() {
     h.hold = Some(drover_sched::Hold::User);
     c.handle(Event::Submitted(h));
     let mut b = job(2);
-    b.begin_time = Some(100);
+    b.more_mut().begin_time = Some(100);
     c.handle(Event::Submitted(b));
     let mut d = job(3);
-    d.dependency = drover_model::job::parse_dependency("afterok:4").unwrap();
+    d.more_mut().dependency = drover_model::job::parse_dependency("afterok:4").unwrap();
     c.handle(Event::Submitted(d));
     c.handle(Event::Submitted(job(4)));
     let dec = c.schedule(0);
@@ -240,7 +235,7 @@ fn a_job_that_can_never_fit_is_refused_at_submit() {
 fn an_idle_pass_decides_nothing_until_an_event_or_a_begin_time() {
     let mut c = cluster(1, 1, 1000);
     let mut b = job(1);
-    b.begin_time = Some(100);
+    b.more_mut().begin_time = Some(100);
     c.handle(Event::Submitted(b));
     let d = c.schedule(0);
     assert_eq!(reason(&d, 1), Some(PendingReason::BeginTime));
