@@ -144,6 +144,21 @@ fn state_rank(s: &str) -> u32 {
     }
 }
 
+/// The request fields (`JobSpec` tags) the text output will not read with these items: the
+/// workers skip them instead of copying and checking them (paths, submit lines, mail...).
+fn spec_skip(items: &[Item]) -> Vec<u32> {
+    let codes: Vec<char> =
+        items.iter().filter_map(|i| if let Item::Field { code, .. } = i { Some(*code) } else { None }).collect();
+    // script, stdout, stderr, stdin, environment, mail type/user, signal, submit host/line, io.
+    let mut skip = vec![23, 26, 27, 28, 29, 31, 32, 33, 36, 37, 40];
+    for (code, tag) in [('n', 16), ('x', 17), ('f', 18), ('E', 22), ('o', 24), ('Z', 25), ('k', 30)] {
+        if !codes.contains(&code) {
+            skip.push(tag);
+        }
+    }
+    skip
+}
+
 /// Sort keys (`-S`): each key's field and direction.
 fn parse_sort(keys: &str) -> Vec<(bool, char)> {
     keys.split(',')
@@ -295,20 +310,21 @@ pub fn main(args: Vec<String>) -> i32 {
     let mut seen = 0usize;
     let mut kept: Vec<v1::JobInfo> = Vec::new();
     let workers = if a.json { 0 } else { std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4) };
+    let skip = spec_skip(&items);
     let (r, lines) = std::thread::scope(|scope| {
         let mut queues = Vec::new();
         let mut done = Vec::new();
         for _ in 0..workers {
             let (tx, rx) = std::sync::mpsc::sync_channel::<(i64, Vec<drover_proto::bytes::Bytes>)>(8);
             queues.push(tx);
-            let (filter, items, sort, start) = (&filter, &items, &sort, a.start);
+            let (filter, items, sort, start, skip) = (&filter, &items, &sort, a.start, &skip);
             done.push(scope.spawn(move || {
                 let mut lines = Lines::default();
                 let mut j = v1::JobInfo::default();
                 let mut scratch = String::new();
                 for (now, records) in rx {
                     for r in &records {
-                        if drover_proto::decode_job_into(&mut j, r).is_ok()
+                        if drover_proto::decode_job_partial(&mut j, r, skip).is_ok()
                             && filter.keep(&j)
                             && (!start || jobview::is_pending(&j))
                         {
@@ -474,6 +490,57 @@ mod tests {
         assert_eq!(order(&jobs, "P,t,-p"), [3, 4, 5, 2, 1]);
         assert_eq!(order(&jobs, "-i"), [5, 4, 3, 2, 1]);
         assert_eq!(order(&jobs, "-j"), [5, 4, 3, 2, 1]);
+    }
+
+    #[test]
+    fn skipped_request_fields_never_change_a_field_squeue_prints() {
+        use drover_proto::prost::Message;
+        let spec = v1::JobSpec {
+            name: "n".into(),
+            uid: 7,
+            gid: 8,
+            user: "u".into(),
+            group: "g".into(),
+            partitions: vec!["p".into()],
+            min_nodes: Some(2),
+            ntasks: Some(4),
+            cpus_per_task: Some(2),
+            mem_per_cpu_mb: Some(100),
+            nodelist: vec!["a1".into(), "a2".into()],
+            exclude: vec!["b1".into()],
+            constraint: Some("f1&f2".into()),
+            dependency: "afterok:3".into(),
+            script: "#!/bin/sh".into(),
+            argv: vec!["cmd".into(), "x".into()],
+            work_dir: "/w".into(),
+            stdout: Some("o".into()),
+            stderr: Some("e".into()),
+            comment: Some("c".into()),
+            submit_host: "h".into(),
+            submit_line: "sbatch x".into(),
+            exclusive: true,
+            ..Default::default()
+        };
+        let info = v1::JobInfo {
+            job_id: 9,
+            spec: Some(spec),
+            state: "RUNNING".into(),
+            reason: "None".into(),
+            partition: "p".into(),
+            nodes: "a[1-2]".into(),
+            start_time: 100,
+            submit_time: 50,
+            time_limit_secs: Some(600),
+            priority: 3,
+            ..Default::default()
+        };
+        let record = info.encode_to_vec();
+        for code in ('a'..='z').chain('A'..='Z') {
+            let items = format::parse(&format!("%{code}"));
+            let mut partial = v1::JobInfo::default();
+            drover_proto::decode_job_partial(&mut partial, &record, &spec_skip(&items)).unwrap();
+            assert_eq!(jobview::squeue_field(&partial, code, 200), jobview::squeue_field(&info, code, 200), "%{code}");
+        }
     }
 
     #[test]

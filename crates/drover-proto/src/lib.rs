@@ -19,6 +19,7 @@ mod transport;
 
 pub use bytes;
 pub use convert::*;
+pub use prost;
 pub use transport::*;
 
 /// Decodes one encoded job into `j`, reusing the capacity of its strings: a reader walking a
@@ -30,6 +31,43 @@ pub fn decode_job_into(j: &mut v1::JobInfo, record: &[u8]) -> Result<(), prost::
     j.clear();
     j.spec = Some(spec);
     j.merge(record)
+}
+
+/// As [`decode_job_into`], leaving out the request's fields whose tags are in `skip_spec`
+/// (a reader that prints none of them need not copy and check them: a job list's records are
+/// mostly request text such as paths and submit lines).
+pub fn decode_job_partial(j: &mut v1::JobInfo, record: &[u8], skip_spec: &[u32]) -> Result<(), prost::DecodeError> {
+    use prost::bytes::Buf;
+    use prost::encoding::{decode_key, decode_varint, skip_field, DecodeContext, WireType};
+    use prost::Message;
+    let mut spec = j.spec.take().unwrap_or_default();
+    spec.clear();
+    j.clear();
+    let mut buf = record;
+    while buf.has_remaining() {
+        let (tag, wire_type) = decode_key(&mut buf)?;
+        if tag != 2 || wire_type != WireType::LengthDelimited {
+            j.merge_field(tag, wire_type, &mut buf, DecodeContext::default())?;
+            continue;
+        }
+        let len = usize::try_from(decode_varint(&mut buf)?).unwrap_or(usize::MAX);
+        if len > buf.remaining() {
+            // Truncated: let the full decoder report it.
+            return v1::JobInfo::decode(record).map(|full| *j = full);
+        }
+        let mut sub = &buf[..len];
+        while sub.has_remaining() {
+            let (t, w) = decode_key(&mut sub)?;
+            if skip_spec.contains(&t) {
+                skip_field(w, t, &mut sub, DecodeContext::default())?;
+            } else {
+                spec.merge_field(t, w, &mut sub, DecodeContext::default())?;
+            }
+        }
+        buf.advance(len);
+    }
+    j.spec = Some(spec);
+    Ok(())
 }
 
 /// Every job of a state reply: those sent as messages and those sent pre-encoded.
