@@ -5,16 +5,6 @@ use drover_model::alloc::{Allocation, NodeAlloc};
 use drover_model::job::{fmt_dependency, parse_dependency, JobSpec};
 
 pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
-    to_wire(s, true)
-}
-
-/// The wire spec without the bulky parts readers never show (script, environment, extra
-/// arguments).
-pub fn spec_to_wire_brief(s: &JobSpec) -> v1::JobSpec {
-    to_wire(s, false)
-}
-
-fn to_wire(s: &JobSpec, full: bool) -> v1::JobSpec {
     v1::JobSpec {
         name: s.name.clone(),
         uid: s.uid,
@@ -38,17 +28,13 @@ fn to_wire(s: &JobSpec, full: bool) -> v1::JobSpec {
         hold: s.hold,
         begin_time: s.begin_time,
         dependency: if s.dependency.is_empty() { String::new() } else { fmt_dependency(&s.dependency) },
-        script: if full { s.script.clone() } else { String::new() },
-        argv: if full { s.argv.clone() } else { s.argv.iter().take(1).cloned().collect() },
+        script: s.script.clone(),
+        argv: s.argv.clone(),
         work_dir: s.work_dir.clone(),
         stdout: s.stdout.clone(),
         stderr: s.stderr.clone(),
         stdin: s.stdin.clone(),
-        environment: if full {
-            s.environment.iter().map(|(k, v)| v1::KeyValue { key: k.clone(), value: v.clone() }).collect()
-        } else {
-            Vec::new()
-        },
+        environment: s.environment.iter().map(|(k, v)| v1::KeyValue { key: k.clone(), value: v.clone() }).collect(),
         comment: s.comment.clone(),
         mail_type: s.mail_type.clone(),
         mail_user: s.mail_user.clone(),
@@ -59,7 +45,7 @@ fn to_wire(s: &JobSpec, full: bool) -> v1::JobSpec {
         submit_line: s.submit_line.clone(),
         batch: s.batch,
         immediate: s.immediate,
-        io_addr: if full { s.io_addr.clone() } else { None },
+        io_addr: s.io_addr.clone(),
     }
 }
 

@@ -25,12 +25,7 @@ pub use transport::*;
 /// Decodes one encoded job into `j`, reusing the capacity of its strings: a reader walking a
 /// large queue one record at a time then allocates almost nothing per job.
 pub fn decode_job_into(j: &mut v1::JobInfo, record: &[u8]) -> Result<(), prost::DecodeError> {
-    use prost::Message;
-    let mut spec = j.spec.take().unwrap_or_default();
-    spec.clear();
-    j.clear();
-    j.spec = Some(spec);
-    j.merge(record)
+    decode_job_partial(j, record, &[])
 }
 
 /// As [`decode_job_into`], leaving out the request's fields whose tags are in `skip_spec`
