@@ -105,18 +105,8 @@ fn pad(out: &mut String, mut n: usize) {
 /// Renders one line: `value(code)` gives the text of each field.
 pub fn render(items: &[Item], mut value: impl FnMut(char) -> String) -> String {
     let mut s = String::with_capacity(96);
-    render_into(&mut s, items, &mut |c| std::borrow::Cow::Owned(value(c)));
+    render_fields_into(&mut s, items, &mut String::new(), &mut |buf, c| buf.push_str(&value(c)));
     s
-}
-
-/// Appends one rendered line to `out`.
-pub fn render_into<'a>(out: &mut String, items: &[Item], value: &mut impl FnMut(char) -> std::borrow::Cow<'a, str>) {
-    for it in items {
-        match it {
-            Item::Lit(l) => out.push_str(l),
-            Item::Field { code, width, right } => cell_into(out, &value(*code), *width, *right),
-        }
-    }
 }
 
 /// Appends one rendered line to `out`; `value(buf, code)` appends each field's text to an

@@ -402,9 +402,9 @@ pub fn main(args: Vec<String>) -> i32 {
 #[derive(Default)]
 struct Lines {
     text: String,
-    text_ends: Vec<u32>,
+    text_ends: Vec<usize>,
     keys: Vec<u8>,
-    key_ends: Vec<u32>,
+    key_ends: Vec<usize>,
 }
 
 impl Lines {
@@ -413,9 +413,9 @@ impl Lines {
             jobview::squeue_field_into(buf, j, c, now)
         });
         self.text.push('\n');
-        self.text_ends.push(self.text.len() as u32);
+        self.text_ends.push(self.text.len());
         push_sort_key(&mut self.keys, j, sort, now);
-        self.key_ends.push(self.keys.len() as u32);
+        self.key_ends.push(self.keys.len());
     }
 
     /// Takes another arena's lines after this one's.
@@ -424,16 +424,16 @@ impl Lines {
             *self = other;
             return;
         }
-        let (t, k) = (self.text.len() as u32, self.keys.len() as u32);
+        let (t, k) = (self.text.len(), self.keys.len());
         self.text.push_str(&other.text);
         self.text_ends.extend(other.text_ends.iter().map(|e| e + t));
         self.keys.extend_from_slice(&other.keys);
         self.key_ends.extend(other.key_ends.iter().map(|e| e + k));
     }
 
-    fn range(ends: &[u32], i: usize) -> std::ops::Range<usize> {
-        let start = if i == 0 { 0 } else { ends[i - 1] as usize };
-        start..ends[i] as usize
+    fn range(ends: &[usize], i: usize) -> std::ops::Range<usize> {
+        let start = if i == 0 { 0 } else { ends[i - 1] };
+        start..ends[i]
     }
 
     fn line(&self, i: usize) -> &str {

@@ -50,16 +50,30 @@ impl Controller for Handlers {
     }
 
     async fn get_state(&self, req: Request<v1::StateRequest>) -> Result<Response<v1::StateReply>, Status> {
+        // Encoding a large queue takes milliseconds: off the async workers.
         let view = self.view.load_full();
-        Ok(Response::new(state_reply(&view, req.get_ref(), now())))
+        let req = req.into_inner();
+        let reply = tokio::task::spawn_blocking(move || state_reply(&view, &req, now()))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Response::new(reply))
     }
 
     type ListJobsStream = ListStream;
 
     async fn list_jobs(&self, req: Request<v1::StateRequest>) -> Result<Response<Self::ListJobsStream>, Status> {
+        // Batches are encoded on a blocking thread, a few ahead of the reader.
         let view = self.view.load_full();
         let batches = crate::view::job_batches(view, req.into_inner(), now());
-        Ok(Response::new(Box::pin(tokio_stream::iter(batches.map(Ok)))))
+        let (tx, rx) = mpsc::channel(4);
+        tokio::task::spawn_blocking(move || {
+            for b in batches {
+                if tx.blocking_send(Ok(b)).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
     }
 
     async fn cancel(&self, req: Request<v1::CancelRequest>) -> Result<Response<v1::CancelReply>, Status> {
