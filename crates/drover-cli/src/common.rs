@@ -2,6 +2,7 @@
 //! Slurm's format, user and group names.
 
 use drover_model::conf::Config;
+use drover_proto::v1;
 use drover_proto::v1::controller_client::ControllerClient;
 use std::path::PathBuf;
 use tonic::transport::Channel;
@@ -84,6 +85,52 @@ pub fn parse_job_ids<'a>(lists: impl IntoIterator<Item = &'a String>) -> Result<
         }
     }
     Ok(ids)
+}
+
+/// Job ids as Slurm's commands take them: `12`, `12_3` (one array task), `12_[1-3,7]` (some),
+/// `12.0` or `12_3.batch` (the step part names the job here), comma-separated, brackets kept
+/// together.
+pub fn parse_targets<'a>(lists: impl IntoIterator<Item = &'a String>) -> Result<Vec<v1::JobTarget>, String> {
+    let mut out = Vec::new();
+    for list in lists {
+        let mut items = Vec::new();
+        let (mut depth, mut start) = (0, 0);
+        for (i, c) in list.char_indices() {
+            match c {
+                '[' => depth += 1,
+                ']' => depth -= 1,
+                ',' if depth == 0 => {
+                    items.push(&list[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        items.push(&list[start..]);
+        for item in items.into_iter().filter(|s| !s.is_empty()) {
+            let bad = || item.to_string();
+            let (job, tasks) = match item.split_once('_') {
+                Some((j, t)) => (j, Some(t)),
+                None => (item.split('.').next().unwrap_or(item), None),
+            };
+            let job_id = job.parse::<u32>().map_err(|_| bad())?;
+            let tasks = match tasks {
+                None => None,
+                Some(t) => {
+                    let t = t.split('.').next().unwrap_or(t);
+                    let t = t.strip_prefix('[').and_then(|t| t.strip_suffix(']')).unwrap_or(t);
+                    if t == "*" {
+                        None
+                    } else {
+                        drover_model::array::ArraySpec::parse(t).map_err(|_| bad())?;
+                        Some(t.to_string())
+                    }
+                }
+            };
+            out.push(v1::JobTarget { job_id, tasks });
+        }
+    }
+    Ok(out)
 }
 
 /// One read of the controller's state.
@@ -264,6 +311,15 @@ mod tests {
         let t = parse_time_spec("16:00", now).unwrap();
         assert!(t > now && t <= now + 86400);
         assert_eq!(parse_time_spec("bogus", now), None);
+    }
+
+    #[test]
+    fn job_targets_parse_like_slurm_ids() {
+        let t = parse_targets([&"12,13_2,14_[1-3,7],15.0,16_4.batch,17_*".to_string()]).unwrap();
+        let got: Vec<(u32, Option<&str>)> = t.iter().map(|t| (t.job_id, t.tasks.as_deref())).collect();
+        assert_eq!(got, [(12, None), (13, Some("2")), (14, Some("1-3,7")), (15, None), (16, Some("4")), (17, None)]);
+        assert_eq!(parse_targets([&"12_x".to_string()]), Err("12_x".to_string()));
+        assert_eq!(parse_targets([&"abc".to_string()]), Err("abc".to_string()));
     }
 
     #[test]

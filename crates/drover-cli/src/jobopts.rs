@@ -228,7 +228,6 @@ pub fn env_args(prefix: &str) -> Vec<String> {
 /// What a user asked for, validated.
 pub struct Validated {
     pub spec: JobSpec,
-    pub array: Option<String>,
     /// The job asks for GRES/GPUs (scheduled from the execution issue on).
     pub gres: bool,
 }
@@ -382,8 +381,12 @@ impl JobArgs {
             || self.gpus.is_some()
             || self.gpus_per_node.is_some()
             || self.gpus_per_task.is_some();
+        if let Some(a) = &self.array {
+            let a = drover_model::array::ArraySpec::parse(a).map_err(|e| e.to_string())?;
+            spec.array = Some(a.canonical());
+        }
         spec.submit_host = crate::common::hostname();
-        Ok(Validated { spec, array: self.array.clone(), gres })
+        Ok(Validated { spec, gres })
     }
 }
 

@@ -12,6 +12,64 @@ pub fn spec(j: &v1::JobInfo) -> &v1::JobSpec {
     j.spec.as_ref().unwrap_or_else(|| EMPTY.get_or_init(v1::JobSpec::default))
 }
 
+/// `SLURM_BITSTR_LEN`, read once.
+fn bitstr_len() -> usize {
+    static LEN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LEN.get_or_init(|| drover_model::array::bitstr_len(std::env::var("SLURM_BITSTR_LEN").ok().as_deref()))
+}
+
+/// Whether this record is an array's pending remainder (one record for all its unstarted tasks).
+pub fn is_array_remainder(j: &v1::JobInfo) -> bool {
+    j.array_job_id != 0 && j.array_task_id.is_none()
+}
+
+/// The remainder's tasks, when the record is one.
+pub fn array_pending(j: &v1::JobInfo) -> Option<drover_model::array::TaskSet> {
+    if !is_array_remainder(j) {
+        return None;
+    }
+    drover_model::array::ArraySpec::parse(&j.array_pending).ok().map(|a| a.tasks)
+}
+
+/// The remainder's tasks as Slurm prints them (`0-3`, `0-999%5`).
+pub fn array_task_str(j: &v1::JobInfo) -> String {
+    array_pending(j).map(|t| t.fmt_slurm(j.array_max_tasks, bitstr_len())).unwrap_or_default()
+}
+
+/// `%i`: `21_[0-3]` for an array's pending remainder, `21_3` for one of its tasks, else the
+/// job id. squeue formats the remainder into 32 bytes unless `SLURM_BITSTR_LEN` is set.
+pub fn job_id_text(j: &v1::JobInfo) -> String {
+    match (j.array_job_id, j.array_task_id) {
+        (0, _) => j.job_id.to_string(),
+        (a, Some(t)) => format!("{a}_{t}"),
+        (a, None) => {
+            let mut s = format!("{a}_[{}]", array_task_str(j));
+            if std::env::var_os("SLURM_BITSTR_LEN").is_none() {
+                s.truncate(31);
+            }
+            s
+        }
+    }
+}
+
+/// `%F`: the array's id (the job id for a job that is not an array's).
+pub fn array_job_id(j: &v1::JobInfo) -> u32 {
+    if j.array_job_id != 0 {
+        j.array_job_id
+    } else {
+        j.job_id
+    }
+}
+
+/// `%K`: the task id, the remainder's tasks, or `N/A`.
+pub fn array_task_text(j: &v1::JobInfo) -> String {
+    match (j.array_job_id, j.array_task_id) {
+        (0, _) => "N/A".into(),
+        (_, Some(t)) => t.to_string(),
+        (_, None) => array_task_str(j),
+    }
+}
+
 pub fn is_pending(j: &v1::JobInfo) -> bool {
     j.state == "PENDING"
 }
@@ -127,15 +185,19 @@ pub fn tres(j: &v1::JobInfo) -> String {
 pub fn std_path(j: &v1::JobInfo, which: char) -> String {
     let s = spec(j);
     let pat = match which {
-        'o' => s.stdout.clone().unwrap_or_else(|| "slurm-%j.out".into()),
-        'e' => s.stderr.clone().or_else(|| s.stdout.clone()).unwrap_or_else(|| "slurm-%j.out".into()),
+        'o' => s.stdout.clone().unwrap_or_else(|| drover_model::job::default_output(j.array_job_id != 0).into()),
+        'e' => s
+            .stderr
+            .clone()
+            .or_else(|| s.stdout.clone())
+            .unwrap_or_else(|| drover_model::job::default_output(j.array_job_id != 0).into()),
         _ => s.stdin.clone().unwrap_or_else(|| "/dev/null".into()),
     };
     let node = j.alloc.first().map(|a| a.node.clone()).unwrap_or_default();
     let v = drover_model::job::PatternVars {
         job_id: j.job_id,
-        array_job_id: j.job_id,
-        array_task_id: None,
+        array_job_id: array_job_id(j),
+        array_task_id: j.array_task_id,
         job_name: &s.name,
         user: &s.user,
         node: &node,
@@ -156,7 +218,7 @@ pub fn std_path(j: &v1::JobInfo, which: char) -> String {
 pub fn squeue_field_into(out: &mut String, j: &v1::JobInfo, code: char, now: i64) {
     use std::fmt::Write;
     match code {
-        'A' | 'i' | 'F' => {
+        'A' | 'i' | 'F' if j.array_job_id == 0 => {
             let _ = write!(out, "{}", j.job_id);
         }
         'D' => {
@@ -197,7 +259,9 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> Cow<'_, str> {
     let limit = time_limit(j);
     Cow::Owned(match code {
         'a' => s.user.clone(),
-        'A' | 'i' | 'F' => j.job_id.to_string(),
+        'A' => j.job_id.to_string(),
+        'i' => job_id_text(j),
+        'F' => array_job_id(j).to_string(),
         'b' => "N/A".into(),
         'B' => {
             if j.batch_host.is_empty() {
@@ -239,7 +303,7 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> Cow<'_, str> {
         'H' | 'I' | 'J' | 'X' => "*".into(),
         'j' => s.name.clone(),
         'k' => s.comment.clone().unwrap_or_else(|| "(null)".into()),
-        'K' => "N/A".into(),
+        'K' => array_task_text(j),
         'l' => fmt_limit_short(limit),
         'L' => match limit {
             None => "UNLIMITED".into(),

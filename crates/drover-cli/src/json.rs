@@ -17,8 +17,10 @@ pub fn job_json(j: &v1::JobInfo, cluster: &str, now: i64) -> Value {
     json!({
         "account": s.user,
         "accrue_time": j.eligible_time,
-        "array_job_id": 0,
-        "array_task_id": null,
+        "array_job_id": j.array_job_id,
+        "array_task_id": j.array_task_id,
+        "array_max_tasks": j.array_max_tasks,
+        "array_task_string": jobview::array_task_str(j),
         "batch_flag": s.batch,
         "batch_host": j.batch_host,
         "cluster": cluster,

@@ -6,6 +6,8 @@
 //!  argv ──clap──► JobArgs/Args ──validate──► JobSpec / request ──gRPC──► controller
 //!  reply ──format (%-codes, scontrol key=value, --json)──► stdout/stderr, exit code
 //! ```
+// squeue --json builds one large json! literal per job.
+#![recursion_limit = "256"]
 
 pub mod bench;
 pub mod common;

@@ -180,10 +180,6 @@ pub fn main(args: Vec<String>) -> i32 {
         eprintln!("sbatch: error: Batch job submission failed: Invalid generic resource (gres) specification");
         return 1;
     }
-    if validated.array.is_some() && !cli.test_only {
-        eprintln!("sbatch: error: Batch job submission failed: job arrays (--array) are not supported by this Drover release yet");
-        return 1;
-    }
     let cfg = match common::load_config() {
         Ok(c) => c,
         Err(e) => {

@@ -57,7 +57,7 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(a) => a,
         Err(code) => return code,
     };
-    let ids = match common::parse_job_ids(&a.jobs) {
+    let ids = match common::parse_targets(&a.jobs) {
         Ok(ids) => ids,
         Err(id) => {
             eprintln!("scancel: error: Invalid job id {id}");
@@ -86,7 +86,7 @@ pub fn main(args: Vec<String>) -> i32 {
         Err(code) => return code,
     };
     let req = v1::CancelRequest {
-        job_ids: ids.clone(),
+        targets: ids,
         signal,
         batch_only: a.batch,
         full: a.full,
@@ -96,6 +96,7 @@ pub fn main(args: Vec<String>) -> i32 {
         state: a.state.clone().unwrap_or_default(),
         partition: a.partition.clone().unwrap_or_default(),
         nodelist: a.nodelist.clone().unwrap_or_default(),
+        ..Default::default()
     };
     let rt = common::runtime();
     let reply = rt.block_on(async {
@@ -111,11 +112,12 @@ pub fn main(args: Vec<String>) -> i32 {
     };
     let mut rc = 0;
     for r in reply.results {
+        let target = if r.target.is_empty() { r.job_id.to_string() } else { r.target.clone() };
         if a.verbose > 0 {
             if signal != 0 {
-                eprintln!("scancel: Signal {signal} to job {}", r.job_id);
+                eprintln!("scancel: Signal {signal} to job {target}");
             } else {
-                eprintln!("scancel: Terminating job {}", r.job_id);
+                eprintln!("scancel: Terminating job {target}");
             }
         }
         if r.error.is_empty() {
@@ -126,7 +128,7 @@ pub fn main(args: Vec<String>) -> i32 {
             continue;
         }
         if !a.quiet || !quiet_ok {
-            eprintln!("scancel: error: Kill job error on job id {}: {}", r.job_id, r.error);
+            eprintln!("scancel: error: Kill job error on job id {target}: {}", r.error);
         }
         if !quiet_ok {
             rc = 1;

@@ -156,9 +156,9 @@ fn show(rest: &[String], o: &Opts) -> i32 {
             }
         }
         "job" | "jobs" | "jobid" => {
-            let ids: Vec<u32> = match &arg {
-                Some(a) => match a.split(['_', '.']).next().unwrap_or(a).parse() {
-                    Ok(n) => vec![n],
+            let targets = match &arg {
+                Some(a) => match common::parse_targets([a]) {
+                    Ok(t) => t,
                     Err(_) => {
                         eprintln!("Invalid job id specified");
                         return 1;
@@ -166,6 +166,7 @@ fn show(rest: &[String], o: &Opts) -> i32 {
                 },
                 None => Vec::new(),
             };
+            let ids: Vec<u32> = targets.iter().map(|t| t.job_id).collect();
             let mut reply = match fetch(v1::StateRequest {
                 job_ids: ids.clone(),
                 jobs: true,
@@ -180,6 +181,25 @@ fn show(rest: &[String], o: &Opts) -> i32 {
                 }
             };
             reply.jobs = drover_proto::reply_jobs(&mut reply);
+            // `N_M`: the task's record, or the array's remainder while the task is in it.
+            let elements: Vec<(u32, drover_model::array::TaskSet)> = targets
+                .iter()
+                .filter_map(|t| {
+                    let tasks = drover_model::array::ArraySpec::parse(t.tasks.as_deref()?).ok()?.tasks;
+                    Some((t.job_id, tasks))
+                })
+                .collect();
+            if !elements.is_empty() {
+                reply.jobs.retain(|j| {
+                    elements.iter().any(|(id, tasks)| {
+                        j.array_job_id == *id
+                            && match j.array_task_id {
+                                Some(t) => tasks.contains(t),
+                                None => jobview::array_pending(j).is_some_and(|p| tasks.iter().any(|t| p.contains(t))),
+                            }
+                    })
+                });
+            }
             if !ids.is_empty() && reply.jobs.is_empty() {
                 eprintln!("slurm_load_jobs error: Invalid job id specified");
                 return 1;
@@ -338,7 +358,24 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
         _ => "MinMemoryNode=0".into(),
     };
     let mut lines: Vec<String> = vec![
-        format!("JobId={} JobName={}", j.job_id, s.name),
+        {
+            let mut l = format!("JobId={} ", j.job_id);
+            if j.array_job_id != 0 {
+                match j.array_task_id {
+                    Some(t) => l.push_str(&format!("ArrayJobId={} ArrayTaskId={t} ", j.array_job_id)),
+                    None => l.push_str(&format!(
+                        "ArrayJobId={} ArrayTaskId={} ",
+                        j.array_job_id,
+                        jobview::array_task_str(j)
+                    )),
+                }
+                if j.array_max_tasks > 0 {
+                    l.push_str(&format!("ArrayTaskThrottle={} ", j.array_max_tasks));
+                }
+            }
+            l.push_str(&format!("JobName={}", s.name));
+            l
+        },
         format!("UserId={}({}) GroupId={}({}) MCS_label=N/A", jobview::user(j), s.uid, jobview::group(j), s.gid),
         format!("Priority={} Nice=0 Account={} QOS=normal", j.priority, s.user),
         format!(
@@ -530,8 +567,8 @@ fn block(lines: &[String], oneliner: bool, trailer: &str) -> String {
     out
 }
 
-fn parse_ids(list: &str) -> Result<Vec<u32>, String> {
-    common::parse_job_ids([&list.to_string()]).map_err(|id| format!("Invalid job id specified: {id}"))
+fn parse_ids(list: &str) -> Result<Vec<v1::JobTarget>, String> {
+    common::parse_targets([&list.to_string()]).map_err(|id| format!("Invalid job id specified: {id}"))
 }
 
 fn job_action(action: &str, rest: &[String], fields: &[v1::KeyValue]) -> i32 {
@@ -550,7 +587,12 @@ fn job_action(action: &str, rest: &[String], fields: &[v1::KeyValue]) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let req = v1::JobControlRequest { action: action.to_string(), job_ids: ids, fields: fields.to_vec() };
+    let req = v1::JobControlRequest {
+        action: action.to_string(),
+        targets: ids,
+        fields: fields.to_vec(),
+        ..Default::default()
+    };
     let rt = common::runtime();
     let r = rt.block_on(async {
         let mut c = common::connect(&cfg).await?;
@@ -564,7 +606,7 @@ fn job_action(action: &str, rest: &[String], fields: &[v1::KeyValue]) -> i32 {
                     if reply_len_one(action) {
                         eprintln!("{}", res.error);
                     } else {
-                        eprintln!("{} for job {}", res.error, res.job_id);
+                        eprintln!("{} for job {}", res.error, res.target);
                     }
                     rc = 1;
                 }

@@ -149,8 +149,9 @@ fn state_rank(s: &str) -> u32 {
 fn spec_skip(items: &[Item]) -> Vec<u32> {
     let codes: Vec<char> =
         items.iter().filter_map(|i| if let Item::Field { code, .. } = i { Some(*code) } else { None }).collect();
-    // script, stdout, stderr, stdin, environment, mail type/user, signal, submit host/line, io.
-    let mut skip = vec![23, 26, 27, 28, 29, 31, 32, 33, 36, 37, 40];
+    // script, stdout, stderr, stdin, environment, mail type/user, signal, submit host/line, io,
+    // array expression (the record's array fields carry what squeue prints).
+    let mut skip = vec![23, 26, 27, 28, 29, 31, 32, 33, 36, 37, 40, 41];
     for (code, tag) in [('n', 16), ('x', 17), ('f', 18), ('E', 22), ('o', 24), ('Z', 25), ('k', 30)] {
         if !codes.contains(&code) {
             skip.push(tag);
@@ -212,11 +213,14 @@ fn push_sort_key(out: &mut Vec<u8>, j: &v1::JobInfo, keys: &[(bool, char)], now:
         }
     }
     num(out, u64::from(j.job_id));
+    num(out, u64::from(j.array_task_id.unwrap_or(0)));
 }
 
 /// Which jobs the command line selects.
 struct Filter {
     job_ids: Vec<u32>,
+    /// `-j N_M`: array elements asked for, as (array id, tasks).
+    elements: Vec<(u32, Option<drover_model::array::TaskSet>)>,
     states: Option<Vec<String>>,
     users: Option<Vec<String>>,
     parts: Option<Vec<String>>,
@@ -225,6 +229,21 @@ struct Filter {
 }
 
 impl Filter {
+    /// Whether a record (or, with `task`, one pending task of an array's remainder) is among
+    /// the ids asked for.
+    fn element_ok(&self, j: &v1::JobInfo, task: Option<u32>) -> bool {
+        self.elements.is_empty()
+            || self.elements.iter().any(|(id, tasks)| match tasks {
+                None => j.job_id == *id || j.array_job_id == *id,
+                Some(set) => j.array_job_id == *id && task.is_some_and(|t| set.contains(t)),
+            })
+    }
+
+    /// Whether an array's remainder must be listed task by task for these ids.
+    fn wants_elements_of(&self, array: u32) -> bool {
+        self.elements.iter().any(|(id, tasks)| *id == array && tasks.is_some())
+    }
+
     fn keep(&self, j: &v1::JobInfo) -> bool {
         let st = JobState::parse(&j.state);
         let state_ok = match &self.states {
@@ -247,13 +266,21 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(a) => a,
         Err(code) => return code,
     };
-    let job_ids = match common::parse_job_ids(a.jobs.iter().chain(a.rest.iter())) {
-        Ok(ids) => ids,
+    let targets = match common::parse_targets(a.jobs.iter().chain(a.rest.iter())) {
+        Ok(t) => t,
         Err(id) => {
             eprintln!("squeue: error: Invalid job id: {id}");
             return 1;
         }
     };
+    let job_ids: Vec<u32> = targets.iter().map(|t| t.job_id).collect();
+    let elements = targets
+        .iter()
+        .map(|t| {
+            let tasks = t.tasks.as_deref().and_then(|e| drover_model::array::ArraySpec::parse(e).ok()).map(|a| a.tasks);
+            (t.job_id, tasks)
+        })
+        .collect();
     let cfg = match common::config_for("squeue") {
         Ok(c) => c,
         Err(code) => return code,
@@ -264,6 +291,7 @@ pub fn main(args: Vec<String>) -> i32 {
     let req = v1::StateRequest { job_ids: job_ids.clone(), jobs: true, active_only, ..Default::default() };
     let filter = Filter {
         job_ids: job_ids.clone(),
+        elements,
         states: a.states.as_ref().map(|s| s.split(',').map(|x| x.to_ascii_uppercase()).collect()),
         users: if a.me {
             Some(vec![common::user_name(nix::unistd::getuid().as_raw())])
@@ -317,7 +345,7 @@ pub fn main(args: Vec<String>) -> i32 {
         for _ in 0..workers {
             let (tx, rx) = std::sync::mpsc::sync_channel::<(i64, Vec<drover_proto::bytes::Bytes>)>(8);
             queues.push(tx);
-            let (filter, items, sort, start, skip) = (&filter, &items, &sort, a.start, &skip);
+            let (filter, items, sort, start, skip, expand) = (&filter, &items, &sort, a.start, &skip, a.array);
             done.push(scope.spawn(move || {
                 let mut lines = Lines::default();
                 let mut j = v1::JobInfo::default();
@@ -328,7 +356,21 @@ pub fn main(args: Vec<String>) -> i32 {
                             && filter.keep(&j)
                             && (!start || jobview::is_pending(&j))
                         {
-                            lines.push(&j, items, sort, now, &mut scratch);
+                            // `-r` (or ids of single tasks) lists an array's remainder task
+                            // by task, each line as if the task had a record of its own.
+                            let split =
+                                jobview::is_array_remainder(&j) && (expand || filter.wants_elements_of(j.array_job_id));
+                            if let Some(tasks) = jobview::array_pending(&j).filter(|_| split) {
+                                for t in tasks.iter() {
+                                    if filter.element_ok(&j, Some(t)) {
+                                        j.array_task_id = Some(t);
+                                        lines.push(&j, items, sort, now, &mut scratch);
+                                    }
+                                }
+                                j.array_task_id = None;
+                            } else if filter.element_ok(&j, j.array_task_id) {
+                                lines.push(&j, items, sort, now, &mut scratch);
+                            }
                         }
                     }
                 }

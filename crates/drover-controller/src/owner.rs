@@ -13,7 +13,9 @@ use drover_model::job::{Constraint, JobId, JobSpec};
 use drover_model::state::{JobState, NodeBase, NodeState, PendingReason};
 use drover_proto::v1::{self, controller_to_node, node_to_controller};
 use drover_proto::Caller;
-use drover_sched::{Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, SchedJob, SchedMore, SubmitCheck};
+use drover_sched::{
+    Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, SchedArray, SchedJob, SchedMore, SubmitCheck,
+};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -167,7 +169,7 @@ impl Owner {
                 JobState::Pending => o.core.handle(Event::Submitted(o.sched_job(&j))),
                 JobState::Running | JobState::Completing | JobState::Suspended => {
                     if let Some(a) = &j.status.alloc {
-                        o.core.handle(Event::Running { job: j.id, alloc: (**a).clone() });
+                        o.core.handle(Event::Running { job: j.id, alloc: (**a).clone(), array: j.array_task() });
                     }
                     // Agents get SlurmdTimeout to report in before their jobs are given up.
                     for n in &j.status.nodes_running {
@@ -373,10 +375,10 @@ impl Owner {
     // ---- jobs ----
 
     fn sched_job(&self, j: &Job) -> SchedJob {
-        Self::sched_job_from(j.id, &j.spec.unpack(), &j.status)
+        Self::sched_job_from(j.id, &j.spec.unpack(), &j.status, j.array.as_deref())
     }
 
-    fn sched_job_from(id: JobId, s: &JobSpec, status: &JobStatus) -> SchedJob {
+    fn sched_job_from(id: JobId, s: &JobSpec, status: &JobStatus, array: Option<&crate::state::ArrayPart>) -> SchedJob {
         let min_nodes = s.min_nodes.unwrap_or(1).max(1);
         let max_nodes = s.max_nodes.or(s.min_nodes);
         SchedJob {
@@ -402,6 +404,12 @@ impl Owner {
                 constraint: s.constraint.as_deref().and_then(|c| Constraint::parse(c).ok()),
                 begin_time: s.begin_time,
                 dependency: s.dependency.clone(),
+                array: array.map(|a| SchedArray {
+                    array_id: a.array_job_id,
+                    throttle: a.throttle,
+                    task: a.task_id,
+                    pending: a.pending.clone(),
+                }),
             }
             .boxed(),
         }
@@ -446,6 +454,14 @@ impl Owner {
                 return Err(Status::invalid_argument("Job dependency problem"));
             }
         }
+        if let Some(expr) = &spec.array {
+            let a = drover_model::array::ArraySpec::parse(expr)
+                .map_err(|_| Status::invalid_argument("Invalid job array specification"))?;
+            if !spec.batch || a.tasks.max().is_none_or(|m| m >= self.cfg.max_array_size) {
+                return Err(Status::invalid_argument("Invalid job array specification"));
+            }
+            spec.array = Some(a.canonical());
+        }
         if let (Some(n), Some(min)) = (spec.ntasks, spec.min_nodes) {
             if n < min {
                 spec.min_nodes = Some(n.max(1));
@@ -479,7 +495,8 @@ impl Owner {
             state_desc: String::new(),
             last_sched_eval: 0,
         };
-        let sj = Self::sched_job_from(id, &spec, &status);
+        let array = spec.array.as_deref().and_then(|a| crate::state::ArrayPart::remainder(id, a));
+        let sj = Self::sched_job_from(id, &spec, &status, array.as_ref());
         let enforce = self.cfg.enforce_part_limits != drover_model::conf::EnforcePartLimits::No;
         match self.core.check_submit(&sj, enforce) {
             SubmitCheck::Ok => {}
@@ -501,11 +518,15 @@ impl Owner {
             let mut sj = sj;
             sj.hold = None;
             trial.handle(Event::Submitted(sj));
+            let mut next = id;
             let (start, nodes, part) = trial
-                .schedule(t)
+                .schedule(t, &mut || {
+                    next += 1;
+                    next
+                })
                 .into_iter()
                 .find_map(|d| match d {
-                    Decision::Start { job, alloc, .. } if job == id => {
+                    Decision::Start { job, alloc, split, .. } if job == id || split.is_some_and(|s| s.0 == id) => {
                         Some((t, Hostlist::from_iter(alloc.node_names()).ranged(), alloc.partition))
                     }
                     _ => None,
@@ -519,10 +540,19 @@ impl Owner {
     }
 
     fn schedule(&mut self, t: i64) {
-        let decisions = self.core.schedule(t);
+        let mut next = self.durable.next_job_id;
+        let decisions = self.core.schedule(t, &mut || {
+            next += 1;
+            next - 1
+        });
         for d in decisions {
             match d {
-                Decision::Start { job, alloc, time_limit } => self.start_job(job, alloc, time_limit, t),
+                Decision::Start { job, alloc, time_limit, split } => {
+                    if let Some((array, task)) = split {
+                        self.record(Record::ArraySplit { array, task, id: job });
+                    }
+                    self.start_job(job, alloc, time_limit, t)
+                }
                 Decision::Reason { job, reason } => {
                     if let Some(j) = self.durable.jobs.get_mut(&job) {
                         // Reasons are derived state: recomputed after recovery, never journalled.
@@ -576,7 +606,7 @@ impl Owner {
                 _ => return Err("the job's submit record is not a submit".into()),
             }
         }
-        Ok(Job::new(job.id, &spec, job.status.clone(), job.blob))
+        Ok(Job { array: job.array.clone(), ..Job::new(job.id, &spec, job.status.clone(), job.blob) })
     }
 
     /// Launch messages for a started job (or for one node of it on re-registration).
@@ -753,18 +783,29 @@ impl Owner {
             || !req.partition.is_empty()
             || !req.state.is_empty()
             || !req.nodelist.is_empty();
-        let ids: Vec<JobId> = if req.job_ids.is_empty() {
-            self.select_jobs(&req)
+        let named = req.job_ids.is_empty() && req.targets.is_empty();
+        let ids: Vec<(String, Result<JobId, String>)> = if named {
+            self.select_jobs(&req).into_iter().map(|id| (String::new(), Ok(id))).collect()
         } else if filtered {
             let sel = self.select_jobs(&req);
-            req.job_ids.iter().copied().filter(|i| sel.contains(i)).collect()
+            self.resolve(&req.job_ids, &req.targets, false)
+                .into_iter()
+                .filter(|(_, r)| r.as_ref().is_ok_and(|i| sel.contains(i)))
+                .collect()
         } else {
-            req.job_ids.clone()
+            self.resolve(&req.job_ids, &req.targets, true)
         };
         let mut results = Vec::new();
         let t = now();
-        for id in ids {
-            let err = |m: &str| v1::CancelResult { job_id: id, error: m.to_string() };
+        for (target, id) in ids {
+            let id = match id {
+                Ok(id) => id,
+                Err(e) => {
+                    results.push(v1::CancelResult { job_id: 0, error: e, target });
+                    continue;
+                }
+            };
+            let err = |m: &str| v1::CancelResult { job_id: id, error: m.to_string(), target: target.clone() };
             let Some(j) = self.durable.jobs.get(&id).cloned() else {
                 results.push(err("Invalid job id specified"));
                 continue;
@@ -825,11 +866,101 @@ impl Owner {
 
     fn job_control(&mut self, req: v1::JobControlRequest, caller: Caller) -> Result<v1::JobControlReply, Status> {
         let mut results = Vec::new();
-        for &id in &req.job_ids {
-            let r = self.job_control_one(&req, id, caller);
-            results.push(v1::CancelResult { job_id: id, error: r.err().unwrap_or_default() });
+        let named = self.resolve(&req.job_ids, &req.targets, true);
+        let mut array_ok: HashMap<JobId, bool> = HashMap::new();
+        let mut array_errors = Vec::new();
+        for (target, id) in named {
+            let (job_id, error) = match id {
+                Ok(id) => (id, self.job_control_one(&req, id, caller).err().unwrap_or_default()),
+                Err(e) => (0, e),
+            };
+            // A whole array is held, released or updated where that applies (its pending
+            // tasks); its ended tasks are no error unless nothing of it applied.
+            let whole = req.job_ids.iter().chain(req.targets.iter().filter(|t| t.tasks.is_none()).map(|t| &t.job_id));
+            let array = self.durable.jobs.get(&job_id).and_then(|j| j.array.as_ref()).map(|a| a.array_job_id);
+            if let Some(a) = array.filter(|a| whole.clone().any(|w| w == a)) {
+                *array_ok.entry(a).or_default() |= error.is_empty();
+                if !error.is_empty() {
+                    array_errors.push((a, v1::CancelResult { job_id, error, target }));
+                }
+                continue;
+            }
+            results.push(v1::CancelResult { job_id, error, target });
+        }
+        for (a, r) in array_errors {
+            if !array_ok.get(&a).copied().unwrap_or(false) {
+                results.push(r);
+            }
         }
         Ok(v1::JobControlReply { results })
+    }
+
+    /// The records a request names, each with the id as the user wrote it. A plain id that
+    /// is an array's names every record of the array; `N_M` names one task, which `split`
+    /// takes out of the array's pending remainder into a record of its own (so it can be
+    /// held, updated or cancelled alone, as Slurm does).
+    fn resolve(
+        &mut self,
+        job_ids: &[u32],
+        targets: &[v1::JobTarget],
+        split: bool,
+    ) -> Vec<(String, Result<JobId, String>)> {
+        let mut out = Vec::new();
+        let mut tasks: Option<HashMap<(JobId, u32), JobId>> = None;
+        let plain = job_ids.iter().map(|&id| (id, None)).chain(targets.iter().map(|t| (t.job_id, t.tasks.as_deref())));
+        for (id, expr) in plain.collect::<Vec<_>>() {
+            let Some(expr) = expr else {
+                let members: Vec<&Arc<Job>> = self.durable.jobs.values().filter(|j| j.in_array(id)).collect();
+                if members.is_empty() {
+                    out.push((id.to_string(), Ok(id)));
+                }
+                for j in members {
+                    let label = match j.array_task() {
+                        Some((a, t)) => format!("{a}_{t}"),
+                        None => id.to_string(),
+                    };
+                    out.push((label, Ok(j.id)));
+                }
+                continue;
+            };
+            let Ok(spec) = drover_model::array::ArraySpec::parse(expr) else {
+                out.push((format!("{id}_{expr}"), Err("Invalid job id specified".into())));
+                continue;
+            };
+            let index = tasks.get_or_insert_with(|| {
+                self.durable.jobs.values().filter_map(|j| j.array_task().map(|at| (at, j.id))).collect()
+            });
+            let mut wanted = Vec::new();
+            for task in spec.tasks.iter() {
+                wanted.push((task, index.get(&(id, task)).copied()));
+            }
+            for (task, known) in wanted {
+                let label = format!("{id}_{task}");
+                let r = match known {
+                    Some(j) => Ok(j),
+                    None if split => self.split_task(id, task).ok_or_else(|| "Invalid job id specified".to_string()),
+                    None => Err("Invalid job id specified".to_string()),
+                };
+                out.push((label, r));
+            }
+        }
+        out
+    }
+
+    /// Takes pending task `task` out of array `array`'s remainder into a record of its own.
+    fn split_task(&mut self, array: JobId, task: u32) -> Option<JobId> {
+        let rest = self.durable.jobs.get(&array)?.array_remainder()?;
+        if !rest.pending.contains(task) {
+            return None;
+        }
+        let last = rest.pending.len() == 1;
+        let id = if last { array } else { self.durable.next_job_id };
+        self.record(Record::ArraySplit { array, task, id });
+        self.core.handle(Event::Updated(self.sched_job(&self.durable.jobs[&array])));
+        if !last {
+            self.core.handle(Event::Submitted(self.sched_job(&self.durable.jobs[&id])));
+        }
+        Some(id)
     }
 
     fn job_control_one(&mut self, req: &v1::JobControlRequest, id: JobId, caller: Caller) -> Result<(), String> {
@@ -896,9 +1027,16 @@ impl Owner {
     ) -> Result<(), String> {
         let mut spec = j.spec.unpack();
         let pending = j.status.state == JobState::Pending;
+        let mut throttle = None;
         for kv in fields {
             let v = kv.value.as_str();
             match kv.key.to_ascii_lowercase().as_str() {
+                "arraytaskthrottle" => {
+                    if j.array.is_none() {
+                        return Err("Job is not an array job".into());
+                    }
+                    throttle = Some(v.parse::<u32>().map_err(|_| "Invalid ArrayTaskThrottle value".to_string())?);
+                }
                 "timelimit" => {
                     let l = drover_model::duration::parse_time_limit(v)
                         .map_err(|_| "Invalid time limit specification".to_string())?;
@@ -954,6 +1092,20 @@ impl Owner {
         }
         let id = j.id;
         self.record(Record::Update { id, spec, status: st });
+        if let (Some(throttle), Some(a)) = (throttle, &j.array) {
+            let array = a.array_job_id;
+            self.record(Record::ArrayThrottle { array, throttle });
+            let waiting: Vec<Arc<Job>> = self
+                .durable
+                .jobs
+                .values()
+                .filter(|m| m.in_array(array) && m.status.state == JobState::Pending && m.id != id)
+                .cloned()
+                .collect();
+            for m in waiting {
+                self.core.handle(Event::Updated(self.sched_job(&m)));
+            }
+        }
         if pending {
             self.core.handle(Event::Updated(self.sched_job(&self.durable.jobs[&id])));
         }

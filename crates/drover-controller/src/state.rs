@@ -3,6 +3,7 @@
 
 use drover_journal::RecordRef;
 use drover_model::alloc::Allocation;
+use drover_model::array::{ArraySpec, TaskSet};
 use drover_model::duration::TimeLimit;
 use drover_model::job::{JobId, JobSpec};
 use drover_model::state::{JobState, PendingReason};
@@ -88,6 +89,43 @@ pub struct Job {
     pub req_limit: Option<drover_model::duration::TimeLimit>,
     pub status: JobStatus,
     pub blob: Option<RecordRef>,
+    /// The job's part in an array (`--array`), boxed: most jobs have none.
+    pub array: Option<Box<ArrayPart>>,
+}
+
+/// A record of a job array: either the array's pending remainder (`task_id: None`, at the
+/// array's id, holding the tasks not started yet), or one task split off it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArrayPart {
+    pub array_job_id: JobId,
+    pub task_id: Option<u32>,
+    /// The remainder's tasks (empty for a task).
+    pub pending: TaskSet,
+    /// `%N` (0: none).
+    pub throttle: u32,
+    /// The whole array's shape, as `SLURM_ARRAY_TASK_{COUNT,MIN,MAX,STEP}` report it.
+    pub count: u32,
+    pub min: u32,
+    pub max: u32,
+    pub step: u32,
+}
+
+impl ArrayPart {
+    /// The remainder of a newly submitted array, from its canonical expression.
+    pub fn remainder(id: JobId, expr: &str) -> Option<ArrayPart> {
+        let spec = ArraySpec::parse(expr).ok()?;
+        let t = &spec.tasks;
+        Some(ArrayPart {
+            array_job_id: id,
+            task_id: None,
+            count: t.len().min(u64::from(u32::MAX)) as u32,
+            min: t.min().unwrap_or(0),
+            max: t.max().unwrap_or(0),
+            step: t.step(),
+            throttle: spec.throttle,
+            pending: spec.tasks,
+        })
+    }
 }
 
 impl Job {
@@ -100,7 +138,23 @@ impl Job {
             req_limit: spec.time_limit,
             status,
             blob,
+            array: spec.array.as_deref().and_then(|a| ArrayPart::remainder(id, a)).map(Box::new),
         }
+    }
+
+    /// The array task this record runs.
+    pub fn array_task(&self) -> Option<(JobId, u32)> {
+        self.array.as_ref().and_then(|a| a.task_id.map(|t| (a.array_job_id, t)))
+    }
+
+    /// The array's pending remainder, when this record is one.
+    pub fn array_remainder(&self) -> Option<&ArrayPart> {
+        self.array.as_deref().filter(|a| a.task_id.is_none())
+    }
+
+    /// Whether this record belongs to array `id` (its remainder or one of its tasks).
+    pub fn in_array(&self, id: JobId) -> bool {
+        self.array.as_ref().is_some_and(|a| a.array_job_id == id)
     }
 }
 
@@ -136,6 +190,19 @@ pub enum Record {
     },
     Purge {
         id: JobId,
+    },
+    /// Task `task` of array `array` leaves the array's pending remainder as job `id` (a new
+    /// id, or the array's own when it is the last task), with the remainder's request and
+    /// status.
+    ArraySplit {
+        array: JobId,
+        task: u32,
+        id: JobId,
+    },
+    /// A new `%N` throttle for every record of array `array`.
+    ArrayThrottle {
+        array: JobId,
+        throttle: u32,
     },
     NodeAdmin {
         node: String,
@@ -178,6 +245,32 @@ impl Durable {
             }
             Record::Purge { id } => {
                 self.jobs.remove(&id);
+            }
+            Record::ArrayThrottle { array, throttle } => {
+                for j in self.jobs.values_mut().filter(|j| j.in_array(array)) {
+                    if let Some(a) = Arc::make_mut(j).array.as_mut() {
+                        a.throttle = throttle;
+                    }
+                }
+            }
+            Record::ArraySplit { array, task, id } => {
+                self.next_job_id = self.next_job_id.max(id + 1);
+                let Some(rest) = self.jobs.get_mut(&array) else { return };
+                let rest = Arc::make_mut(rest);
+                let Some(a) = rest.array.as_mut().filter(|a| a.task_id.is_none()) else { return };
+                a.pending.remove(task);
+                if id == array {
+                    a.task_id = Some(task);
+                    a.pending = TaskSet::default();
+                } else {
+                    let mut t = rest.clone();
+                    t.id = id;
+                    if let Some(a) = t.array.as_mut() {
+                        a.task_id = Some(task);
+                        a.pending = TaskSet::default();
+                    }
+                    self.jobs.insert(id, Arc::new(t));
+                }
             }
             Record::NodeAdmin { node, admin } => {
                 self.nodes.insert(node, admin);

@@ -76,6 +76,23 @@ fn status_info(j: &Job) -> v1::JobInfo {
         state_desc: st.state_desc.clone(),
         last_sched_eval: st.last_sched_eval,
         nodes,
+        ..array_info(j)
+    }
+}
+
+/// The array fields of a job's record (all zero for a job that is not an array's).
+fn array_info(j: &Job) -> v1::JobInfo {
+    let Some(a) = j.array.as_deref() else { return v1::JobInfo::default() };
+    v1::JobInfo {
+        array_job_id: a.array_job_id,
+        array_task_id: a.task_id,
+        array_pending: if a.task_id.is_none() { a.pending.canonical() } else { String::new() },
+        array_max_tasks: a.throttle,
+        array_task_count: a.count,
+        array_task_min: a.min,
+        array_task_max: a.max,
+        array_task_step: a.step,
+        ..Default::default()
     }
 }
 
@@ -101,7 +118,7 @@ pub fn job_records(
         if req.job_ids.is_empty() {
             !req.active_only || !j.status.state.is_finished()
         } else {
-            req.job_ids.contains(&j.id)
+            req.job_ids.contains(&j.id) || j.array.as_ref().is_some_and(|a| req.job_ids.contains(&a.array_job_id))
         }
     };
     let mut buf = drover_proto::bytes::BytesMut::with_capacity(range.len() * 192);

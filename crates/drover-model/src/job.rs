@@ -144,6 +144,8 @@ pub struct JobSpec {
     pub immediate: Option<u32>,
     /// Interactive launch (`srun`): the address the tasks' I/O streams to.
     pub io_addr: Option<String>,
+    /// `--array`, canonical (see [`crate::array::ArraySpec::canonical`]).
+    pub array: Option<String>,
 }
 
 impl JobSpec {
@@ -178,6 +180,16 @@ pub fn fmt_counts(counts: &[u32]) -> String {
         i = j + 1;
     }
     out.join(",")
+}
+
+/// The output file of a batch job that names none: `slurm-%j.out`, or `slurm-%A_%a.out` for
+/// an array's tasks.
+pub fn default_output(array: bool) -> &'static str {
+    if array {
+        "slurm-%A_%a.out"
+    } else {
+        "slurm-%j.out"
+    }
 }
 
 /// Values for a job's filename pattern (`-o slurm-%j.out`).

@@ -9,6 +9,7 @@
 //! its `Include`s). Times are plain Unix seconds handed in by the caller; no clock is read.
 
 pub mod alloc;
+pub mod array;
 pub mod conf;
 pub mod duration;
 pub mod hostlist;

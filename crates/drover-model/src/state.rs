@@ -107,6 +107,8 @@ pub enum PendingReason {
     BadConstraints,
     NodeDown,
     InvalidAccount,
+    /// An array's `%N` throttle: N of its tasks already run.
+    JobArrayTaskLimit,
 }
 
 impl PendingReason {
@@ -128,6 +130,7 @@ impl PendingReason {
             PendingReason::BadConstraints => "BadConstraints",
             PendingReason::NodeDown => "NodeDown",
             PendingReason::InvalidAccount => "InvalidAccount",
+            PendingReason::JobArrayTaskLimit => "JobArrayTaskLimit",
         }
     }
 }

@@ -66,6 +66,14 @@ pub fn job_env(c: &EnvCtx<'_>) -> Vec<(String, String)> {
         job.time_limit_secs.map(|t| job.start_time + t as i64).unwrap_or(job.start_time + 365 * 86400).to_string(),
     );
     set("SLURM_RESTART_COUNT", job.restarts.to_string());
+    if let Some(task) = job.array_task_id {
+        set("SLURM_ARRAY_JOB_ID", job.array_job_id.to_string());
+        set("SLURM_ARRAY_TASK_COUNT", job.array_task_count.to_string());
+        set("SLURM_ARRAY_TASK_ID", task.to_string());
+        set("SLURM_ARRAY_TASK_MAX", job.array_task_max.to_string());
+        set("SLURM_ARRAY_TASK_MIN", job.array_task_min.to_string());
+        set("SLURM_ARRAY_TASK_STEP", job.array_task_step.to_string());
+    }
     if let Some(n) = spec.ntasks_per_node {
         set("SLURM_NTASKS_PER_NODE", n.to_string());
     }

@@ -230,8 +230,8 @@ impl Supervisor<'_> {
     fn pattern(&self, p: &str, task: Option<u32>) -> String {
         let v = PatternVars {
             job_id: self.job.job_id,
-            array_job_id: self.job.job_id,
-            array_task_id: None,
+            array_job_id: if self.job.array_job_id != 0 { self.job.array_job_id } else { self.job.job_id },
+            array_task_id: self.job.array_task_id,
             job_name: &self.spec.name,
             user: self.user.name.to_str().unwrap_or(""),
             node: &self.node,
@@ -259,7 +259,10 @@ impl Supervisor<'_> {
         );
         // The job dir must be traversable by the user to exec the script.
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711));
-        let out = self.pattern(self.spec.stdout.as_deref().unwrap_or("slurm-%j.out"), None);
+        let out = self.pattern(
+            self.spec.stdout.as_deref().unwrap_or(drover_model::job::default_output(self.job.array_job_id != 0)),
+            None,
+        );
         let err = self.spec.stderr.as_deref().map(|e| self.pattern(e, None));
         let inp = self.spec.stdin.as_deref().map(|i| self.pattern(i, None)).unwrap_or_else(|| "/dev/null".into());
         self.stderr_path = Some(PathBuf::from(err.clone().unwrap_or_else(|| out.clone())));

@@ -46,6 +46,7 @@ pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
         batch: s.batch,
         immediate: s.immediate,
         io_addr: s.io_addr.clone(),
+        array: s.array.clone(),
     }
 }
 
@@ -90,6 +91,7 @@ pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
         batch: w.batch,
         immediate: w.immediate,
         io_addr: w.io_addr,
+        array: w.array,
     })
 }
 

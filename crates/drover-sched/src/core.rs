@@ -1,6 +1,7 @@
 //! The core's state, its events and the scheduling pass.
 
 use drover_model::alloc::{Allocation, NodeAlloc};
+use drover_model::array::TaskSet;
 use drover_model::duration::TimeLimit;
 use drover_model::job::{Constraint, Dependency, DependencyKind, JobId};
 use drover_model::state::PendingReason;
@@ -97,6 +98,21 @@ pub struct SchedMore {
     pub constraint: Option<Constraint>,
     pub begin_time: Option<i64>,
     pub dependency: Vec<Dependency>,
+    pub array: Option<SchedArray>,
+}
+
+/// A job's part in an array. The array's pending remainder is one queue entry that starts its
+/// tasks one by one, each under a job id of its own (the last one keeps the array's id, as in
+/// Slurm), so a pending array of a million tasks costs the queue one entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchedArray {
+    pub array_id: JobId,
+    /// `%N`: at most N tasks of the array run at once (0: no limit).
+    pub throttle: u32,
+    /// The task this job runs; `None` for the pending remainder.
+    pub task: Option<u32>,
+    /// The remainder's tasks not started yet (empty for a task).
+    pub pending: TaskSet,
 }
 
 impl SchedMore {
@@ -127,6 +143,7 @@ impl SchedJob {
             constraint: None,
             begin_time: None,
             dependency: Vec::new(),
+            array: None,
         };
         self.more.as_deref().unwrap_or(&NONE)
     }
@@ -157,10 +174,12 @@ pub enum Event {
     Updated(SchedJob),
     /// A pending job left the queue without running (cancelled).
     Withdrawn(JobId),
-    /// A job holds these resources (recovery after a restart).
+    /// A job holds these resources (recovery after a restart); `array` names the array and
+    /// task it runs.
     Running {
         job: JobId,
         alloc: Allocation,
+        array: Option<(JobId, u32)>,
     },
     Ended {
         job: JobId,
@@ -172,16 +191,11 @@ pub enum Event {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
-    Start {
-        job: JobId,
-        alloc: Allocation,
-        time_limit: TimeLimit,
-    },
+    /// Start `job`. With `split`, the job is task `.1` of array `.0`, taken from the array's
+    /// pending remainder under the id `job` (the controller records the new job first).
+    Start { job: JobId, alloc: Allocation, time_limit: TimeLimit, split: Option<(JobId, u32)> },
     /// The job's pending reason changed.
-    Reason {
-        job: JobId,
-        reason: PendingReason,
-    },
+    Reason { job: JobId, reason: PendingReason },
 }
 
 /// Why a job could never run here; the controller refuses it at submit.
@@ -211,6 +225,10 @@ pub struct Core {
     wake_at: Option<i64>,
     /// Held jobs whose reason the next pass reports.
     held_due: Vec<JobId>,
+    /// Array tasks known to the core (pending on their own, running or ended): job → (array, task).
+    task_of: HashMap<JobId, (JobId, u32)>,
+    /// Running tasks per array, for `%N` throttles.
+    array_running: HashMap<JobId, u32>,
 }
 
 enum DepState {
@@ -283,6 +301,11 @@ impl Core {
                     self.held_due.push(j.id);
                 }
                 let reason = self.pending.get(&j.id).map(|p| p.1).unwrap_or(PendingReason::None);
+                if let Some(a) = &j.more().array {
+                    if let Some(t) = a.task {
+                        self.task_of.insert(j.id, (a.array_id, t));
+                    }
+                }
                 self.pending.insert(j.id, (j, reason));
             }
             Event::Withdrawn(id) => {
@@ -290,16 +313,28 @@ impl Core {
                     self.queue.remove(&(std::cmp::Reverse(j.priority), id));
                 }
             }
-            Event::Running { job, alloc } => {
+            Event::Running { job, alloc, array } => {
                 if let Some((j, _)) = self.pending.remove(&job) {
                     self.queue.remove(&(std::cmp::Reverse(j.priority), job));
                 }
                 self.take(&alloc);
                 self.running.insert(job, alloc);
+                if let Some((a, t)) = array {
+                    self.task_of.insert(job, (a, t));
+                    *self.array_running.entry(a).or_default() += 1;
+                }
             }
             Event::Ended { job, outcome } => {
                 if let Some(alloc) = self.running.remove(&job) {
                     self.give_back(&alloc);
+                    if let Some((a, _)) = self.task_of.get(&job) {
+                        if let Some(n) = self.array_running.get_mut(a) {
+                            *n = n.saturating_sub(1);
+                            if *n == 0 {
+                                self.array_running.remove(a);
+                            }
+                        }
+                    }
                 }
                 if let Some((j, _)) = self.pending.remove(&job) {
                     self.queue.remove(&(std::cmp::Reverse(j.priority), job));
@@ -308,6 +343,7 @@ impl Core {
             }
             Event::Forgotten(job) => {
                 self.ended.remove(&job);
+                self.task_of.remove(&job);
             }
         }
     }
@@ -444,8 +480,9 @@ impl Core {
     }
 
     /// One scheduling pass: starts every job that fits now, in priority order, and reports
-    /// pending reasons that changed.
-    pub fn schedule(&mut self, now: i64) -> Vec<Decision> {
+    /// pending reasons that changed. `next_id` issues the job id of each array task that
+    /// starts apart from its array.
+    pub fn schedule(&mut self, now: i64, next_id: &mut dyn FnMut() -> JobId) -> Vec<Decision> {
         // Nothing changed and no begin time has come: every decision would be the same.
         if !self.changed && self.wake_at.is_none_or(|w| now < w) {
             return Vec::new();
@@ -476,18 +513,39 @@ impl Core {
             if let Some(b) = job.more().begin_time.filter(|b| *b > now) {
                 self.wake_at = Some(self.wake_at.map_or(b, |w| w.min(b)));
             }
-            let result = self.evaluate(job, now, &blocked);
-            let reason = match result {
-                Ok((alloc, limit)) => {
-                    self.take(&alloc);
+            let mut result = self.evaluate(job, now, &blocked);
+            // An array's remainder starts as many tasks as fit, one at a time.
+            while let Ok((alloc, limit)) = result {
+                self.take(&alloc);
+                let split = self.pending.get_mut(&id).and_then(|(j, _)| {
+                    let a = j.more.as_mut()?.array.as_mut().filter(|a| a.task.is_none())?;
+                    let t = a.pending.pop_first()?;
+                    Some((a.array_id, t, a.pending.is_empty()))
+                });
+                let (job_id, split, done) = match split {
+                    Some((array, t, last)) => {
+                        let job_id = if last { id } else { next_id() };
+                        self.task_of.insert(job_id, (array, t));
+                        *self.array_running.entry(array).or_default() += 1;
+                        (job_id, Some((array, t)), last)
+                    }
+                    None => (id, None, true),
+                };
+                if done {
                     self.queue.remove(&(std::cmp::Reverse(priority), id));
                     self.pending.remove(&id);
-                    self.running.insert(id, alloc.clone());
-                    out.push(Decision::Start { job: id, alloc, time_limit: limit });
-                    continue;
                 }
-                Err(r) => r,
-            };
+                self.running.insert(job_id, alloc.clone());
+                out.push(Decision::Start { job: job_id, alloc, time_limit: limit, split });
+                result = match self.pending.get(&id) {
+                    Some((job, _)) if !done => self.evaluate(job, now, &blocked),
+                    _ => Err(PendingReason::None),
+                };
+            }
+            let Err(reason) = result else { continue };
+            if !self.pending.contains_key(&id) {
+                continue;
+            }
             if reason == PendingReason::Resources {
                 if let Some((job, _)) = self.pending.get(&id) {
                     for p in &job.partitions {
@@ -525,6 +583,11 @@ impl Core {
         }
         if job.more().begin_time.is_some_and(|b| b > now) {
             return Err(PendingReason::BeginTime);
+        }
+        if let Some(a) = job.more().array.as_ref().filter(|a| a.throttle > 0) {
+            if self.array_running.get(&a.array_id).copied().unwrap_or(0) >= a.throttle {
+                return Err(PendingReason::JobArrayTaskLimit);
+            }
         }
         let mut best_reason: Option<PendingReason> = None;
         for pname in &job.partitions {

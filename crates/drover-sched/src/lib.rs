@@ -19,5 +19,7 @@
 
 mod core;
 
-pub use crate::core::{Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, SchedJob, SchedMore, SubmitCheck};
+pub use crate::core::{
+    Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, SchedArray, SchedJob, SchedMore, SubmitCheck,
+};
 pub use drover_model::alloc::{Allocation, NodeAlloc};

@@ -1,7 +1,8 @@
 //! Scheduler behaviour and invariants, asserted on decisions (no sockets, no clocks).
 
+use drover_model::array::ArraySpec;
 use drover_model::state::PendingReason;
-use drover_sched::{Core, Decision, Event, NodeRes, Outcome, PartitionRes, SchedJob};
+use drover_sched::{Core, Decision, Event, NodeRes, Outcome, PartitionRes, SchedArray, SchedJob, SchedMore};
 use proptest::prelude::*;
 
 fn cluster(nodes: u32, cpus: u32, mem: u64) -> Core {
@@ -43,6 +44,37 @@ fn job(id: u32) -> SchedJob {
     }
 }
 
+/// For passes that start no array task.
+fn no_ids() -> u32 {
+    panic!("no array task was expected to start apart from its array")
+}
+
+/// Ids for array tasks, from 1000 up.
+fn ids() -> impl FnMut() -> u32 {
+    let mut next = 1000;
+    move || {
+        next += 1;
+        next
+    }
+}
+
+fn array(id: u32, expr: &str) -> SchedJob {
+    let spec = ArraySpec::parse(expr).unwrap();
+    let mut j = job(id);
+    j.more = SchedMore {
+        array: Some(SchedArray { array_id: id, throttle: spec.throttle, task: None, pending: spec.tasks }),
+        ..Default::default()
+    }
+    .boxed();
+    j
+}
+
+fn splits(d: &[Decision]) -> Vec<(u32, Option<(u32, u32)>)> {
+    d.iter()
+        .filter_map(|d| if let Decision::Start { job, split, .. } = d { Some((*job, *split)) } else { None })
+        .collect()
+}
+
 fn started(d: &[Decision]) -> Vec<u32> {
     d.iter().filter_map(|d| if let Decision::Start { job, .. } = d { Some(*job) } else { None }).collect()
 }
@@ -60,7 +92,7 @@ fn small_jobs_share_a_node() {
     for i in 1..=4 {
         c.handle(Event::Submitted(job(i)));
     }
-    let d = c.schedule(0);
+    let d = c.schedule(0, &mut no_ids);
     assert_eq!(started(&d), [1, 2, 3, 4]);
     c.check_invariants().unwrap();
 }
@@ -71,21 +103,21 @@ fn a_two_node_job_waits_for_two_free_nodes_and_holds_nothing() {
     let mut a = job(1);
     a.ntasks = 2;
     c.handle(Event::Submitted(a));
-    assert_eq!(started(&c.schedule(0)), [1]);
+    assert_eq!(started(&c.schedule(0, &mut no_ids)), [1]);
     let mut big = job(2);
     big.min_nodes = 2;
     big.max_nodes = Some(2);
     big.ntasks = 2;
     c.handle(Event::Submitted(big));
     c.handle(Event::Submitted(job(3)));
-    let d = c.schedule(1);
+    let d = c.schedule(1, &mut no_ids);
     assert!(started(&d).is_empty());
     assert_eq!(reason(&d, 2), Some(PendingReason::Resources));
     assert_eq!(reason(&d, 3), Some(PendingReason::Priority));
     // node2 is free, yet the pending 2-node job holds none of it.
     assert_eq!(c.node("node2").unwrap().alloc_cpus(), 0);
     c.handle(Event::Ended { job: 1, outcome: Outcome::Succeeded });
-    let d = c.schedule(2);
+    let d = c.schedule(2, &mut no_ids);
     assert_eq!(started(&d)[0], 2);
     c.check_invariants().unwrap();
 }
@@ -97,7 +129,7 @@ fn exclusive_takes_whole_nodes() {
     e.exclusive = true;
     c.handle(Event::Submitted(e));
     c.handle(Event::Submitted(job(2)));
-    let d = c.schedule(0);
+    let d = c.schedule(0, &mut no_ids);
     assert_eq!(started(&d), [1]);
     assert_eq!(c.allocation(1).unwrap().cpus(), 4);
 }
@@ -110,7 +142,7 @@ fn tasks_spread_one_per_node_then_fill() {
     j.max_nodes = Some(2);
     j.ntasks = 3;
     c.handle(Event::Submitted(j));
-    c.schedule(0);
+    c.schedule(0, &mut no_ids);
     let a = c.allocation(1).unwrap();
     assert_eq!(a.nodes.iter().map(|n| n.tasks).collect::<Vec<_>>(), [2, 1]);
 }
@@ -123,7 +155,7 @@ fn memory_is_consumable() {
         j.mem_per_node_mb = Some(400);
         c.handle(Event::Submitted(j));
     }
-    let d = c.schedule(0);
+    let d = c.schedule(0, &mut no_ids);
     assert_eq!(started(&d), [1, 2]);
     assert_eq!(reason(&d, 3), Some(PendingReason::Resources));
 }
@@ -141,15 +173,15 @@ fn held_dependency_and_begin_reasons() {
     d.more_mut().dependency = drover_model::job::parse_dependency("afterok:4").unwrap();
     c.handle(Event::Submitted(d));
     c.handle(Event::Submitted(job(4)));
-    let dec = c.schedule(0);
+    let dec = c.schedule(0, &mut no_ids);
     assert_eq!(reason(&dec, 1), Some(PendingReason::JobHeldUser));
     assert_eq!(reason(&dec, 2), Some(PendingReason::BeginTime));
     assert_eq!(reason(&dec, 3), Some(PendingReason::Dependency));
     assert_eq!(started(&dec), [4]);
     c.handle(Event::Ended { job: 4, outcome: Outcome::Failed });
-    let dec = c.schedule(1);
+    let dec = c.schedule(1, &mut no_ids);
     assert_eq!(reason(&dec, 3), Some(PendingReason::DependencyNeverSatisfied));
-    let dec = c.schedule(200);
+    let dec = c.schedule(200, &mut no_ids);
     assert_eq!(started(&dec), [2]);
 }
 
@@ -160,7 +192,7 @@ fn partition_node_limit_pends() {
     j.min_nodes = 5;
     j.ntasks = 5;
     c.handle(Event::Submitted(j));
-    let d = c.schedule(0);
+    let d = c.schedule(0, &mut no_ids);
     assert_eq!(reason(&d, 1), Some(PendingReason::PartitionNodeLimit));
 }
 
@@ -169,7 +201,7 @@ fn drained_nodes_take_no_work() {
     let mut c = cluster(1, 2, 1000);
     c.handle(Event::NodeSchedulable { node: "node1".into(), schedulable: false });
     c.handle(Event::Submitted(job(1)));
-    assert_eq!(reason(&c.schedule(0), 1), Some(PendingReason::Resources));
+    assert_eq!(reason(&c.schedule(0, &mut no_ids), 1), Some(PendingReason::Resources));
 }
 
 proptest! {
@@ -181,10 +213,19 @@ proptest! {
         let mut c = cluster(3, 4, 1000);
         let mut next = 1u32;
         let mut running: Vec<u32> = Vec::new();
+        let mut task_ids = ids();
+        // Which array each running task belongs to, and each array's throttle.
+        let mut array_of: std::collections::HashMap<u32, u32> = Default::default();
+        let mut throttles: std::collections::HashMap<u32, u32> = Default::default();
         for (t, (op, nodes, tasks, mem, excl)) in ops.into_iter().enumerate() {
             match op {
                 0 | 1 => {
-                    let mut j = job(next);
+                    let mut j = if op == 1 && nodes == 1 {
+                        throttles.insert(next, tasks % 3);
+                        array(next, &format!("0-{}%{}", tasks * 2, tasks % 3))
+                    } else {
+                        job(next)
+                    };
                     j.min_nodes = nodes.min(tasks);
                     j.max_nodes = Some(nodes.min(tasks));
                     j.ntasks = tasks;
@@ -203,12 +244,21 @@ proptest! {
                     c.handle(Event::NodeSchedulable { node: name, schedulable: excl });
                 }
             }
-            for d in c.schedule(t as i64) {
-                if let Decision::Start { job, alloc, .. } = d {
+            for d in c.schedule(t as i64, &mut task_ids) {
+                if let Decision::Start { job, alloc, split, .. } = d {
                     let total: u32 = alloc.nodes.iter().map(|n| n.tasks).sum();
                     prop_assert!(total >= 1);
-                    running.push(job);
+                    prop_assert!(!running.contains(&job), "job {} started twice", job);
+                    running.insert(0, job);
+                    if let Some((a, _)) = split {
+                        array_of.insert(job, a);
+                    }
                 }
+            }
+            // No array runs more tasks than its %N allows.
+            for (a, limit) in &throttles {
+                let n = running.iter().filter(|j| array_of.get(j) == Some(a)).count() as u32;
+                prop_assert!(*limit == 0 || n <= *limit, "array {} runs {} tasks, throttle {}", a, n, limit);
             }
             prop_assert_eq!(c.check_invariants(), Ok(()));
         }
@@ -237,13 +287,62 @@ fn an_idle_pass_decides_nothing_until_an_event_or_a_begin_time() {
     let mut b = job(1);
     b.more_mut().begin_time = Some(100);
     c.handle(Event::Submitted(b));
-    let d = c.schedule(0);
+    let d = c.schedule(0, &mut no_ids);
     assert_eq!(reason(&d, 1), Some(PendingReason::BeginTime));
-    assert!(c.schedule(50).is_empty());
-    assert_eq!(started(&c.schedule(100)), [1]);
+    assert!(c.schedule(50, &mut no_ids).is_empty());
+    assert_eq!(started(&c.schedule(100, &mut no_ids)), [1]);
     c.handle(Event::Submitted(job(2)));
-    assert_eq!(reason(&c.schedule(101), 2), Some(PendingReason::Resources));
-    assert!(c.schedule(102).is_empty());
+    assert_eq!(reason(&c.schedule(101, &mut no_ids), 2), Some(PendingReason::Resources));
+    assert!(c.schedule(102, &mut no_ids).is_empty());
     c.handle(Event::Ended { job: 1, outcome: Outcome::Succeeded });
-    assert_eq!(started(&c.schedule(103)), [2]);
+    assert_eq!(started(&c.schedule(103, &mut no_ids)), [2]);
+}
+
+#[test]
+fn an_array_starts_its_tasks_under_new_ids_and_the_last_keeps_the_array_id() {
+    let mut c = cluster(2, 1, 1000);
+    c.handle(Event::Submitted(array(7, "0-2")));
+    let d = c.schedule(0, &mut ids());
+    assert_eq!(splits(&d), [(1001, Some((7, 0))), (1002, Some((7, 1)))]);
+    assert_eq!(reason(&d, 7), Some(PendingReason::Resources));
+    c.handle(Event::Ended { job: 1001, outcome: Outcome::Succeeded });
+    let d = c.schedule(1, &mut no_ids);
+    assert_eq!(splits(&d), [(7, Some((7, 2)))]);
+    assert_eq!(c.check_invariants(), Ok(()));
+    assert!(c.allocation(7).is_some());
+}
+
+#[test]
+fn an_array_throttle_bounds_its_running_tasks() {
+    let mut c = cluster(4, 4, 1000);
+    c.handle(Event::Submitted(array(1, "0-9%2")));
+    c.handle(Event::Submitted(job(2)));
+    let mut next = ids();
+    let d = c.schedule(0, &mut next);
+    assert_eq!(started(&d), [1001, 1002, 2]);
+    assert_eq!(reason(&d, 1), Some(PendingReason::JobArrayTaskLimit));
+    c.handle(Event::Ended { job: 1002, outcome: Outcome::Succeeded });
+    let d = c.schedule(1, &mut next);
+    assert_eq!(splits(&d), [(1003, Some((1, 2)))]);
+    // A restarted controller reports the running tasks; the throttle still holds.
+    let mut r = cluster(4, 4, 1000);
+    let mut rest = array(1, "3-9%2");
+    rest.id = 1;
+    r.handle(Event::Submitted(rest));
+    for (job, task) in [(1001, 0), (1003, 2)] {
+        let alloc = c.allocation(job).unwrap().clone();
+        r.handle(Event::Running { job, alloc, array: Some((1, task)) });
+    }
+    assert_eq!(reason(&r.schedule(2, &mut no_ids), 1), Some(PendingReason::JobArrayTaskLimit));
+    r.handle(Event::Ended { job: 1001, outcome: Outcome::Failed });
+    assert_eq!(splits(&r.schedule(3, &mut || 5000)), [(5000, Some((1, 3)))]);
+}
+
+#[test]
+fn a_million_task_array_is_one_queue_entry() {
+    let mut c = cluster(1, 2, 1000);
+    c.handle(Event::Submitted(array(1, "0-999999")));
+    let d = c.schedule(0, &mut ids());
+    assert_eq!(started(&d).len(), 2);
+    assert_eq!(c.check_invariants(), Ok(()));
 }

@@ -114,7 +114,9 @@ fn errors_match_slurm() {
 fn as_lab(s: &str, ours: u32, theirs: u32, dir: &str) -> String {
     norm(&s.replace(dir, LAB_WORK))
         .replace(&format!("JobId={ours} "), &format!("JobId={theirs} "))
+        .replace(&format!("ArrayJobId={ours} "), &format!("ArrayJobId={theirs} "))
         .replace(&format!("-{ours}.out"), &format!("-{theirs}.out"))
+        .replace(&format!("-{ours}_"), &format!("-{theirs}_"))
 }
 
 #[test]
@@ -133,6 +135,7 @@ fn jobs_show_like_slurm() {
     let p1 = c.submit(&["-J", "pend1", "--wrap", "true"]);
     let p2 = c.submit(&["-J", "pend2", "-n2", "--wrap", "true"]);
     let held = c.submit(&["-J", "held", "--hold", "--wrap", "true"]);
+    let arr = c.submit(&["-J", "arr", "--array=0-3", "--wrap", "echo task $SLURM_ARRAY_TASK_ID"]);
     std::thread::sleep(Duration::from_millis(300));
     let show = stdout(&c, "scontrol", &["show", "job", &p1.to_string()]);
     assert_eq!(as_lab(&show, p1, 18, &dir), norm(&compat("scontrol_show_job_pending.out")));
@@ -141,20 +144,33 @@ fn jobs_show_like_slurm() {
     let show = stdout(&c, "scontrol", &["show", "job", &long.to_string()]);
     let expect = norm(&compat("scontrol_show_job_running.out"));
     assert_eq!(as_lab(&show, long, 17, &dir), expect);
+    let show = stdout(&c, "scontrol", &["show", "job", &arr.to_string()]);
+    let lab_arr = norm(&compat("scontrol_show_job_array_pending.out"));
+    // The lab's array became eligible three seconds after its submit (its scheduler's delay).
+    let eligible = Regex::new(r"EligibleTime=\S+").unwrap();
+    let accrue = Regex::new(r"AccrueTime=\S+").unwrap();
+    let loose = |s: &str| accrue.replace(&eligible.replace(s, "EligibleTime=<E>"), "AccrueTime=<E>").to_string();
+    assert_eq!(loose(&as_lab(&show, arr, 21, &dir)), loose(&lab_arr));
 
-    // squeue: the lab's lines for these jobs (the array and GPU jobs are later issues).
+    // squeue: the lab's lines for these jobs (the GPU job is a later issue).
     let ids = [(long, 17), (p1, 18), (p2, 19), (held, 20)];
+    // Ids as the lab numbered them, array forms (`N_[0-3]`, `N_2`) right-aligned as printed.
+    let relabel = |s: &str| -> String {
+        let mut out = s.to_string();
+        for (o, t) in ids {
+            out = out.replace(&format!("{o:>18} "), &format!("{t:>18} "));
+        }
+        for suffix in ["[0-3]", "0", "1", "2", "3"] {
+            let (a, b) = (format!("{arr}_{suffix}"), format!("21_{suffix}"));
+            out = out.replace(&format!("{a:>18} "), &format!("{b:>18} "));
+        }
+        out
+    };
     let ours = stdout(&c, "squeue", &[]);
-    let mut mapped = ours.clone();
-    for (o, t) in ids {
-        mapped = mapped.replace(&format!("{o:>18} "), &format!("{t:>18} "));
-    }
+    let mapped = relabel(&ours);
     let time = Regex::new(r" +\d+:\d{2} ").unwrap();
     let keep = |s: &str| -> Vec<String> {
-        s.lines()
-            .filter(|l| !l.contains("21_[0-3]") && !l.contains("gpupend"))
-            .map(|l| time.replace(l, " <T> ").to_string())
-            .collect()
+        s.lines().filter(|l| !l.contains("gpupend")).map(|l| time.replace(l, " <T> ").to_string()).collect()
     };
     assert_eq!(keep(&mapped), keep(&compat("squeue_mixed.out")));
     assert_eq!(stdout(&c, "squeue", &["-o", "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"]), ours);
@@ -164,12 +180,8 @@ fn jobs_show_like_slurm() {
         norm(&stdout(&c, "scontrol", &["show", "node", "node1"])),
         norm(&compat("scontrol_show_node_node1_alloc.out"))
     );
-    let mut long_fmt = stdout(&c, "squeue", &["-l"]);
-    let mut start = stdout(&c, "squeue", &["--start"]);
-    for (o, t) in ids {
-        long_fmt = long_fmt.replace(&format!("{o:>18} "), &format!("{t:>18} "));
-        start = start.replace(&format!("{o:>18} "), &format!("{t:>18} "));
-    }
+    let long_fmt = relabel(&stdout(&c, "squeue", &["-l"]));
+    let start = relabel(&stdout(&c, "squeue", &["--start"]));
     assert_eq!(keep(&norm(&long_fmt)), keep(&norm(&compat("squeue_mixed_l.out"))));
     assert_eq!(keep(&start), keep(&compat("squeue_start.out")));
     for (args, file) in [
@@ -177,25 +189,28 @@ fn jobs_show_like_slurm() {
         (vec!["-t", "PD"], "squeue_mixed_states_pd.out"),
         (vec!["-u", "root"], "squeue_mixed_user.out"),
     ] {
-        let mut out = stdout(&c, "squeue", &args);
-        for (o, t) in ids {
-            out = out.replace(&format!("{o:>18} "), &format!("{t:>18} "));
-        }
-        let drop_arrays = |v: Vec<String>| -> Vec<String> { v.into_iter().filter(|l| !l.contains("21_")).collect() };
-        assert_eq!(keep(&out), drop_arrays(keep(&compat(file))), "squeue {args:?}");
+        let out = relabel(&stdout(&c, "squeue", &args));
+        assert_eq!(keep(&out), keep(&compat(file)), "squeue {args:?}");
     }
     let mut it = stdout(&c, "squeue", &["-h", "-o", "%i %T"]);
     for (o, t) in ids {
         it = it.replace(&format!("{o} "), &format!("{t} "));
     }
-    let expect: Vec<String> = compat("squeue_mixed_it.out")
-        .lines()
-        .filter(|l| !l.starts_with("21_") && !l.starts_with("22 "))
-        .map(String::from)
-        .collect();
+    it = it.replace(&format!("{arr}_"), "21_");
+    let expect: Vec<String> =
+        compat("squeue_mixed_it.out").lines().filter(|l| !l.starts_with("22 ")).map(String::from).collect();
     assert_eq!(it.lines().map(String::from).collect::<Vec<_>>(), expect);
     let o = c.run("scancel", &[&long.to_string()]);
     assert_eq!((o.status.code(), o.stdout.len() + o.stderr.len()), (Some(0), 0));
+    // The array's tasks then run, each its own job, with the lab's output.
+    for t in 0..4 {
+        let f = c.path().join(format!("slurm-{arr}_{t}.out"));
+        c.wait_until("an array task's output", Duration::from_secs(30), || {
+            f.exists() && c.state(arr).contains("COMPLETED")
+        });
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), format!("task {t}\n"));
+    }
+    assert_eq!(compat("job-output-slurm-3_0.out"), "task 0\n");
 }
 
 #[test]

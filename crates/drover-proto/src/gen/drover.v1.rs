@@ -91,6 +91,9 @@ pub struct JobSpec {
     pub immediate: ::core::option::Option<u32>,
     #[prost(string, optional, tag = "40")]
     pub io_addr: ::core::option::Option<::prost::alloc::string::String>,
+    /// --array, in the canonical form of drover_model::array (`0-15:4,20%2`).
+    #[prost(string, optional, tag = "41")]
+    pub array: ::core::option::Option<::prost::alloc::string::String>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SubmitRequest {
@@ -167,6 +170,25 @@ pub struct JobInfo {
     pub last_sched_eval: i64,
     #[prost(string, tag = "20")]
     pub nodes: ::prost::alloc::string::String,
+    /// Job arrays: the array's id (0: not an array); the task this record runs (absent for the
+    /// array's pending remainder); the remainder's tasks (canonical ranges); the `%N` throttle;
+    /// and the whole array's task count, lowest and highest id and step (SLURM_ARRAY_TASK_*).
+    #[prost(uint32, tag = "21")]
+    pub array_job_id: u32,
+    #[prost(uint32, optional, tag = "22")]
+    pub array_task_id: ::core::option::Option<u32>,
+    #[prost(string, tag = "23")]
+    pub array_pending: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "24")]
+    pub array_max_tasks: u32,
+    #[prost(uint32, tag = "25")]
+    pub array_task_count: u32,
+    #[prost(uint32, tag = "26")]
+    pub array_task_min: u32,
+    #[prost(uint32, tag = "27")]
+    pub array_task_max: u32,
+    #[prost(uint32, tag = "28")]
+    pub array_task_step: u32,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct NodeInfo {
@@ -314,7 +336,7 @@ pub struct StateReply {
     #[prost(bytes = "bytes", repeated, tag = "8")]
     pub job_records: ::prost::alloc::vec::Vec<::prost::bytes::Bytes>,
 }
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct CancelRequest {
     #[prost(uint32, repeated, tag = "1")]
     pub job_ids: ::prost::alloc::vec::Vec<u32>,
@@ -338,6 +360,17 @@ pub struct CancelRequest {
     pub nodelist: ::prost::alloc::string::String,
     #[prost(bool, tag = "10")]
     pub has_user: bool,
+    /// Array elements (`N_M`, `N_\[1-3\]`) and whole jobs, beside job_ids.
+    #[prost(message, repeated, tag = "11")]
+    pub targets: ::prost::alloc::vec::Vec<JobTarget>,
+}
+/// A job, or some tasks of an array: `tasks` is an array expression (`3`, `1-3`).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct JobTarget {
+    #[prost(uint32, tag = "1")]
+    pub job_id: u32,
+    #[prost(string, optional, tag = "2")]
+    pub tasks: ::core::option::Option<::prost::alloc::string::String>,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct CancelResult {
@@ -345,6 +378,9 @@ pub struct CancelResult {
     pub job_id: u32,
     #[prost(string, tag = "2")]
     pub error: ::prost::alloc::string::String,
+    /// The id as the user wrote it (`21_3`), for messages.
+    #[prost(string, tag = "3")]
+    pub target: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct CancelReply {
@@ -360,6 +396,8 @@ pub struct JobControlRequest {
     pub job_ids: ::prost::alloc::vec::Vec<u32>,
     #[prost(message, repeated, tag = "3")]
     pub fields: ::prost::alloc::vec::Vec<KeyValue>,
+    #[prost(message, repeated, tag = "4")]
+    pub targets: ::prost::alloc::vec::Vec<JobTarget>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct JobControlReply {

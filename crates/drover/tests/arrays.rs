@@ -1,0 +1,125 @@
+//! Job arrays on a real cluster: tasks, their variables and output files, `%N` throttles,
+//! elements held, released and cancelled alone, and a large array that costs one record and
+//! survives a controller `kill -9`.
+
+use drover_testkit::{Cluster, Options};
+use std::time::Duration;
+
+const EXE: &str = env!("CARGO_BIN_EXE_drover");
+
+fn lines(s: &str) -> Vec<String> {
+    s.lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect()
+}
+
+#[test]
+fn every_task_runs_with_its_variables_and_output_file_within_its_throttle() {
+    let c = Cluster::start(EXE, Options { nodes: 4, cpus: 2, ..Default::default() });
+    let log = c.path().join("spans");
+    let script = format!(
+        "echo start $SLURM_ARRAY_TASK_ID >> {log}; env | grep ^SLURM_ARRAY | sort; sleep 0.3; \
+         echo end $SLURM_ARRAY_TASK_ID >> {log}",
+        log = log.display()
+    );
+    let id = c.submit(&["--array=0-11%3", "-J", "arr", "--wrap", &script]);
+    let first = c.ok("squeue", &["-h", "-o", "%i %j"]);
+    assert!(first.contains(&format!("{id}_[")), "{first}");
+    let mut most = 0;
+    c.wait_until("every task to end", Duration::from_secs(120), || {
+        let q = c.ok("squeue", &["-h", "-j", &id.to_string(), "-o", "%i %t"]);
+        most = most.max(q.lines().filter(|l| l.ends_with(" R")).count());
+        q.trim().is_empty() || q.lines().all(|l| l.ends_with("CD"))
+    });
+    assert!(most <= 3, "{most} tasks ran at once under %3");
+    // The task's own spans overlap at most three deep too.
+    let spans = std::fs::read_to_string(&log).unwrap();
+    let (mut depth, mut deepest) = (0i32, 0i32);
+    for l in spans.lines() {
+        depth += if l.starts_with("start") { 1 } else { -1 };
+        deepest = deepest.max(depth);
+    }
+    assert!(deepest <= 3, "{spans}");
+    for t in 0..12 {
+        let f = c.path().join(format!("slurm-{id}_{t}.out"));
+        let out = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        assert_eq!(
+            lines(&out),
+            [
+                format!("SLURM_ARRAY_JOB_ID={id}"),
+                "SLURM_ARRAY_TASK_COUNT=12".into(),
+                format!("SLURM_ARRAY_TASK_ID={t}"),
+                "SLURM_ARRAY_TASK_MAX=11".into(),
+                "SLURM_ARRAY_TASK_MIN=0".into(),
+                "SLURM_ARRAY_TASK_STEP=1".into(),
+            ],
+            "{}",
+            f.display()
+        );
+    }
+    // Every task has its own record: the last to start kept the array's id, as in Slurm.
+    let done = c.ok("squeue", &["-h", "-t", "all", "-j", &id.to_string(), "-o", "%i %A %F %K %T"]);
+    let rows = lines(&done);
+    assert_eq!(rows.len(), 12, "{done}");
+    assert!(rows.iter().all(|r| r.ends_with("COMPLETED") && r.contains(&format!(" {id} "))), "{done}");
+    assert_eq!(rows.iter().filter(|r| r.split(' ').nth(1) == Some(&id.to_string())).count(), 1, "{done}");
+}
+
+#[test]
+fn elements_are_cancelled_released_and_shown_alone() {
+    let c = Cluster::start(EXE, Options { nodes: 2, cpus: 1, ..Default::default() });
+    let id = c.submit(&["--array=0-3", "--hold", "--wrap", "echo $SLURM_ARRAY_TASK_ID"]);
+    assert_eq!(c.ok("squeue", &["-h", "-o", "%i %T %r"]).trim(), format!("{id}_[0-3] PENDING JobHeldUser"));
+    c.ok("scancel", &[&format!("{id}_2")]);
+    c.ok("scontrol", &["release", &format!("{id}_1")]);
+    c.wait_until("task 1 to complete", Duration::from_secs(30), || {
+        c.ok("squeue", &["-h", "-t", "all", "-j", &format!("{id}_1"), "-o", "%T"]).trim() == "COMPLETED"
+    });
+    let q = c.ok("squeue", &["-h", "-o", "%i %T"]);
+    assert_eq!(q.trim(), format!("{id}_[0,3] PENDING"));
+    let r = c.ok("squeue", &["-h", "-r", "-o", "%i %K"]);
+    assert_eq!(lines(&r), [format!("{id}_0 0"), format!("{id}_3 3")]);
+    assert_eq!(c.ok("squeue", &["-h", "-j", &format!("{id}_3"), "-o", "%i"]).trim(), format!("{id}_3"));
+    let show = c.ok("scontrol", &["show", "job", &id.to_string()]);
+    assert!(show.contains(&format!("JobId={id} ArrayJobId={id} ArrayTaskId=0,3 JobName=wrap")), "{show}");
+    assert!(show.contains(&format!("StdOut={}/slurm-{id}_4294967294.out", c.path().display())), "{show}");
+    let cancelled = c.ok("squeue", &["-h", "-t", "CA", "-o", "%i"]);
+    assert_eq!(cancelled.trim(), format!("{id}_2"));
+    let bad = c.run("scancel", &["-v", &format!("{id}_9")]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains(&format!("job id {id}_9: Invalid job id specified")));
+    // The whole array: the rest goes at once.
+    c.ok("scancel", &[&id.to_string()]);
+    c.wait_until("nothing pending", Duration::from_secs(10), || c.ok("squeue", &["-h"]).trim().is_empty());
+    assert!(c.ok("sbatch", &["--array=0-3", "--wrap", "true", "--parsable"]).trim().parse::<u32>().is_ok());
+    let refused = c.run("sbatch", &["--array=0-5000", "--wrap", "true"]);
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stderr).trim(),
+        "sbatch: error: Batch job submission failed: Invalid job array specification"
+    );
+    let bad = c.run("sbatch", &["--array=3-1", "--wrap", "true"]);
+    assert_eq!(String::from_utf8_lossy(&bad.stderr).trim(), "sbatch: error: Invalid --array specification");
+}
+
+#[test]
+fn a_large_array_is_one_record_and_survives_a_controller_kill() {
+    let mut c = Cluster::start(
+        EXE,
+        Options { nodes: 2, cpus: 1, extra_conf: "MaxArraySize=1000001\n".into(), ..Default::default() },
+    );
+    let id = c.submit(&["--array=0-999999%2", "--hold", "--wrap", "true"]);
+    let q = c.ok("squeue", &["-h", "-o", "%i %r"]);
+    assert_eq!(q.trim(), format!("{id}_[0-999999%2] JobHeldUser"));
+    c.kill_controller();
+    c.start_controller();
+    c.wait_nodes_up(Duration::from_secs(30));
+    assert_eq!(c.ok("squeue", &["-h", "-o", "%i %r"]).trim(), format!("{id}_[0-999999%2] JobHeldUser"));
+    c.ok("scontrol", &["update", &format!("JobId={id}"), "ArrayTaskThrottle=1"]);
+    c.ok("scontrol", &["release", &id.to_string()]);
+    c.wait_until("two tasks done", Duration::from_secs(30), || {
+        c.ok("squeue", &["-h", "-t", "CD", "-o", "%i"]).lines().count() >= 2
+    });
+    let running = c.ok("squeue", &["-h", "-t", "R", "-o", "%i"]);
+    assert!(running.lines().count() <= 1, "{running}");
+    c.ok("scancel", &[&id.to_string()]);
+    c.wait_until("the array gone from the queue", Duration::from_secs(20), || {
+        c.ok("squeue", &["-h"]).trim().is_empty()
+    });
+}
