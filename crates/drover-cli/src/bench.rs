@@ -12,6 +12,8 @@
 //!   squeue-100k     `squeue` with 100,000 pending jobs (ms)
 //!   mem-per-job     controller resident memory per pending job, marginal over the second
 //!                   half of 10k and of 100k jobs; runs shows [marginal, total/jobs] (KB)
+//!   array-submit    `sbatch --array=0-9999` answered (ms)
+//!   array-mem       controller resident memory per pending 1,000,000-task array (KB)
 //! ```
 
 use crate::common;
@@ -269,6 +271,43 @@ pub fn main(a: BenchArgs) -> i32 {
                 c.drain().await?;
             }
             report("start-latency", median(v.clone()), "ms", &v, "<= 20");
+        }
+        if want("array-submit") {
+            let mut v = Vec::new();
+            for _ in 0..runs * 4 {
+                let t = Instant::now();
+                let st = c
+                    .cmd("sbatch")
+                    .args(["--array=0-9999", "--hold", "--wrap", "true"])
+                    .status()
+                    .map_err(|e| e.to_string())?;
+                v.push(t.elapsed().as_secs_f64() * 1000.0);
+                if !st.success() {
+                    return Err("sbatch --array failed".into());
+                }
+            }
+            report("array-submit", median(v.clone()), "ms", &v, "<= 10");
+            c.drain().await?;
+        }
+        if want("array-mem") {
+            let n = 2000 / scale;
+            let mut v = Vec::new();
+            let cl = c.client().await?;
+            let mut s = spec(c.dir.path(), true);
+            s.array = Some("0-999999".into());
+            let s = drover_proto::spec_to_wire(&s);
+            for _ in 0..runs {
+                c.drain().await?;
+                let pid = c.controller_pid().ok_or("no controller pid")?;
+                submit_held(&cl, &s, n / 2).await?;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let half = rss_kb(pid);
+                submit_held(&cl, &s, n - n / 2).await?;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                v.push(rss_kb(pid).saturating_sub(half) as f64 / (n - n / 2) as f64);
+            }
+            report("array-mem", median(v.clone()), "KB", &v, "<= 10");
+            c.drain().await?;
         }
         for (name, count, target) in [("squeue-10k", 10_000usize, "<= 20"), ("squeue-100k", 100_000, "<= 150")] {
             let measure_mem = want("mem-per-job");

@@ -70,6 +70,26 @@ pub fn array_task_text(j: &v1::JobInfo) -> String {
     }
 }
 
+/// `Dependency=` and `%E` as Slurm 22.05 prints them: the conditions still in force, each
+/// marked `(unfulfilled)` or `(failed)`; `(null)` once they are satisfied.
+pub fn dependency_text(j: &v1::JobInfo) -> String {
+    let s = spec(j);
+    if s.dependency.is_empty() {
+        return "(null)".into();
+    }
+    let state = match j.reason.as_str() {
+        "DependencyNeverSatisfied" => "failed",
+        "Dependency" => "unfulfilled",
+        // A held job's conditions are not evaluated for display; they stay listed.
+        "JobHeldUser" | "JobHeldAdmin" => "unfulfilled",
+        _ => return "(null)".into(),
+    };
+    match drover_model::job::parse_dependency(&s.dependency) {
+        Ok(d) => drover_model::job::fmt_dependency_with(&d, Some(state)),
+        Err(_) => s.dependency.clone(),
+    }
+}
+
 pub fn is_pending(j: &v1::JobInfo) -> bool {
     j.state == "PENDING"
 }
@@ -283,13 +303,7 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> Cow<'_, str> {
                 "N/A".into()
             }
         }
-        'E' => {
-            if s.dependency.is_empty() {
-                "(null)".into()
-            } else {
-                s.dependency.clone()
-            }
-        }
+        'E' => dependency_text(j),
         'f' => s.constraint.clone().unwrap_or_else(|| "(null)".into()),
         'g' => group(j),
         'G' => s.gid.to_string(),

@@ -378,12 +378,7 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
         },
         format!("UserId={}({}) GroupId={}({}) MCS_label=N/A", jobview::user(j), s.uid, jobview::group(j), s.gid),
         format!("Priority={} Nice=0 Account={} QOS=normal", j.priority, s.user),
-        format!(
-            "JobState={} Reason={} Dependency={}",
-            j.state,
-            reason,
-            if s.dependency.is_empty() { "(null)" } else { &s.dependency }
-        ),
+        format!("JobState={} Reason={} Dependency={}", j.state, reason, jobview::dependency_text(j)),
         format!(
             "Requeue={} Restarts={} BatchFlag={} Reboot=0 ExitCode={}",
             u8::from(s.requeue != Some(false)),

@@ -112,6 +112,7 @@ pub fn local_conf(a: &UpArgs, dir: &Path, port: u16) -> Result<String, String> {
          MinJobAge=300\n\
          ReturnToService=2\n\
          MaxJobCount=1000000\n\
+         MaxArraySize=1000001\n\
          NodeName={nodes} NodeHostname=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem} State=UNKNOWN\n\
          {parts}",
         cluster = a.cluster_name,

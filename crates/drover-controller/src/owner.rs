@@ -169,7 +169,12 @@ impl Owner {
                 JobState::Pending => o.core.handle(Event::Submitted(o.sched_job(&j))),
                 JobState::Running | JobState::Completing | JobState::Suspended => {
                     if let Some(a) = &j.status.alloc {
-                        o.core.handle(Event::Running { job: j.id, alloc: (**a).clone(), array: j.array_task() });
+                        o.core.handle(Event::Running {
+                            job: j.id,
+                            alloc: (**a).clone(),
+                            array: j.array_task(),
+                            since: j.status.start_time,
+                        });
                     }
                     // Agents get SlurmdTimeout to report in before their jobs are given up.
                     for n in &j.status.nodes_running {
@@ -375,7 +380,42 @@ impl Owner {
     // ---- jobs ----
 
     fn sched_job(&self, j: &Job) -> SchedJob {
-        Self::sched_job_from(j.id, &j.spec.unpack(), &j.status, j.array.as_deref())
+        let spec = j.spec.unpack();
+        let mut sj = Self::sched_job_from(j.id, &spec, &j.status, j.array.as_deref());
+        self.add_singleton(&mut sj, &spec);
+        sj
+    }
+
+    /// `singleton`: the job waits for every earlier job of its user with its name that has not
+    /// ended (the core knows no names; the controller lists them once).
+    fn add_singleton(&self, sj: &mut SchedJob, spec: &JobSpec) {
+        if !spec.dependency.singleton() {
+            return;
+        }
+        let earlier: Vec<JobId> = self
+            .durable
+            .jobs
+            .range(..sj.id)
+            .filter(|(_, j)| j.uid == spec.uid && !j.status.state.is_finished())
+            .filter(|(_, j)| j.spec.wire().name == spec.name)
+            .map(|(id, _)| *id)
+            .collect();
+        sj.more_mut().singleton_after = earlier;
+    }
+
+    /// Whether a dependency names a job (or array task) this controller knows.
+    fn dependency_target_known(&self, d: &drover_model::job::Dependency) -> bool {
+        use drover_model::job::DependencyKind;
+        if matches!(d.kind, DependencyKind::Singleton | DependencyKind::AfterBurstBuffer) {
+            return true;
+        }
+        match d.task {
+            None => self.durable.jobs.contains_key(&d.job) || self.durable.jobs.values().any(|j| j.in_array(d.job)),
+            Some(t) => self.durable.jobs.values().any(|j| {
+                j.array_task() == Some((d.job, t))
+                    || j.array_remainder().is_some_and(|a| a.array_job_id == d.job && a.pending.contains(t))
+            }),
+        }
     }
 
     fn sched_job_from(id: JobId, s: &JobSpec, status: &JobStatus, array: Option<&crate::state::ArrayPart>) -> SchedJob {
@@ -404,6 +444,7 @@ impl Owner {
                 constraint: s.constraint.as_deref().and_then(|c| Constraint::parse(c).ok()),
                 begin_time: s.begin_time,
                 dependency: s.dependency.clone(),
+                singleton_after: Vec::new(),
                 array: array.map(|a| SchedArray {
                     array_id: a.array_job_id,
                     throttle: a.throttle,
@@ -449,10 +490,8 @@ impl Owner {
                 return Err(Status::invalid_argument("Invalid node name specified"));
             }
         }
-        for d in &spec.dependency {
-            if !self.durable.jobs.contains_key(&d.job) {
-                return Err(Status::invalid_argument("Job dependency problem"));
-            }
+        if spec.dependency.list.iter().any(|d| !self.dependency_target_known(d)) {
+            return Err(Status::invalid_argument("Job dependency problem"));
         }
         if let Some(expr) = &spec.array {
             let a = drover_model::array::ArraySpec::parse(expr)
@@ -496,7 +535,8 @@ impl Owner {
             last_sched_eval: 0,
         };
         let array = spec.array.as_deref().and_then(|a| crate::state::ArrayPart::remainder(id, a));
-        let sj = Self::sched_job_from(id, &spec, &status, array.as_ref());
+        let mut sj = Self::sched_job_from(id, &spec, &status, array.as_ref());
+        self.add_singleton(&mut sj, &spec);
         let enforce = self.cfg.enforce_part_limits != drover_model::conf::EnforcePartLimits::No;
         match self.core.check_submit(&sj, enforce) {
             SubmitCheck::Ok => {}
@@ -552,6 +592,12 @@ impl Owner {
                         self.record(Record::ArraySplit { array, task, id: job });
                     }
                     self.start_job(job, alloc, time_limit, t)
+                }
+                Decision::Reason { job, reason: PendingReason::DependencyNeverSatisfied }
+                    if self.cfg.kill_invalid_depend =>
+                {
+                    // SchedulerParameters=kill_invalid_depend: a job that can never run ends.
+                    self.end_pending(job, None, PendingReason::DependencyNeverSatisfied, t);
                 }
                 Decision::Reason { job, reason } => {
                     if let Some(j) = self.durable.jobs.get_mut(&job) {
@@ -821,17 +867,7 @@ impl Owner {
                         results.push(err("Job is pending execution"));
                         continue;
                     }
-                    let mut st = j.status.clone();
-                    st.cancelled_by = Some(caller.uid);
-                    st.state = JobState::Cancelled;
-                    st.end_time = t;
-                    st.start_time = t;
-                    st.reason = PendingReason::None;
-                    self.set_status(id, st);
-                    self.core.handle(Event::Ended { job: id, outcome: Outcome::Failed });
-                    self.purge_queue.insert((t, id));
-                    let job = self.durable.jobs.get(&id).cloned().expect("invariant: exists");
-                    self.notify(&job);
+                    self.end_pending(id, Some(caller.uid), PendingReason::None, t);
                     results.push(err(""));
                 }
                 _ => {
@@ -862,6 +898,22 @@ impl Owner {
             }
         }
         v1::CancelReply { results }
+    }
+
+    /// A pending job ends `CANCELLED` without running (by `by`, or by the scheduler).
+    fn end_pending(&mut self, id: JobId, by: Option<u32>, reason: PendingReason, t: i64) {
+        let Some(j) = self.durable.jobs.get(&id) else { return };
+        let mut st = j.status.clone();
+        st.cancelled_by = by;
+        st.state = JobState::Cancelled;
+        st.end_time = t;
+        st.start_time = t;
+        st.reason = reason;
+        self.set_status(id, st);
+        self.core.handle(Event::Ended { job: id, outcome: Outcome::Failed });
+        self.purge_queue.insert((t, id));
+        let job = self.durable.jobs.get(&id).cloned().expect("invariant: exists");
+        self.notify(&job);
     }
 
     fn job_control(&mut self, req: v1::JobControlRequest, caller: Caller) -> Result<v1::JobControlReply, Status> {
@@ -1082,7 +1134,8 @@ impl Owner {
                 "excnodelist" => spec.exclude = Hostlist::parse(v).map_err(|e| e.to_string())?.names(),
                 "features" => spec.constraint = if v.is_empty() { None } else { Some(v.to_string()) },
                 "dependency" => {
-                    spec.dependency = if v.is_empty() { Vec::new() } else { drover_model::job::parse_dependency(v)? }
+                    spec.dependency =
+                        if v.is_empty() { Default::default() } else { drover_model::job::parse_dependency(v)? }
                 }
                 "starttime" | "begintime" => {
                     spec.begin_time = Some(v.parse::<i64>().map_err(|_| "Invalid time specification".to_string())?);

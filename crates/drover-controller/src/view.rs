@@ -276,6 +276,7 @@ fn config_entries(c: &Config) -> Vec<v1::ConfigEntry> {
             }
             .into(),
         ),
+        e("SchedulerParameters", c.scheduler_parameters.clone().unwrap_or_else(|| "(null)".into())),
         e("SchedulerType", "sched/builtin".into()),
         e("SelectType", "select/cons_tres".into()),
         e("SelectTypeParameters", "CR_CORE_MEMORY".into()),

@@ -109,6 +109,11 @@ pub struct Config {
     pub min_job_age: u32,
     pub return_to_service: u32,
     pub enforce_part_limits: EnforcePartLimits,
+    /// `SchedulerParameters` as written (the options Drover honours are parsed below).
+    pub scheduler_parameters: Option<String>,
+    /// `SchedulerParameters=kill_invalid_depend`: cancel jobs whose dependency can never be
+    /// satisfied instead of leaving them pending.
+    pub kill_invalid_depend: bool,
     pub nodes: Vec<NodeConf>,
     pub partitions: Vec<PartitionConf>,
     pub unsupported: Vec<Unsupported>,
@@ -134,6 +139,8 @@ impl Default for Config {
             slurmd_log_file: None,
             max_job_count: 10000,
             max_array_size: 1001,
+            scheduler_parameters: None,
+            kill_invalid_depend: false,
             first_job_id: 1,
             kill_wait: 30,
             slurmd_timeout: 300,
@@ -195,6 +202,7 @@ const SUPPORTED: &[&str] = &[
     "minjobage",
     "returntoservice",
     "enforcepartlimits",
+    "schedulerparameters",
 ];
 
 const NODE_KEYS: &[&str] = &[
@@ -470,6 +478,19 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                 "slurmdlogfile" => cfg.slurmd_log_file = Some(v.clone()),
                 "maxjobcount" => cfg.max_job_count = num(v)?,
                 "maxarraysize" => cfg.max_array_size = num(v)?,
+                "schedulerparameters" => {
+                    cfg.scheduler_parameters = Some(v.clone());
+                    for opt in v.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+                        match opt.to_ascii_lowercase().as_str() {
+                            "kill_invalid_depend" => cfg.kill_invalid_depend = true,
+                            _ => cfg.unsupported.push(Unsupported {
+                                file: l.file.clone(),
+                                line: l.line,
+                                key: format!("SchedulerParameters={opt}"),
+                            }),
+                        }
+                    }
+                }
                 "firstjobid" => cfg.first_job_id = num(v)?,
                 "killwait" => cfg.kill_wait = num(v)?,
                 "slurmdtimeout" => cfg.slurmd_timeout = num(v)?,

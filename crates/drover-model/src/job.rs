@@ -12,6 +12,13 @@ pub enum DependencyKind {
     AfterAny,
     AfterOk,
     AfterNotOk,
+    /// Task N of this array after task N of the other (or the whole other job, if it is
+    /// not an array) succeeded.
+    AfterCorr,
+    /// Accepted and satisfied at once: Drover has no burst buffers.
+    AfterBurstBuffer,
+    /// After every earlier job of the same user and name has ended.
+    Singleton,
 }
 
 impl DependencyKind {
@@ -21,47 +28,125 @@ impl DependencyKind {
             DependencyKind::AfterAny => "afterany",
             DependencyKind::AfterOk => "afterok",
             DependencyKind::AfterNotOk => "afternotok",
+            DependencyKind::AfterCorr => "aftercorr",
+            DependencyKind::AfterBurstBuffer => "afterburstbuffer",
+            DependencyKind::Singleton => "singleton",
         }
     }
 }
 
+/// One condition: a kind and its target (unused for `singleton`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Dependency {
     pub kind: DependencyKind,
     pub job: JobId,
+    /// `N_M`: task M of array N. `None`: job N, or every task when N is an array.
+    pub task: Option<u32>,
+    /// `after:N+M`: M minutes after the target started.
+    pub delay_min: u32,
 }
 
-/// Parses `-d afterok:12:13,afterany:14` (the simple form: every listed condition must hold).
-pub fn parse_dependency(s: &str) -> Result<Vec<Dependency>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',').filter(|p| !p.is_empty()) {
+/// A `--dependency` value: its conditions, all required (`,`) or any one enough (`?`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Dependencies {
+    pub any: bool,
+    pub list: Vec<Dependency>,
+}
+
+impl Dependencies {
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+    pub fn singleton(&self) -> bool {
+        self.list.iter().any(|d| d.kind == DependencyKind::Singleton)
+    }
+}
+
+/// Parses `-d` as Slurm does: `afterok:12:13,afterany:14_2`, `after:5+10`, `afterok:7?afterok:8`,
+/// `singleton`, `aftercorr:20`; `,` and `?` may not be mixed.
+pub fn parse_dependency(s: &str) -> Result<Dependencies, String> {
+    let bad = || format!("invalid dependency specification: {s}");
+    let any = s.contains('?');
+    if any && s.contains(',') {
+        return Err(bad());
+    }
+    let mut list = Vec::new();
+    for part in s.split([',', '?']) {
+        if part.is_empty() {
+            return Err(bad());
+        }
         let mut it = part.split(':');
         let kind = match it.next().unwrap_or("").to_ascii_lowercase().as_str() {
             "after" => DependencyKind::After,
             "afterany" => DependencyKind::AfterAny,
             "afterok" => DependencyKind::AfterOk,
             "afternotok" => DependencyKind::AfterNotOk,
-            _ => return Err(format!("invalid dependency specification: {s}")),
+            "aftercorr" => DependencyKind::AfterCorr,
+            "afterburstbuffer" => DependencyKind::AfterBurstBuffer,
+            "singleton" => DependencyKind::Singleton,
+            _ => return Err(bad()),
         };
-        let mut any = false;
-        for id in it {
-            let id = id.split('+').next().unwrap_or(id);
-            let job: JobId = id.parse().map_err(|_| format!("invalid dependency specification: {s}"))?;
-            out.push(Dependency { kind, job });
-            any = true;
+        if kind == DependencyKind::Singleton {
+            if it.next().is_some() {
+                return Err(bad());
+            }
+            list.push(Dependency { kind, job: 0, task: None, delay_min: 0 });
+            continue;
         }
-        if !any {
-            return Err(format!("invalid dependency specification: {s}"));
+        let mut n = 0;
+        for target in it {
+            let (target, delay_min) = match target.split_once('+') {
+                Some((t, d)) if kind == DependencyKind::After => (t, d.parse::<u32>().map_err(|_| bad())?),
+                Some(_) => return Err(bad()),
+                None => (target, 0),
+            };
+            let (job, task) = match target.split_once('_') {
+                Some((j, "*")) => (j, None),
+                Some((j, t)) => (j, Some(t.parse::<u32>().map_err(|_| bad())?)),
+                None => (target, None),
+            };
+            let job: JobId = job.parse().map_err(|_| bad())?;
+            list.push(Dependency { kind, job, task, delay_min });
+            n += 1;
+        }
+        if n == 0 {
+            return Err(bad());
         }
     }
-    Ok(out)
+    Ok(Dependencies { any, list })
 }
 
-pub fn fmt_dependency(deps: &[Dependency]) -> String {
+/// The canonical text of a dependency (read back by [`parse_dependency`]); `state` adds
+/// Slurm's `(unfulfilled)`-style suffix to each condition.
+pub fn fmt_dependency_with(deps: &Dependencies, state: Option<&str>) -> String {
     if deps.is_empty() {
         return "(null)".into();
     }
-    deps.iter().map(|d| format!("{}:{}", d.kind.name(), d.job)).collect::<Vec<_>>().join(",")
+    let sep = if deps.any { "?" } else { "," };
+    deps.list
+        .iter()
+        .map(|d| {
+            let mut t = d.kind.name().to_string();
+            if d.kind != DependencyKind::Singleton {
+                t.push_str(&format!(":{}", d.job));
+                if let Some(task) = d.task {
+                    t.push_str(&format!("_{task}"));
+                }
+                if d.delay_min > 0 {
+                    t.push_str(&format!("+{}", d.delay_min));
+                }
+            }
+            if let Some(st) = state {
+                t.push_str(&format!("({st})"));
+            }
+            t
+        })
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
+pub fn fmt_dependency(deps: &Dependencies) -> String {
+    fmt_dependency_with(deps, None)
 }
 
 /// `-C/--constraint`: feature names joined by `&` (and) and `|` (or); `&` binds tighter.
@@ -122,7 +207,7 @@ pub struct JobSpec {
     pub exclusive: bool,
     pub hold: bool,
     pub begin_time: Option<i64>,
-    pub dependency: Vec<Dependency>,
+    pub dependency: Dependencies,
     /// Batch script text; empty for an interactive allocation (`srun`).
     pub script: String,
     pub argv: Vec<String>,
@@ -290,10 +375,25 @@ mod tests {
     #[test]
     fn dependencies_parse() {
         let d = parse_dependency("afterok:12:13,afterany:14").unwrap();
-        assert_eq!(d.len(), 3);
+        assert_eq!(d.list.len(), 3);
+        assert!(!d.any);
         assert_eq!(fmt_dependency(&d), "afterok:12,afterok:13,afterany:14");
-        assert!(parse_dependency("sometime:1").is_err());
-        assert!(parse_dependency("afterok").is_err());
+        let d = parse_dependency("after:5+10?afternotok:7_3?singleton").unwrap();
+        assert!(d.any);
+        assert_eq!(d.list[0].delay_min, 10);
+        assert_eq!(d.list[1].task, Some(3));
+        assert_eq!(fmt_dependency(&d), "after:5+10?afternotok:7_3?singleton");
+        assert_eq!(parse_dependency(&fmt_dependency(&d)).unwrap(), d);
+        assert_eq!(
+            fmt_dependency_with(&parse_dependency("afterok:4_*").unwrap(), Some("unfulfilled")),
+            "afterok:4(unfulfilled)"
+        );
+        assert_eq!(parse_dependency("aftercorr:9").unwrap().list[0].kind, DependencyKind::AfterCorr);
+        for bad in
+            ["sometime:1", "afterok", "afterok:1,afterok:2?afterok:3", "afterok:x", "afterok:1+5", "singleton:3", ","]
+        {
+            assert!(parse_dependency(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

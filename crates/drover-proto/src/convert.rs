@@ -72,7 +72,7 @@ pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
         exclusive: w.exclusive,
         hold: w.hold,
         begin_time: w.begin_time,
-        dependency: if w.dependency.is_empty() { Vec::new() } else { parse_dependency(&w.dependency)? },
+        dependency: if w.dependency.is_empty() { Default::default() } else { parse_dependency(&w.dependency)? },
         script: w.script,
         argv: w.argv,
         work_dir: w.work_dir,

@@ -3,7 +3,7 @@
 use drover_model::alloc::{Allocation, NodeAlloc};
 use drover_model::array::TaskSet;
 use drover_model::duration::TimeLimit;
-use drover_model::job::{Constraint, Dependency, DependencyKind, JobId};
+use drover_model::job::{Constraint, Dependencies, Dependency, DependencyKind, JobId};
 use drover_model::state::PendingReason;
 use std::collections::{BTreeSet, HashMap};
 
@@ -97,7 +97,10 @@ pub struct SchedMore {
     pub exclude: Vec<String>,
     pub constraint: Option<Constraint>,
     pub begin_time: Option<i64>,
-    pub dependency: Vec<Dependency>,
+    pub dependency: Dependencies,
+    /// `singleton`: the earlier jobs of the same user and name, all of which must end first
+    /// (the controller, which knows names, lists them).
+    pub singleton_after: Vec<JobId>,
     pub array: Option<SchedArray>,
 }
 
@@ -142,7 +145,8 @@ impl SchedJob {
             exclude: Vec::new(),
             constraint: None,
             begin_time: None,
-            dependency: Vec::new(),
+            dependency: Dependencies { any: false, list: Vec::new() },
+            singleton_after: Vec::new(),
             array: None,
         };
         self.more.as_deref().unwrap_or(&NONE)
@@ -180,6 +184,7 @@ pub enum Event {
         job: JobId,
         alloc: Allocation,
         array: Option<(JobId, u32)>,
+        since: i64,
     },
     Ended {
         job: JobId,
@@ -229,6 +234,24 @@ pub struct Core {
     task_of: HashMap<JobId, (JobId, u32)>,
     /// Running tasks per array, for `%N` throttles.
     array_running: HashMap<JobId, u32>,
+    /// The other way round: (array, task) → job, and each array's split-off jobs.
+    task_job: HashMap<(JobId, u32), JobId>,
+    members: HashMap<JobId, Vec<JobId>>,
+    /// When each running or ended job started (`after:N+minutes`).
+    started_at: HashMap<JobId, i64>,
+    /// The earliest time a waiting `after:N+minutes` is due, found while evaluating.
+    dep_wake: std::cell::Cell<Option<i64>>,
+}
+
+/// What a dependency's target is doing, over all its jobs when it is an array.
+#[derive(Default)]
+struct TargetState {
+    known: bool,
+    pending: bool,
+    running: bool,
+    failed: bool,
+    /// The latest start among its jobs (an array has started when its last task has).
+    started: Option<i64>,
 }
 
 enum DepState {
@@ -303,7 +326,7 @@ impl Core {
                 let reason = self.pending.get(&j.id).map(|p| p.1).unwrap_or(PendingReason::None);
                 if let Some(a) = &j.more().array {
                     if let Some(t) = a.task {
-                        self.task_of.insert(j.id, (a.array_id, t));
+                        self.note_task(j.id, a.array_id, t);
                     }
                 }
                 self.pending.insert(j.id, (j, reason));
@@ -313,14 +336,15 @@ impl Core {
                     self.queue.remove(&(std::cmp::Reverse(j.priority), id));
                 }
             }
-            Event::Running { job, alloc, array } => {
+            Event::Running { job, alloc, array, since } => {
                 if let Some((j, _)) = self.pending.remove(&job) {
                     self.queue.remove(&(std::cmp::Reverse(j.priority), job));
                 }
                 self.take(&alloc);
                 self.running.insert(job, alloc);
+                self.started_at.insert(job, since);
                 if let Some((a, t)) = array {
-                    self.task_of.insert(job, (a, t));
+                    self.note_task(job, a, t);
                     *self.array_running.entry(a).or_default() += 1;
                 }
             }
@@ -343,7 +367,16 @@ impl Core {
             }
             Event::Forgotten(job) => {
                 self.ended.remove(&job);
-                self.task_of.remove(&job);
+                self.started_at.remove(&job);
+                if let Some((a, t)) = self.task_of.remove(&job) {
+                    self.task_job.remove(&(a, t));
+                    if let Some(m) = self.members.get_mut(&a) {
+                        m.retain(|j| *j != job);
+                        if m.is_empty() {
+                            self.members.remove(&a);
+                        }
+                    }
+                }
             }
         }
     }
@@ -378,42 +411,139 @@ impl Core {
         }
     }
 
-    fn dep_state(&self, deps: &[Dependency]) -> DepState {
-        let mut waiting = false;
-        for d in deps {
-            let ended = self.ended.get(&d.job).copied();
-            let running = self.running.contains_key(&d.job);
-            let pending = self.pending.contains_key(&d.job);
-            let st = match (d.kind, ended) {
-                (_, None) if !running && !pending => DepState::Satisfied,
-                (DependencyKind::After, _) if running => DepState::Satisfied,
-                (_, None) => DepState::Waiting,
-                (DependencyKind::After | DependencyKind::AfterAny, Some(_)) => DepState::Satisfied,
-                (DependencyKind::AfterOk, Some(o)) => {
-                    if o == Outcome::Succeeded {
-                        DepState::Satisfied
-                    } else {
-                        DepState::Never
-                    }
-                }
-                (DependencyKind::AfterNotOk, Some(o)) => {
-                    if o == Outcome::Failed {
-                        DepState::Satisfied
-                    } else {
-                        DepState::Never
-                    }
-                }
-            };
-            match st {
-                DepState::Never => return DepState::Never,
-                DepState::Waiting => waiting = true,
-                DepState::Satisfied => {}
-            }
+    /// Records that `job` runs task `task` of array `array`.
+    fn note_task(&mut self, job: JobId, array: JobId, task: u32) {
+        if self.task_of.insert(job, (array, task)).is_none() {
+            self.members.entry(array).or_default().push(job);
         }
-        if waiting {
-            DepState::Waiting
+        self.task_job.insert((array, task), job);
+    }
+
+    /// The array's pending remainder, when it still has one.
+    fn remainder(&self, array: JobId) -> Option<&TaskSet> {
+        let (j, _) = self.pending.get(&array)?;
+        j.more().array.as_ref().filter(|a| a.task.is_none()).map(|a| &a.pending)
+    }
+
+    fn is_array(&self, id: JobId) -> bool {
+        self.members.contains_key(&id) || self.remainder(id).is_some()
+    }
+
+    fn job_state(&self, id: JobId, st: &mut TargetState) {
+        if self.pending.contains_key(&id) {
+            st.known = true;
+            st.pending = true;
+        } else if self.running.contains_key(&id) {
+            st.known = true;
+            st.running = true;
+        } else if let Some(o) = self.ended.get(&id) {
+            st.known = true;
+            st.failed |= *o == Outcome::Failed;
         } else {
-            DepState::Satisfied
+            return;
+        }
+        if let Some(&t) = self.started_at.get(&id) {
+            st.started = Some(st.started.map_or(t, |s| s.max(t)));
+        }
+    }
+
+    /// A target: job `id`, task `task` of array `id`, or every task of array `id`.
+    fn target_state(&self, id: JobId, task: Option<u32>) -> TargetState {
+        let mut st = TargetState::default();
+        match task {
+            Some(t) => match self.task_job.get(&(id, t)) {
+                Some(&j) => self.job_state(j, &mut st),
+                None if self.remainder(id).is_some_and(|r| r.contains(t)) => {
+                    st.known = true;
+                    st.pending = true;
+                }
+                None => {}
+            },
+            None if self.is_array(id) => {
+                if self.remainder(id).is_some() {
+                    st.known = true;
+                    st.pending = true;
+                }
+                for &j in self.members.get(&id).into_iter().flatten() {
+                    self.job_state(j, &mut st);
+                }
+            }
+            None => self.job_state(id, &mut st),
+        }
+        st
+    }
+
+    fn dep_one(&self, d: &Dependency, job: &SchedJob, now: i64) -> DepState {
+        let (kind, task) = match d.kind {
+            DependencyKind::AfterBurstBuffer | DependencyKind::Singleton => return DepState::Satisfied,
+            // Task N waits for task N of the other array (the whole job when it is not one);
+            // an array's remainder is judged by the task it would start next.
+            DependencyKind::AfterCorr => {
+                let mine = job.more().array.as_ref().and_then(|a| a.task.or_else(|| a.pending.min()));
+                (DependencyKind::AfterOk, mine.filter(|_| self.is_array(d.job)))
+            }
+            k => (k, d.task),
+        };
+        let st = self.target_state(d.job, task);
+        if !st.known {
+            // Ended and forgotten (MinJobAge): Slurm counts it as satisfied too.
+            return DepState::Satisfied;
+        }
+        let ended = !st.pending && !st.running;
+        match kind {
+            DependencyKind::After => {
+                if st.pending {
+                    return DepState::Waiting;
+                }
+                match st.started {
+                    Some(t0) if d.delay_min > 0 && now < t0 + i64::from(d.delay_min) * 60 => {
+                        let due = t0 + i64::from(d.delay_min) * 60;
+                        self.dep_wake.set(Some(self.dep_wake.get().map_or(due, |w| w.min(due))));
+                        DepState::Waiting
+                    }
+                    _ => DepState::Satisfied,
+                }
+            }
+            DependencyKind::AfterAny if ended => DepState::Satisfied,
+            DependencyKind::AfterOk if st.failed => DepState::Never,
+            DependencyKind::AfterOk if ended => DepState::Satisfied,
+            DependencyKind::AfterNotOk if ended && st.failed => DepState::Satisfied,
+            DependencyKind::AfterNotOk if ended => DepState::Never,
+            _ => DepState::Waiting,
+        }
+    }
+
+    fn dep_state(&self, job: &SchedJob, now: i64) -> DepState {
+        let more = job.more();
+        if more.singleton_after.iter().any(|b| self.pending.contains_key(b) || self.running.contains_key(b)) {
+            return DepState::Waiting;
+        }
+        let deps = &more.dependency;
+        let mut states =
+            deps.list.iter().filter(|d| d.kind != DependencyKind::Singleton).map(|d| self.dep_one(d, job, now));
+        if deps.any {
+            let all: Vec<DepState> = states.collect();
+            if all.is_empty() || all.iter().any(|s| matches!(s, DepState::Satisfied)) {
+                DepState::Satisfied
+            } else if all.iter().all(|s| matches!(s, DepState::Never)) {
+                DepState::Never
+            } else {
+                DepState::Waiting
+            }
+        } else {
+            let mut waiting = false;
+            for st in states.by_ref() {
+                match st {
+                    DepState::Never => return DepState::Never,
+                    DepState::Waiting => waiting = true,
+                    DepState::Satisfied => {}
+                }
+            }
+            if waiting {
+                DepState::Waiting
+            } else {
+                DepState::Satisfied
+            }
         }
     }
 
@@ -489,6 +619,7 @@ impl Core {
         }
         self.changed = false;
         self.wake_at = None;
+        self.dep_wake.set(None);
         let mut out = Vec::new();
         for id in std::mem::take(&mut self.held_due) {
             let Some((job, old)) = self.pending.get_mut(&id) else { continue };
@@ -525,7 +656,7 @@ impl Core {
                 let (job_id, split, done) = match split {
                     Some((array, t, last)) => {
                         let job_id = if last { id } else { next_id() };
-                        self.task_of.insert(job_id, (array, t));
+                        self.note_task(job_id, array, t);
                         *self.array_running.entry(array).or_default() += 1;
                         (job_id, Some((array, t)), last)
                     }
@@ -536,6 +667,7 @@ impl Core {
                     self.pending.remove(&id);
                 }
                 self.running.insert(job_id, alloc.clone());
+                self.started_at.insert(job_id, now);
                 out.push(Decision::Start { job: job_id, alloc, time_limit: limit, split });
                 result = match self.pending.get(&id) {
                     Some((job, _)) if !done => self.evaluate(job, now, &blocked),
@@ -562,6 +694,9 @@ impl Core {
                 out.push(Decision::Reason { job: id, reason });
             }
         }
+        if let Some(w) = self.dep_wake.take() {
+            self.wake_at = Some(self.wake_at.map_or(w, |x| x.min(w)));
+        }
         out
     }
 
@@ -576,7 +711,7 @@ impl Core {
             Some(Hold::Admin) => return Err(PendingReason::JobHeldAdmin),
             None => {}
         }
-        match self.dep_state(&job.more().dependency) {
+        match self.dep_state(job, now) {
             DepState::Never => return Err(PendingReason::DependencyNeverSatisfied),
             DepState::Waiting => return Err(PendingReason::Dependency),
             DepState::Satisfied => {}

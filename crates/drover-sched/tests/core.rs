@@ -331,7 +331,7 @@ fn an_array_throttle_bounds_its_running_tasks() {
     r.handle(Event::Submitted(rest));
     for (job, task) in [(1001, 0), (1003, 2)] {
         let alloc = c.allocation(job).unwrap().clone();
-        r.handle(Event::Running { job, alloc, array: Some((1, task)) });
+        r.handle(Event::Running { job, alloc, array: Some((1, task)), since: 0 });
     }
     assert_eq!(reason(&r.schedule(2, &mut no_ids), 1), Some(PendingReason::JobArrayTaskLimit));
     r.handle(Event::Ended { job: 1001, outcome: Outcome::Failed });
@@ -345,4 +345,77 @@ fn a_million_task_array_is_one_queue_entry() {
     let d = c.schedule(0, &mut ids());
     assert_eq!(started(&d).len(), 2);
     assert_eq!(c.check_invariants(), Ok(()));
+}
+
+fn depends(id: u32, dep: &str) -> SchedJob {
+    let mut j = job(id);
+    j.more_mut().dependency = drover_model::job::parse_dependency(dep).unwrap();
+    j
+}
+
+fn end(c: &mut Core, job: u32, ok: bool) {
+    c.handle(Event::Ended { job, outcome: if ok { Outcome::Succeeded } else { Outcome::Failed } });
+}
+
+#[test]
+fn a_dependency_on_an_array_waits_for_every_task_and_fails_with_any() {
+    let mut c = cluster(4, 1, 1000);
+    c.handle(Event::Submitted(array(1, "0-2")));
+    c.handle(Event::Submitted(depends(2, "afterok:1")));
+    c.handle(Event::Submitted(depends(3, "afterany:1_1")));
+    c.handle(Event::Submitted(depends(4, "afternotok:1")));
+    let d = c.schedule(0, &mut ids());
+    assert_eq!(splits(&d), [(1001, Some((1, 0))), (1002, Some((1, 1))), (1, Some((1, 2)))]);
+    assert_eq!(reason(&d, 2), Some(PendingReason::Dependency));
+    end(&mut c, 1002, true);
+    assert_eq!(started(&c.schedule(1, &mut no_ids)), [3]);
+    end(&mut c, 1001, true);
+    assert!(started(&c.schedule(2, &mut no_ids)).is_empty());
+    end(&mut c, 1, false);
+    let d = c.schedule(3, &mut no_ids);
+    assert_eq!(reason(&d, 2), Some(PendingReason::DependencyNeverSatisfied));
+    assert_eq!(started(&d), [4]);
+}
+
+#[test]
+fn aftercorr_pairs_tasks_and_any_of_needs_one() {
+    let mut c = cluster(4, 1, 1000);
+    c.handle(Event::Submitted(array(1, "0-1")));
+    let mut b = array(2, "0-1");
+    b.more_mut().dependency = drover_model::job::parse_dependency("aftercorr:1").unwrap();
+    c.handle(Event::Submitted(b));
+    c.handle(Event::Submitted(depends(3, "afterok:1001?afterok:1")));
+    let d = c.schedule(0, &mut ids());
+    assert_eq!(splits(&d), [(1001, Some((1, 0))), (1, Some((1, 1)))]);
+    assert_eq!(reason(&d, 2), Some(PendingReason::Dependency));
+    end(&mut c, 1001, true);
+    let d = c.schedule(1, &mut || 2001);
+    // Task 0 of array 2 follows task 0 of array 1; task 1 still waits for its partner.
+    assert_eq!(splits(&d), [(2001, Some((2, 0))), (3, None)]);
+    end(&mut c, 1, true);
+    assert_eq!(splits(&c.schedule(2, &mut no_ids)), [(2, Some((2, 1)))]);
+}
+
+#[test]
+fn after_with_minutes_waits_from_the_start_and_wakes_by_itself() {
+    let mut c = cluster(2, 1, 1000);
+    c.handle(Event::Submitted(job(1)));
+    c.handle(Event::Submitted(depends(2, "after:1+2")));
+    assert_eq!(started(&c.schedule(100, &mut no_ids)), [1]);
+    assert!(c.schedule(150, &mut no_ids).is_empty());
+    assert!(started(&c.schedule(219, &mut no_ids)).is_empty());
+    assert_eq!(started(&c.schedule(220, &mut no_ids)), [2]);
+}
+
+#[test]
+fn singleton_waits_for_the_earlier_jobs_it_names() {
+    let mut c = cluster(2, 1, 1000);
+    c.handle(Event::Submitted(job(1)));
+    let mut s = job(2);
+    s.more_mut().singleton_after = vec![1];
+    c.handle(Event::Submitted(s));
+    let d = c.schedule(0, &mut no_ids);
+    assert_eq!((started(&d), reason(&d, 2)), (vec![1], Some(PendingReason::Dependency)));
+    end(&mut c, 1, false);
+    assert_eq!(started(&c.schedule(1, &mut no_ids)), [2]);
 }
