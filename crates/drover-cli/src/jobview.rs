@@ -345,6 +345,8 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> Cow<'_, str> {
         'S' => {
             if j.start_time > 0 {
                 fmt_time(j.start_time)
+            } else if is_pending(j) && j.planned_start > 0 {
+                fmt_time(j.planned_start)
             } else {
                 "N/A".into()
             }
@@ -365,7 +367,13 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> Cow<'_, str> {
             }
         }
         'y' => "0".into(),
-        'Y' => "(null)".into(),
+        'Y' => {
+            if is_pending(j) && !j.sched_nodes.is_empty() {
+                j.sched_nodes.clone()
+            } else {
+                "(null)".into()
+            }
+        }
         'z' => "*:*:*".into(),
         'Z' => s.work_dir.clone(),
         _ => String::new(),

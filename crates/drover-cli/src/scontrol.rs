@@ -345,6 +345,9 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
         fmt_time(j.end_time)
     } else if j.start_time > 0 && !pending {
         j.time_limit_secs.map(|l| fmt_time(j.start_time + l as i64)).unwrap_or_else(|| "Unknown".into())
+    } else if pending && j.planned_start > 0 {
+        // The planner's expected start, and its end by the time limit.
+        j.time_limit_secs.map(|l| fmt_time(j.planned_start + l as i64)).unwrap_or_else(|| "Unknown".into())
     } else {
         "Unknown".into()
     };
@@ -395,7 +398,13 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
         format!("AccrueTime={}", if held { "Unknown".into() } else { fmt_time(j.eligible_time) }),
         format!(
             "StartTime={} EndTime={} Deadline=N/A",
-            if j.start_time > 0 { fmt_time(j.start_time) } else { "Unknown".into() },
+            if j.start_time > 0 {
+                fmt_time(j.start_time)
+            } else if pending && j.planned_start > 0 {
+                fmt_time(j.planned_start)
+            } else {
+                "Unknown".into()
+            },
             end
         ),
         format!(
@@ -404,7 +413,11 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
         ),
         format!("Partition={} AllocNode:Sid={}:{}", j.partition, s.submit_host, 0),
         format!("ReqNodeList={req_nodes} ExcNodeList={exc_nodes}"),
-        format!("NodeList={}", j.nodes),
+        if pending && !j.sched_nodes.is_empty() {
+            format!("NodeList={} SchedNodeList={}", j.nodes, j.sched_nodes)
+        } else {
+            format!("NodeList={}", j.nodes)
+        },
     ];
     if !j.batch_host.is_empty() && s.batch {
         lines.push(format!("BatchHost={}", j.batch_host));

@@ -200,7 +200,7 @@ fn push_sort_key(out: &mut Vec<u8>, j: &v1::JobInfo, keys: &[(bool, char)], now:
             'i' | 'A' => num(out, u64::from(j.job_id)),
             'j' => text(out, &jobview::spec(j).name),
             'u' => text(out, &jobview::user(j)),
-            'S' => signed(out, j.start_time),
+            'S' => signed(out, if j.start_time > 0 { j.start_time } else { j.planned_start }),
             'V' => signed(out, j.submit_time),
             'M' => num(out, jobview::used(j, now)),
             'D' => num(out, u64::from(jobview::num_nodes(j))),

@@ -174,6 +174,7 @@ impl Owner {
                             alloc: (**a).clone(),
                             array: j.array_task(),
                             since: j.status.start_time,
+                            limit: j.status.time_limit,
                         });
                     }
                     // Agents get SlurmdTimeout to report in before their jobs are given up.
@@ -211,6 +212,11 @@ impl Owner {
             self.live.entry(n.name.clone()).or_default();
         }
         self.live.retain(|k, _| names.contains(k));
+        self.core.handle(Event::Configure(drover_sched::SchedConfig {
+            policy: if self.cfg.backfill { drover_sched::Policy::Conservative } else { drover_sched::Policy::Fcfs },
+            max_job_test: self.cfg.bf_max_job_test as usize,
+            window: i64::from(self.cfg.bf_window_min) * 60,
+        }));
         for p in &self.cfg.partitions {
             self.core.handle(Event::PartitionDefined(PartitionRes {
                 name: p.name.clone(),
@@ -533,6 +539,7 @@ impl Owner {
             nodes_running: Vec::new(),
             state_desc: String::new(),
             last_sched_eval: 0,
+            planned: None,
         };
         let array = spec.array.as_deref().and_then(|a| crate::state::ArrayPart::remainder(id, a));
         let mut sj = Self::sched_job_from(id, &spec, &status, array.as_ref());
@@ -599,6 +606,14 @@ impl Owner {
                     // SchedulerParameters=kill_invalid_depend: a job that can never run ends.
                     self.end_pending(job, None, PendingReason::DependencyNeverSatisfied, t);
                 }
+                Decision::Planned { job, start, nodes } => {
+                    if let Some(j) = self.durable.jobs.get_mut(&job) {
+                        // Derived state, like reasons: recomputed after recovery.
+                        let hl = Hostlist::from_iter(&nodes).ranged();
+                        Arc::make_mut(j).status.planned = start.map(|s| Box::new((s, hl)));
+                        self.dirty = true;
+                    }
+                }
                 Decision::Reason { job, reason } => {
                     if let Some(j) = self.durable.jobs.get_mut(&job) {
                         // Reasons are derived state: recomputed after recovery, never journalled.
@@ -619,6 +634,7 @@ impl Owner {
         let mut st = j.status.clone();
         st.state = JobState::Running;
         st.reason = PendingReason::None;
+        st.planned = None;
         st.start_time = t;
         st.last_sched_eval = t;
         st.partition = intern(&alloc.partition);

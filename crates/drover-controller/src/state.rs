@@ -42,6 +42,8 @@ pub struct JobStatus {
     pub nodes_running: Vec<String>,
     pub state_desc: String,
     pub last_sched_eval: i64,
+    /// The planner's expected start and nodes for a pending job (derived, like `reason`).
+    pub planned: Option<Box<(i64, String)>>,
 }
 
 impl JobStatus {
@@ -351,6 +353,7 @@ mod tests {
             nodes_running: Vec::new(),
             state_desc: String::new(),
             last_sched_eval: 0,
+            planned: None,
         };
         let j = Job::new(7, &spec, status, None);
         let mut buf = drover_proto::bytes::BytesMut::new();

@@ -76,6 +76,8 @@ fn status_info(j: &Job) -> v1::JobInfo {
         state_desc: st.state_desc.clone(),
         last_sched_eval: st.last_sched_eval,
         nodes,
+        planned_start: st.planned.as_ref().map_or(0, |p| p.0),
+        sched_nodes: st.planned.as_ref().map(|p| p.1.clone()).unwrap_or_default(),
         ..array_info(j)
     }
 }
@@ -277,7 +279,7 @@ fn config_entries(c: &Config) -> Vec<v1::ConfigEntry> {
             .into(),
         ),
         e("SchedulerParameters", c.scheduler_parameters.clone().unwrap_or_else(|| "(null)".into())),
-        e("SchedulerType", "sched/builtin".into()),
+        e("SchedulerType", if c.backfill { "sched/backfill" } else { "sched/builtin" }.into()),
         e("SelectType", "select/cons_tres".into()),
         e("SelectTypeParameters", "CR_CORE_MEMORY".into()),
         e("SLURM_CONF", c.path.clone()),

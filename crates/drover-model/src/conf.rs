@@ -114,6 +114,12 @@ pub struct Config {
     /// `SchedulerParameters=kill_invalid_depend`: cancel jobs whose dependency can never be
     /// satisfied instead of leaving them pending.
     pub kill_invalid_depend: bool,
+    /// `SchedulerType`: `sched/backfill` (the default) or `sched/builtin` (strict priority order).
+    pub backfill: bool,
+    /// `SchedulerParameters=bf_max_job_test=N`.
+    pub bf_max_job_test: u32,
+    /// `SchedulerParameters=bf_window=MINUTES`.
+    pub bf_window_min: u32,
     pub nodes: Vec<NodeConf>,
     pub partitions: Vec<PartitionConf>,
     pub unsupported: Vec<Unsupported>,
@@ -141,6 +147,9 @@ impl Default for Config {
             max_array_size: 1001,
             scheduler_parameters: None,
             kill_invalid_depend: false,
+            backfill: true,
+            bf_max_job_test: 500,
+            bf_window_min: 1440,
             first_job_id: 1,
             kill_wait: 30,
             slurmd_timeout: 300,
@@ -203,6 +212,7 @@ const SUPPORTED: &[&str] = &[
     "returntoservice",
     "enforcepartlimits",
     "schedulerparameters",
+    "schedulertype",
 ];
 
 const NODE_KEYS: &[&str] = &[
@@ -478,11 +488,30 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                 "slurmdlogfile" => cfg.slurmd_log_file = Some(v.clone()),
                 "maxjobcount" => cfg.max_job_count = num(v)?,
                 "maxarraysize" => cfg.max_array_size = num(v)?,
+                "schedulertype" => {
+                    cfg.backfill = match v.to_ascii_lowercase().as_str() {
+                        "sched/backfill" => true,
+                        "sched/builtin" => false,
+                        _ => {
+                            return Err(err(format!(
+                                "SchedulerType: expected sched/backfill or sched/builtin, found `{v}`"
+                            )))
+                        }
+                    }
+                }
                 "schedulerparameters" => {
                     cfg.scheduler_parameters = Some(v.clone());
                     for opt in v.split(',').map(str::trim).filter(|o| !o.is_empty()) {
-                        match opt.to_ascii_lowercase().as_str() {
+                        let (name, val) = opt.split_once('=').unwrap_or((opt, ""));
+                        let n = |what: &str| -> Result<u32, ConfError> {
+                            val.parse().map_err(|_| {
+                                err(format!("SchedulerParameters: {what} expects a number, found `{val}`"))
+                            })
+                        };
+                        match name.to_ascii_lowercase().as_str() {
                             "kill_invalid_depend" => cfg.kill_invalid_depend = true,
+                            "bf_max_job_test" => cfg.bf_max_job_test = n("bf_max_job_test")?.max(1),
+                            "bf_window" => cfg.bf_window_min = n("bf_window")?.max(1),
                             _ => cfg.unsupported.push(Unsupported {
                                 file: l.file.clone(),
                                 line: l.line,

@@ -257,8 +257,11 @@ impl NodeState {
     }
 
     /// The node can take new work.
+    /// Whether the scheduler may place work here, now or (when it is full) once its jobs end.
     pub fn schedulable(&self) -> bool {
-        !self.drain && !self.not_responding && matches!(self.base, NodeBase::Idle | NodeBase::Mixed)
+        !self.drain
+            && !self.not_responding
+            && matches!(self.base, NodeBase::Idle | NodeBase::Mixed | NodeBase::Allocated)
     }
 }
 

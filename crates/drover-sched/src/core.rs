@@ -1,5 +1,6 @@
 //! The core's state, its events and the scheduling pass.
 
+use crate::plan::{Free, Policy, Reservation, SchedConfig, Timeline, FAR};
 use drover_model::alloc::{Allocation, NodeAlloc};
 use drover_model::array::TaskSet;
 use drover_model::duration::TimeLimit;
@@ -185,7 +186,10 @@ pub enum Event {
         alloc: Allocation,
         array: Option<(JobId, u32)>,
         since: i64,
+        limit: TimeLimit,
     },
+    /// How to plan (at start and on reconfigure).
+    Configure(SchedConfig),
     Ended {
         job: JobId,
         outcome: Outcome,
@@ -201,6 +205,9 @@ pub enum Decision {
     Start { job: JobId, alloc: Allocation, time_limit: TimeLimit, split: Option<(JobId, u32)> },
     /// The job's pending reason changed.
     Reason { job: JobId, reason: PendingReason },
+    /// The planner's expected start for a waiting job and the nodes it would get changed
+    /// (`None`: it has no reservation now).
+    Planned { job: JobId, start: Option<i64>, nodes: Vec<String> },
 }
 
 /// Why a job could never run here; the controller refuses it at submit.
@@ -241,6 +248,14 @@ pub struct Core {
     started_at: HashMap<JobId, i64>,
     /// The earliest time a waiting `after:N+minutes` is due, found while evaluating.
     dep_wake: std::cell::Cell<Option<i64>>,
+    config: SchedConfig,
+    /// Expected end of each running job (start + time limit).
+    ends: HashMap<JobId, i64>,
+    /// Reservations of waiting jobs, kept from pass to pass: a reservation only ever moves
+    /// earlier (conservative backfill's promise), never later.
+    planned: HashMap<JobId, Reservation>,
+    /// Expected starts as last reported (within `bf_window`).
+    shown: HashMap<JobId, (i64, Vec<String>)>,
 }
 
 /// What a dependency's target is doing, over all its jobs when it is an array.
@@ -313,6 +328,8 @@ impl Core {
                 }
             }
             Event::Submitted(j) | Event::Updated(j) => {
+                // A changed request plans afresh.
+                self.planned.remove(&j.id);
                 if let Some((old, _)) = self.pending.get(&j.id) {
                     self.queue.remove(&(std::cmp::Reverse(old.priority), old.id));
                 }
@@ -332,23 +349,29 @@ impl Core {
                 self.pending.insert(j.id, (j, reason));
             }
             Event::Withdrawn(id) => {
+                self.planned.remove(&id);
                 if let Some((j, _)) = self.pending.remove(&id) {
                     self.queue.remove(&(std::cmp::Reverse(j.priority), id));
                 }
             }
-            Event::Running { job, alloc, array, since } => {
+            Event::Configure(cfg) => self.config = cfg,
+            Event::Running { job, alloc, array, since, limit } => {
                 if let Some((j, _)) = self.pending.remove(&job) {
                     self.queue.remove(&(std::cmp::Reverse(j.priority), job));
                 }
                 self.take(&alloc);
                 self.running.insert(job, alloc);
                 self.started_at.insert(job, since);
+                self.ends.insert(job, since.saturating_add(limit.map_or(FAR, |l| l as i64)));
                 if let Some((a, t)) = array {
                     self.note_task(job, a, t);
                     *self.array_running.entry(a).or_default() += 1;
                 }
             }
             Event::Ended { job, outcome } => {
+                self.ends.remove(&job);
+                self.planned.remove(&job);
+                self.shown.remove(&job);
                 if let Some(alloc) = self.running.remove(&job) {
                     self.give_back(&alloc);
                     if let Some((a, _)) = self.task_of.get(&job) {
@@ -634,6 +657,18 @@ impl Core {
             }
         }
         let mut blocked: Vec<std::sync::Arc<str>> = Vec::new();
+        let mut tl = self.timeline(now);
+        let depth = match self.config.policy {
+            Policy::Fcfs => 0,
+            Policy::Easy => 1,
+            Policy::Conservative => self.config.max_job_test,
+        };
+        // Last pass's reservations stand until their jobs are reached in priority order.
+        let old = std::mem::take(&mut self.planned);
+        let mut kept: Vec<&Reservation> = old.values().filter(|r| self.pending.contains_key(&r.job)).collect();
+        kept.sort_unstable_by_key(|r| r.job);
+        tl.resv = kept.into_iter().cloned().collect();
+        let mut planned: HashMap<JobId, Reservation> = HashMap::new();
         let order: Vec<JobId> = self.queue.iter().map(|(_, id)| *id).collect();
         for id in order {
             let Some((job, old_reason)) = self.pending.get(&id) else {
@@ -644,10 +679,18 @@ impl Core {
             if let Some(b) = job.more().begin_time.filter(|b| *b > now) {
                 self.wake_at = Some(self.wake_at.map_or(b, |w| w.min(b)));
             }
-            let mut result = self.evaluate(job, now, &blocked);
+            // Its own reservation is what it may use; the others it must not delay.
+            tl.resv.retain(|r| r.job != id);
+            let mut result = self.evaluate(job, now, &blocked, &tl);
             // An array's remainder starts as many tasks as fit, one at a time.
             while let Ok((alloc, limit)) = result {
                 self.take(&alloc);
+                let end = now.saturating_add(limit.map_or(FAR, |l| l as i64));
+                for na in &alloc.nodes {
+                    if let Some(&i) = self.node_idx.get(&na.node) {
+                        tl.hold(i, end, na.cpu_ids.len() as u32, na.mem_mb);
+                    }
+                }
                 let split = self.pending.get_mut(&id).and_then(|(j, _)| {
                     let a = j.more.as_mut()?.array.as_mut().filter(|a| a.task.is_none())?;
                     let t = a.pending.pop_first()?;
@@ -668,15 +711,31 @@ impl Core {
                 }
                 self.running.insert(job_id, alloc.clone());
                 self.started_at.insert(job_id, now);
+                self.ends.insert(job_id, end);
                 out.push(Decision::Start { job: job_id, alloc, time_limit: limit, split });
                 result = match self.pending.get(&id) {
-                    Some((job, _)) if !done => self.evaluate(job, now, &blocked),
+                    Some((job, _)) if !done => self.evaluate(job, now, &blocked, &tl),
                     _ => Err(PendingReason::None),
                 };
             }
             let Err(reason) = result else { continue };
             if !self.pending.contains_key(&id) {
                 continue;
+            }
+            // Backfill: the top waiting jobs get reservations, which later jobs may not delay.
+            if matches!(reason, PendingReason::Resources | PendingReason::Priority) && planned.len() < depth {
+                if let Some((job, _)) = self.pending.get(&id) {
+                    let fresh = self.reserve(job, now, &tl);
+                    let chosen = match (fresh, old.get(&id)) {
+                        (Some(f), Some(o)) if f.start > o.start => Some(o.clone()),
+                        (None, Some(o)) => Some(o.clone()),
+                        (f, _) => f,
+                    };
+                    if let Some(r) = chosen {
+                        planned.insert(id, r.clone());
+                        tl.resv.push(r);
+                    }
+                }
             }
             if reason == PendingReason::Resources {
                 if let Some((job, _)) = self.pending.get(&id) {
@@ -697,14 +756,43 @@ impl Core {
         if let Some(w) = self.dep_wake.take() {
             self.wake_at = Some(self.wake_at.map_or(w, |x| x.min(w)));
         }
+        // Report expected starts within bf_window (Slurm shows N/A beyond it); wake up
+        // when a reservation further out comes within it.
+        let horizon = now.saturating_add(self.config.window);
+        let mut shown: HashMap<JobId, (i64, Vec<String>)> = HashMap::new();
+        let mut ids: Vec<JobId> = planned.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let r = &planned[&id];
+            if r.start > horizon {
+                let due = r.start - self.config.window;
+                self.wake_at = Some(self.wake_at.map_or(due, |w| w.min(due)));
+                continue;
+            }
+            let v = (r.start, r.claims.iter().map(|c| self.nodes[c.0].name.clone()).collect::<Vec<_>>());
+            if self.shown.get(&id) != Some(&v) {
+                out.push(Decision::Planned { job: id, start: Some(v.0), nodes: v.1.clone() });
+            }
+            shown.insert(id, v);
+        }
+        let mut gone: Vec<JobId> =
+            self.shown.keys().filter(|j| !shown.contains_key(j) && self.pending.contains_key(j)).copied().collect();
+        gone.sort_unstable();
+        for job in gone {
+            out.push(Decision::Planned { job, start: None, nodes: Vec::new() });
+        }
+        self.shown = shown;
+        self.planned = planned;
         out
     }
 
+    /// Whether `job` can start now; `tl` holds the pass's reservations it must not delay.
     fn evaluate(
         &self,
         job: &SchedJob,
         now: i64,
         blocked: &[std::sync::Arc<str>],
+        tl: &Timeline,
     ) -> Result<(Allocation, TimeLimit), PendingReason> {
         match job.hold {
             Some(Hold::User) => return Err(PendingReason::JobHeldUser),
@@ -724,6 +812,7 @@ impl Core {
                 return Err(PendingReason::JobArrayTaskLimit);
             }
         }
+        let fcfs = self.config.policy == Policy::Fcfs;
         let mut best_reason: Option<PendingReason> = None;
         for pname in &job.partitions {
             let Some(part) = self.partitions.iter().find(|p| *p.name == **pname) else {
@@ -733,11 +822,27 @@ impl Core {
                 r
             } else if let Some(r) = partition_limit(job, part) {
                 r
-            } else if blocked.contains(pname) {
+            } else if fcfs && blocked.contains(pname) {
                 PendingReason::Priority
             } else {
-                match self.place(job, part) {
-                    Ok(alloc) => return Ok((alloc, job.effective_limit(part))),
+                let limit = job.effective_limit(part);
+                // An UNLIMITED job may not start where it would ever meet a reservation.
+                let end = limit.map_or(i64::MAX, |l| now.saturating_add(l as i64));
+                // What the timeline allows, and never more than the node has free now.
+                let free = |i: usize| {
+                    let f = tl.free_over(i, now, end);
+                    let n = &self.nodes[i];
+                    Free {
+                        cpus: f.cpus.min(n.cpus - n.alloc_cpus()),
+                        mem: f.mem.min(n.mem_mb.saturating_sub(n.used_mem)),
+                        idle: f.idle && n.jobs == 0,
+                    }
+                };
+                match self.place(job, part, &free) {
+                    Ok(picks) => return Ok((self.allocate(job, part, &picks), limit)),
+                    // Behind a job that waits for resources in this partition: it waits
+                    // for priority, as Slurm says, even where backfill was tried.
+                    Err(PendingReason::Resources) if blocked.contains(pname) => PendingReason::Priority,
                     Err(r) => r,
                 }
             };
@@ -752,11 +857,48 @@ impl Core {
         Err(best_reason.unwrap_or(PendingReason::PartitionDown))
     }
 
-    /// Tasks that fit on node `n` now, and the memory for `t` tasks there.
-    fn capacity(&self, job: &SchedJob, n: &NodeRes) -> u32 {
+    /// The earliest moment a waiting job could start without delaying the reservations made
+    /// before it, and where: its reservation.
+    fn reserve(&self, job: &SchedJob, now: i64, tl: &Timeline) -> Option<Reservation> {
+        let mut best: Option<Reservation> = None;
+        for pname in &job.partitions {
+            let Some(part) = self.partitions.iter().find(|p| *p.name == **pname) else { continue };
+            if part.down.is_some() || partition_limit(job, part).is_some() {
+                continue;
+            }
+            let d = job.effective_limit(part).map_or(i64::MAX, |l| l as i64);
+            for t in tl.release_times(now) {
+                if best.as_ref().is_some_and(|b| b.start <= t) {
+                    break;
+                }
+                let free = |i: usize| tl.free_over(i, t, t.saturating_add(d));
+                if let Ok(picks) = self.place(job, part, &free) {
+                    let claims = picks.iter().map(|&(i, tasks)| self.claim(job, i, tasks)).collect();
+                    best = Some(Reservation { job: job.id, start: t, end: t.saturating_add(d), claims });
+                    break;
+                }
+            }
+        }
+        best
+    }
+
+    /// What a job takes of node `i` for `tasks` tasks: (node, cpus, mem).
+    fn claim(&self, job: &SchedJob, i: usize, tasks: u32) -> (usize, u32, u64) {
+        let n = &self.nodes[i];
+        let cpus = if job.exclusive { n.cpus } else { tasks * job.cpus_per_task.max(1) };
+        let mem = match (job.mem_per_node_mb, job.mem_per_cpu_mb) {
+            (Some(m), _) => m,
+            (None, Some(m)) => m * u64::from(cpus),
+            (None, None) => 0,
+        };
+        (i, cpus, if job.exclusive { mem.max(n.mem_mb) } else { mem })
+    }
+
+    /// Tasks of `job` that fit in `f`.
+    fn capacity(&self, job: &SchedJob, n: &NodeRes, f: Free) -> u32 {
         let cpt = job.cpus_per_task.max(1);
         if job.exclusive {
-            if n.jobs > 0 {
+            if !f.idle {
                 return 0;
             }
             let mem = job.mem_per_node_mb.unwrap_or(0);
@@ -766,17 +908,15 @@ impl Core {
             let cap = n.cpus / cpt;
             return job.more().ntasks_per_node.map_or(cap, |p| if p <= cap { p } else { 0 });
         }
-        let free_cpus = n.cpus - n.alloc_cpus();
-        let free_mem = n.mem_mb.saturating_sub(n.used_mem);
-        let mut cap = free_cpus / cpt;
+        let mut cap = f.cpus / cpt;
         if let Some(m) = job.mem_per_node_mb {
-            if m > free_mem {
+            if m > f.mem {
                 return 0;
             }
         }
         if let Some(m) = job.mem_per_cpu_mb {
             if m > 0 {
-                cap = cap.min((free_mem / (m * cpt as u64)) as u32);
+                cap = cap.min((f.mem / (m * cpt as u64)) as u32);
             }
         }
         match job.more().ntasks_per_node {
@@ -786,7 +926,13 @@ impl Core {
         }
     }
 
-    fn place(&self, job: &SchedJob, part: &PartitionRes) -> Result<Allocation, PendingReason> {
+    /// Picks nodes and task counts for `job` in `part` from what `free` says each node has.
+    fn place(
+        &self,
+        job: &SchedJob,
+        part: &PartitionRes,
+        free: &dyn Fn(usize) -> Free,
+    ) -> Result<Vec<(usize, u32)>, PendingReason> {
         let mut cands: Vec<usize> = Vec::new();
         for name in &part.nodes {
             let Some(&i) = self.node_idx.get(name) else {
@@ -812,9 +958,34 @@ impl Core {
         cands.sort_by_key(|&i| (!job.more().nodelist.contains(&self.nodes[i].name), self.nodes[i].weight, i));
         let k_min = job.min_nodes.max(job.more().nodelist.len() as u32).max(1);
         let k_max = job.max_nodes.unwrap_or(u32::MAX).max(k_min);
+        match self.pick(job, &cands, k_min, k_max, free) {
+            Err(PendingReason::Resources) if (k_max as usize) < cands.len() => {
+                // First fit ran out of nodes before tasks: with a node limit, the nodes with
+                // the most room go first (required ones still before all).
+                let mut by_room: Vec<(usize, u32)> =
+                    cands.iter().map(|&i| (i, self.capacity(job, &self.nodes[i], free(i)))).collect();
+                by_room.sort_by_key(|&(i, cap)| {
+                    (!job.more().nodelist.contains(&self.nodes[i].name), std::cmp::Reverse(cap))
+                });
+                let cands: Vec<usize> = by_room.into_iter().map(|(i, _)| i).collect();
+                self.pick(job, &cands, k_min, k_max, free)
+            }
+            r => r,
+        }
+    }
+
+    /// Takes nodes in `cands` order until the job's tasks and node count are met.
+    fn pick(
+        &self,
+        job: &SchedJob,
+        cands: &[usize],
+        k_min: u32,
+        k_max: u32,
+        free: &dyn Fn(usize) -> Free,
+    ) -> Result<Vec<(usize, u32)>, PendingReason> {
         let mut picked: Vec<(usize, u32)> = Vec::new();
         let mut sum: u64 = 0;
-        for &i in &cands {
+        for &i in cands {
             let required = job.more().nodelist.contains(&self.nodes[i].name);
             if picked.len() as u32 >= k_min && sum >= job.ntasks as u64 && !required {
                 break;
@@ -822,7 +993,7 @@ impl Core {
             if picked.len() as u32 >= k_max {
                 break;
             }
-            let cap = self.capacity(job, &self.nodes[i]);
+            let cap = self.capacity(job, &self.nodes[i], free(i));
             if cap == 0 {
                 if required {
                     return Err(PendingReason::Resources);
@@ -849,11 +1020,15 @@ impl Core {
                 left -= add;
             }
         }
+        Ok(picked.iter().zip(tasks).map(|(&(i, _), t)| (i, t)).collect())
+    }
+
+    /// Concrete cores and memory for picks that fit now.
+    fn allocate(&self, job: &SchedJob, part: &PartitionRes, picks: &[(usize, u32)]) -> Allocation {
         let cpt = job.cpus_per_task.max(1);
-        let nodes = picked
+        let nodes = picks
             .iter()
-            .zip(tasks)
-            .map(|(&(i, _), t)| {
+            .map(|&(i, t)| {
                 let n = &self.nodes[i];
                 let want = if job.exclusive { n.cpus } else { t * cpt };
                 let cpu_ids: Vec<u32> = n
@@ -872,7 +1047,22 @@ impl Core {
                 NodeAlloc { node: n.name.clone(), cpu_ids, mem_mb, tasks: t }
             })
             .collect();
-        Ok(Allocation { partition: part.name.clone(), nodes })
+        Allocation { partition: part.name.clone(), nodes }
+    }
+
+    /// The pass's timeline: every running job holds what it has until its expected end.
+    fn timeline(&self, now: i64) -> Timeline {
+        let mut tl = Timeline::new(self.nodes.iter().map(|n| (n.cpus, n.mem_mb)).collect());
+        for (job, alloc) in &self.running {
+            // A job past its limit is about to be ended; it still holds what it has now.
+            let end = self.ends.get(job).copied().unwrap_or(i64::MAX).max(now + 1);
+            for na in &alloc.nodes {
+                if let Some(&i) = self.node_idx.get(&na.node) {
+                    tl.hold(i, end, na.cpu_ids.len() as u32, na.mem_mb);
+                }
+            }
+        }
+        tl
     }
 
     /// Checks the core's bookkeeping; tests call it after every step.

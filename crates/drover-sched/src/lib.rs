@@ -18,8 +18,10 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod core;
+pub mod plan;
 
 pub use crate::core::{
     Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, SchedArray, SchedJob, SchedMore, SubmitCheck,
 };
+pub use crate::plan::{Policy, SchedConfig};
 pub use drover_model::alloc::{Allocation, NodeAlloc};

@@ -104,10 +104,11 @@ fn a_two_node_job_waits_for_two_free_nodes_and_holds_nothing() {
     a.ntasks = 2;
     c.handle(Event::Submitted(a));
     assert_eq!(started(&c.schedule(0, &mut no_ids)), [1]);
+    // Two whole nodes: the small job after it would delay it on node2, so it may not pass.
     let mut big = job(2);
     big.min_nodes = 2;
     big.max_nodes = Some(2);
-    big.ntasks = 2;
+    big.ntasks = 4;
     c.handle(Event::Submitted(big));
     c.handle(Event::Submitted(job(3)));
     let d = c.schedule(1, &mut no_ids);
@@ -331,7 +332,7 @@ fn an_array_throttle_bounds_its_running_tasks() {
     r.handle(Event::Submitted(rest));
     for (job, task) in [(1001, 0), (1003, 2)] {
         let alloc = c.allocation(job).unwrap().clone();
-        r.handle(Event::Running { job, alloc, array: Some((1, task)), since: 0 });
+        r.handle(Event::Running { job, alloc, array: Some((1, task)), since: 0, limit: None });
     }
     assert_eq!(reason(&r.schedule(2, &mut no_ids), 1), Some(PendingReason::JobArrayTaskLimit));
     r.handle(Event::Ended { job: 1001, outcome: Outcome::Failed });
@@ -418,4 +419,151 @@ fn singleton_waits_for_the_earlier_jobs_it_names() {
     assert_eq!((started(&d), reason(&d, 2)), (vec![1], Some(PendingReason::Dependency)));
     end(&mut c, 1, false);
     assert_eq!(started(&c.schedule(1, &mut no_ids)), [2]);
+}
+
+fn limited(id: u32, tasks: u32, secs: u64) -> SchedJob {
+    let mut j = job(id);
+    j.ntasks = tasks;
+    j.time_limit = Some(Some(secs));
+    j
+}
+
+fn with_policy(mut c: Core, policy: drover_sched::Policy) -> Core {
+    c.handle(Event::Configure(drover_sched::SchedConfig { policy, max_job_test: 100, window: 86400 }));
+    c
+}
+
+fn planned(d: &[Decision], id: u32) -> Option<(Option<i64>, Vec<String>)> {
+    d.iter().find_map(|d| match d {
+        Decision::Planned { job, start, nodes } if *job == id => Some((*start, nodes.clone())),
+        _ => None,
+    })
+}
+
+#[test]
+fn easy_backfills_what_ends_before_the_reservation_and_nothing_else() {
+    for policy in [drover_sched::Policy::Easy, drover_sched::Policy::Conservative] {
+        let mut c = with_policy(cluster(1, 4, 1000), policy);
+        c.handle(Event::Submitted(limited(1, 3, 100)));
+        assert_eq!(started(&c.schedule(0, &mut no_ids)), [1]);
+        c.handle(Event::Submitted(limited(2, 4, 100))); // waits for job 1: reserved at 100
+        c.handle(Event::Submitted(limited(3, 1, 200))); // would delay job 2
+        c.handle(Event::Submitted(limited(4, 1, 50))); // ends before 100: backfills
+        let d = c.schedule(10, &mut no_ids);
+        assert_eq!(started(&d), [4], "{policy:?}");
+        assert_eq!(planned(&d, 2), Some((Some(100), vec!["node1".to_string()])));
+        assert_eq!(reason(&d, 3), Some(PendingReason::Priority));
+        c.check_invariants().unwrap();
+    }
+    // FCFS starts nothing past the waiting job.
+    let mut c = with_policy(cluster(1, 4, 1000), drover_sched::Policy::Fcfs);
+    c.handle(Event::Submitted(limited(1, 3, 100)));
+    c.schedule(0, &mut no_ids);
+    c.handle(Event::Submitted(limited(2, 4, 100)));
+    c.handle(Event::Submitted(limited(4, 1, 50)));
+    assert!(started(&c.schedule(10, &mut no_ids)).is_empty());
+}
+
+#[test]
+fn conservative_protects_every_reservation_easy_only_the_first() {
+    // Two nodes of 2 cpus. Job 1 fills node1 until 100; job 2 wants node1 whole for 100 s
+    // (reserved 100..200); job 3 wants both nodes whole for 100 s (reserved at 200 under
+    // conservative, nothing under EASY); job 4 would take a cpu of node2 from 10 to 310.
+    let run = |policy| {
+        let mut c = with_policy(cluster(2, 2, 1000), policy);
+        let mut one = limited(1, 2, 100);
+        one.more_mut().nodelist = vec!["node1".into()];
+        c.handle(Event::Submitted(one));
+        c.schedule(0, &mut no_ids);
+        let mut two = limited(2, 2, 100);
+        two.more_mut().nodelist = vec!["node1".into()];
+        c.handle(Event::Submitted(two));
+        let mut three = limited(3, 4, 100);
+        three.min_nodes = 2;
+        three.max_nodes = Some(2);
+        c.handle(Event::Submitted(three));
+        c.handle(Event::Submitted(limited(4, 1, 300)));
+        let d = c.schedule(10, &mut no_ids);
+        c.check_invariants().unwrap();
+        (started(&d), planned(&d, 2).and_then(|p| p.0), planned(&d, 3).and_then(|p| p.0))
+    };
+    assert_eq!(run(drover_sched::Policy::Easy), (vec![4], Some(100), None));
+    assert_eq!(run(drover_sched::Policy::Conservative), (vec![], Some(100), Some(200)));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Jobs that end no later than their limits never start later than the planner promised:
+    /// a backfilled job never pushes a reservation back (the top job's under EASY, every
+    /// one under conservative), and nothing is ever oversubscribed.
+    #[test]
+    fn backfill_never_delays_a_reservation(
+        conservative in any::<bool>(),
+        jobs in proptest::collection::vec((0i64..60, 1u32..7, 1u32..3, 5u64..80, 0u64..100), 1..25),
+    ) {
+        // Ids (and so priorities) in submit order: no later job outranks an earlier one.
+        let mut jobs = jobs;
+        jobs.sort_by_key(|j| j.0);
+        let policy = if conservative { drover_sched::Policy::Conservative } else { drover_sched::Policy::Easy };
+        let mut c = with_policy(cluster(3, 4, 1000), policy);
+        let mut promised: std::collections::HashMap<u32, i64> = Default::default();
+        let mut first_plan: std::collections::HashMap<u32, i64> = Default::default();
+        let mut ends: Vec<(i64, u32)> = Vec::new();
+        for t in 0..2000i64 {
+            for (k, &(at, tasks, nodes, limit, pct)) in jobs.iter().enumerate() {
+                if at == t {
+                    let mut j = limited(k as u32 + 1, tasks, limit);
+                    j.min_nodes = nodes.min(tasks);
+                    j.max_nodes = Some(nodes.min(tasks));
+                    c.handle(Event::Submitted(j));
+                    let _ = pct;
+                }
+            }
+            for &(_, id) in ends.iter().filter(|(e, _)| *e == t) {
+                c.handle(Event::Ended { job: id, outcome: Outcome::Succeeded });
+            }
+            for d in c.schedule(t, &mut no_ids) {
+                if std::env::var_os("DBG").is_some() { eprintln!("t={t} {d:?}"); }
+                match d {
+                    Decision::Planned { job, start: Some(s), .. } => {
+                        let top = first_plan.is_empty() || conservative;
+                        if let Some(&p) = promised.get(&job) {
+                            prop_assert!(!top || s <= p, "job {} moved from {} to {} at {}", job, p, s, t);
+                        }
+                        first_plan.entry(job).or_insert(s);
+                        promised.insert(job, s);
+                    }
+                    Decision::Start { job, .. } => {
+                        if let (Some(&p), true) = (promised.get(&job), conservative) {
+                            prop_assert!(t <= p, "job {} promised {} started {}", job, p, t);
+                        }
+                        let (_, _, _, limit, pct) = jobs[job as usize - 1];
+                        ends.push((t + (limit * pct / 100).max(1) as i64, job));
+                    }
+                    _ => {}
+                }
+            }
+            prop_assert_eq!(c.check_invariants(), Ok(()));
+        }
+    }
+}
+
+#[test]
+fn an_unlimited_job_never_passes_a_reservation_behind_an_unlimited_one() {
+    let mut c = cluster(2, 1, 1000);
+    let mut blocker = job(1);
+    blocker.more_mut().nodelist = vec!["node1".into()];
+    c.handle(Event::Submitted(blocker));
+    assert_eq!(started(&c.schedule(100, &mut no_ids)), [1]);
+    let mut big = job(2);
+    big.min_nodes = 2;
+    big.max_nodes = Some(2);
+    big.ntasks = 2;
+    c.handle(Event::Submitted(big));
+    let d = c.schedule(101, &mut no_ids);
+    assert_eq!(reason(&d, 2), Some(PendingReason::Resources));
+    c.handle(Event::Submitted(job(3)));
+    let d = c.schedule(101, &mut no_ids);
+    assert!(started(&d).is_empty(), "{d:?}");
+    assert_eq!(reason(&d, 3), Some(PendingReason::Priority));
 }

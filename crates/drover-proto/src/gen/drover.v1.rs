@@ -189,6 +189,11 @@ pub struct JobInfo {
     pub array_task_max: u32,
     #[prost(uint32, tag = "28")]
     pub array_task_step: u32,
+    /// Pending jobs the backfill planner reserved for: the expected start and its nodes.
+    #[prost(int64, tag = "29")]
+    pub planned_start: i64,
+    #[prost(string, tag = "30")]
+    pub sched_nodes: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct NodeInfo {
