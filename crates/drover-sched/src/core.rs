@@ -667,7 +667,9 @@ impl Core {
         let old = std::mem::take(&mut self.planned);
         let mut kept: Vec<&Reservation> = old.values().filter(|r| self.pending.contains_key(&r.job)).collect();
         kept.sort_unstable_by_key(|r| r.job);
-        tl.resv = kept.into_iter().cloned().collect();
+        for r in kept {
+            tl.add(r.clone());
+        }
         let mut planned: HashMap<JobId, Reservation> = HashMap::new();
         let order: Vec<JobId> = self.queue.iter().map(|(_, id)| *id).collect();
         for id in order {
@@ -675,12 +677,17 @@ impl Core {
                 continue;
             };
             let old_reason = *old_reason;
+            // Strict order with every partition blocked: a job already waiting for priority
+            // still does, and a long queue costs nothing more to pass over.
+            if depth == 0 && old_reason == PendingReason::Priority && blocked.len() >= self.partitions.len() {
+                continue;
+            }
             let priority = job.priority;
             if let Some(b) = job.more().begin_time.filter(|b| *b > now) {
                 self.wake_at = Some(self.wake_at.map_or(b, |w| w.min(b)));
             }
             // Its own reservation is what it may use; the others it must not delay.
-            tl.resv.retain(|r| r.job != id);
+            tl.remove(id);
             let mut result = self.evaluate(job, now, &blocked, &tl);
             // An array's remainder starts as many tasks as fit, one at a time.
             while let Ok((alloc, limit)) = result {
@@ -733,7 +740,7 @@ impl Core {
                     };
                     if let Some(r) = chosen {
                         planned.insert(id, r.clone());
-                        tl.resv.push(r);
+                        tl.add(r);
                     }
                 }
             }

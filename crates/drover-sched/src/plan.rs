@@ -73,19 +73,61 @@ impl Default for SchedConfig {
     }
 }
 
+/// A reservation's claim on one node: (start, end, cpus, mem, job).
+type NodeClaim = (i64, i64, u32, u64, JobId);
+
+/// A node's free space as a step function: (from, what is free from then on).
+type Profile = Vec<(i64, Free)>;
+
 /// One pass's view of the future.
 pub struct Timeline {
     /// Per node (by index): total cpus and memory.
     total: Vec<(u32, u64)>,
     /// Per node: (expected end, cpus, mem) of each job running there.
     releases: Vec<Vec<(i64, u32, u64)>>,
-    pub resv: Vec<Reservation>,
+    /// Reservations, and per node the (start, end, cpus, mem) of those that claim it.
+    resv: Vec<Reservation>,
+    node_resv: Vec<Vec<NodeClaim>>,
+    /// Ends of running jobs, sorted (built on first use).
+    ends: std::cell::OnceCell<Vec<i64>>,
+    /// Per node, what it has free as a step function of time: (from, free), built on first
+    /// use and dropped when the node's holds or reservations change.
+    profiles: std::cell::RefCell<Vec<Option<Profile>>>,
 }
 
 impl Timeline {
     pub fn new(total: Vec<(u32, u64)>) -> Timeline {
         let releases = vec![Vec::new(); total.len()];
-        Timeline { total, releases, resv: Vec::new() }
+        let node_resv = vec![Vec::new(); total.len()];
+        let profiles = std::cell::RefCell::new(vec![None; total.len()]);
+        Timeline { total, releases, resv: Vec::new(), node_resv, ends: std::cell::OnceCell::new(), profiles }
+    }
+
+    /// Adds a reservation.
+    pub fn add(&mut self, r: Reservation) {
+        for &(i, c, m) in &r.claims {
+            if let Some(v) = self.node_resv.get_mut(i) {
+                v.push((r.start, r.end, c, m, r.job));
+            }
+            self.dirty(i);
+        }
+        self.resv.push(r);
+    }
+
+    /// Drops `job`'s reservation.
+    pub fn remove(&mut self, job: JobId) {
+        let Some(k) = self.resv.iter().position(|r| r.job == job) else { return };
+        let r = self.resv.swap_remove(k);
+        for &(i, ..) in &r.claims {
+            if let Some(v) = self.node_resv.get_mut(i) {
+                v.retain(|e| e.4 != job);
+            }
+            self.dirty(i);
+        }
+    }
+
+    pub fn reservations(&self) -> &[Reservation] {
+        &self.resv
     }
 
     /// A job holds `cpus` and `mem` on node `i` until `end`.
@@ -93,54 +135,96 @@ impl Timeline {
         if let Some(r) = self.releases.get_mut(i) {
             r.push((end, cpus, mem));
         }
+        self.ends.take();
+        self.dirty(i);
+    }
+
+    fn dirty(&mut self, i: usize) {
+        if let Some(p) = self.profiles.get_mut().get_mut(i) {
+            *p = None;
+        }
+    }
+
+    /// Node `i`'s free space over time: running jobs hold until their ends, reservations
+    /// from their start to their end.
+    fn profile(&self, i: usize) -> Profile {
+        // (time, cpus delta, mem delta, active delta), applied in time order.
+        let mut ev: Vec<(i64, i64, i64, i32)> = Vec::new();
+        let (mut used_c, mut used_m, mut active) = (0i64, 0i64, 0i32);
+        for &(end, c, m) in &self.releases[i] {
+            used_c += i64::from(c);
+            used_m += m as i64;
+            active += 1;
+            ev.push((end, -i64::from(c), -(m as i64), -1));
+        }
+        for &(start, end, c, m, _) in &self.node_resv[i] {
+            ev.push((start, i64::from(c), m as i64, 1));
+            ev.push((end, -i64::from(c), -(m as i64), -1));
+        }
+        ev.sort_unstable_by_key(|e| e.0);
+        let (tc, tm) = self.total[i];
+        let free = |c: i64, m: i64, a: i32| Free {
+            cpus: (i64::from(tc) - c).clamp(0, i64::from(tc)) as u32,
+            mem: (tm as i64 - m).max(0) as u64,
+            idle: a <= 0,
+        };
+        let mut out = vec![(i64::MIN, free(used_c, used_m, active))];
+        let mut k = 0;
+        while k < ev.len() {
+            let t = ev[k].0;
+            while k < ev.len() && ev[k].0 == t {
+                used_c += ev[k].1;
+                used_m += ev[k].2;
+                active += ev[k].3;
+                k += 1;
+            }
+            out.push((t, free(used_c, used_m, active)));
+        }
+        out
+    }
+
+    /// Runs `f` over node `i`'s profile.
+    fn with_profile<R>(&self, i: usize, f: impl FnOnce(&[(i64, Free)]) -> R) -> R {
+        let mut cache = self.profiles.borrow_mut();
+        let p = cache[i].get_or_insert_with(|| self.profile(i));
+        f(p)
     }
 
     /// Free on node `i` at moment `t`.
     pub fn free_at(&self, i: usize, t: i64) -> Free {
-        let (mut cpus, mut mem) = self.total[i];
-        let mut idle = true;
-        for &(end, c, m) in &self.releases[i] {
-            if end > t {
-                cpus = cpus.saturating_sub(c);
-                mem = mem.saturating_sub(m);
-                idle = false;
-            }
-        }
-        for r in self.resv.iter().filter(|r| r.start <= t && t < r.end) {
-            for &(_, c, m) in r.claims.iter().filter(|c| c.0 == i) {
-                cpus = cpus.saturating_sub(c);
-                mem = mem.saturating_sub(m);
-                idle = false;
-            }
-        }
-        Free { cpus, mem, idle }
+        self.with_profile(i, |p| {
+            let k = p.partition_point(|s| s.0 <= t);
+            p[k.saturating_sub(1)].1
+        })
     }
 
-    /// The least node `i` has free at any moment of `[from, to)`: running jobs only end, so
-    /// only `from` and the starts of reservations inside the window can bind.
+    /// The least node `i` has free at any moment of `[from, to)`.
     pub fn free_over(&self, i: usize, from: i64, to: i64) -> Free {
-        let mut f = self.free_at(i, from);
-        for r in &self.resv {
-            if r.start > from && r.start < to && r.claims.iter().any(|c| c.0 == i) {
-                let g = self.free_at(i, r.start);
-                f = Free { cpus: f.cpus.min(g.cpus), mem: f.mem.min(g.mem), idle: f.idle && g.idle };
+        self.with_profile(i, |p| {
+            let k = p.partition_point(|s| s.0 <= from).saturating_sub(1);
+            let mut f = p[k].1;
+            for s in p[k + 1..].iter().take_while(|s| s.0 < to) {
+                f = Free { cpus: f.cpus.min(s.1.cpus), mem: f.mem.min(s.1.mem), idle: f.idle && s.1.idle };
             }
-        }
-        f
+            f
+        })
     }
 
     /// Moments after `now` when something frees up: candidate start times, in order.
     pub fn release_times(&self, now: i64) -> Vec<i64> {
-        let mut t: Vec<i64> = self
-            .releases
-            .iter()
-            .flatten()
-            .map(|r| r.0)
-            .chain(self.resv.iter().map(|r| r.end))
-            .filter(|&e| e > now)
-            .collect();
-        t.sort_unstable();
-        t.dedup();
+        let ends = self.ends.get_or_init(|| {
+            let mut e: Vec<i64> = self.releases.iter().flatten().map(|r| r.0).collect();
+            e.sort_unstable();
+            e.dedup();
+            e
+        });
+        let mut t: Vec<i64> = ends.iter().copied().filter(|&e| e > now).collect();
+        let mut r: Vec<i64> = self.resv.iter().map(|r| r.end).filter(|&e| e > now).collect();
+        if !r.is_empty() {
+            t.append(&mut r);
+            t.sort_unstable();
+            t.dedup();
+        }
         t
     }
 }
@@ -155,7 +239,7 @@ mod tests {
         t.hold(0, 100, 3, 500);
         assert_eq!(t.free_at(0, 50), Free { cpus: 1, mem: 500, idle: false });
         assert_eq!(t.free_at(0, 100), Free { cpus: 4, mem: 1000, idle: true });
-        t.resv.push(Reservation { job: 9, start: 100, end: 200, claims: vec![(0, 4, 0)] });
+        t.add(Reservation { job: 9, start: 100, end: 200, claims: vec![(0, 4, 0)] });
         assert_eq!(t.free_at(0, 150).cpus, 0);
         // From 50 to 150 the reservation's start binds; from 200 on, nothing.
         assert_eq!(t.free_over(0, 50, 150).cpus, 0);
@@ -163,5 +247,8 @@ mod tests {
         assert_eq!(t.free_over(0, 200, 300).cpus, 4);
         assert_eq!(t.free_over(1, 0, 1000), Free { cpus: 4, mem: 1000, idle: true });
         assert_eq!(t.release_times(0), [100, 200]);
+        t.remove(9);
+        assert_eq!(t.free_at(0, 150).cpus, 4);
+        assert!(t.reservations().is_empty());
     }
 }

@@ -13,6 +13,7 @@ fn usage() -> i32 {
          \x20 node [-f slurm.conf] [-N name]                 run a node agent (slurmd)\n\
          \x20 install-links DIR                              create sbatch, squeue, ... links\n\
          \x20 bench [--quick] [--only NAME]                  measure speed and memory on a local cluster\n\
+         \x20 sim TRACE.swf[.gz] --procs N --policy P       replay a workload trace through the scheduler\n\
          \x20 sbatch|srun|squeue|sinfo|scancel|scontrol ...  run a command\n\
          \x20 version"
     );
@@ -111,6 +112,16 @@ fn main() {
             match drover_cli::bench::BenchArgs::try_parse_from(std::iter::once("drover bench".to_string()).chain(args))
             {
                 Ok(a) => drover_cli::bench::main(a),
+                Err(e) => {
+                    let _ = e.print();
+                    2
+                }
+            }
+        }
+        "sim" => {
+            use clap::Parser;
+            match drover_sim::cli::SimArgs::try_parse_from(std::iter::once("drover sim".to_string()).chain(args)) {
+                Ok(a) => drover_sim::cli::main(a),
                 Err(e) => {
                     let _ = e.print();
                     2
