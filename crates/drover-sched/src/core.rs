@@ -60,6 +60,21 @@ pub struct PartitionRes {
     pub min_nodes: u32,
 }
 
+impl PartitionRes {
+    /// An up partition of these nodes with no limits.
+    pub fn open(name: &str, nodes: Vec<String>) -> PartitionRes {
+        PartitionRes {
+            name: name.into(),
+            nodes,
+            down: None,
+            max_time: None,
+            default_time: None,
+            max_nodes: None,
+            min_nodes: 0,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hold {
     User,

@@ -14,15 +14,7 @@ fn cluster(nodes: u32, cpus: u32, mem: u64) -> Core {
         c.handle(Event::NodeSchedulable { node: name.clone(), schedulable: true });
         names.push(name);
     }
-    c.handle(Event::PartitionDefined(PartitionRes {
-        name: "cpu".into(),
-        nodes: names,
-        down: None,
-        max_time: None,
-        default_time: None,
-        max_nodes: None,
-        min_nodes: 0,
-    }));
+    c.handle(Event::PartitionDefined(PartitionRes::open("cpu", names)));
     c
 }
 

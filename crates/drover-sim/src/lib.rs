@@ -148,15 +148,7 @@ fn cluster(machine: &Machine, policy: Policy) -> Core {
         core.handle(Event::NodeSchedulable { node: name.clone(), schedulable: true });
         names.push(name);
     }
-    core.handle(Event::PartitionDefined(PartitionRes {
-        name: "sim".into(),
-        nodes: names,
-        down: None,
-        max_time: None,
-        default_time: None,
-        max_nodes: None,
-        min_nodes: 0,
-    }));
+    core.handle(Event::PartitionDefined(PartitionRes::open("sim", names)));
     core.handle(Event::Configure(SchedConfig { policy, max_job_test: 500, window: i64::MAX / 4 }));
     core
 }
