@@ -216,6 +216,7 @@ impl Owner {
             policy: if self.cfg.backfill { drover_sched::Policy::Conservative } else { drover_sched::Policy::Fcfs },
             max_job_test: self.cfg.bf_max_job_test as usize,
             window: i64::from(self.cfg.bf_window_min) * 60,
+            interval: i64::from(self.cfg.bf_interval),
         }));
         for p in &self.cfg.partitions {
             self.core.handle(Event::PartitionDefined(PartitionRes {

@@ -120,6 +120,8 @@ pub struct Config {
     pub bf_max_job_test: u32,
     /// `SchedulerParameters=bf_window=MINUTES`.
     pub bf_window_min: u32,
+    /// `SchedulerParameters=bf_interval=SECONDS` (Drover's default 1; Slurm's is 30).
+    pub bf_interval: u32,
     pub nodes: Vec<NodeConf>,
     pub partitions: Vec<PartitionConf>,
     pub unsupported: Vec<Unsupported>,
@@ -150,6 +152,7 @@ impl Default for Config {
             backfill: true,
             bf_max_job_test: 500,
             bf_window_min: 1440,
+            bf_interval: 1,
             first_job_id: 1,
             kill_wait: 30,
             slurmd_timeout: 300,
@@ -512,6 +515,7 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                             "kill_invalid_depend" => cfg.kill_invalid_depend = true,
                             "bf_max_job_test" => cfg.bf_max_job_test = n("bf_max_job_test")?.max(1),
                             "bf_window" => cfg.bf_window_min = n("bf_window")?.max(1),
+                            "bf_interval" => cfg.bf_interval = n("bf_interval")?,
                             _ => cfg.unsupported.push(Unsupported {
                                 file: l.file.clone(),
                                 line: l.line,

@@ -266,6 +266,13 @@ pub struct Core {
     config: SchedConfig,
     /// Expected end of each running job (start + time limit).
     ends: HashMap<JobId, i64>,
+    /// Something changed since the last planning pass, and when the next may run.
+    plan_dirty: bool,
+    next_plan: i64,
+    /// Per partition (same order as `partitions`): its node indices in placement order.
+    part_nodes: Vec<Vec<usize>>,
+    /// Free cores now (in all, and the most on one node), cached within a pass.
+    free_now: std::cell::Cell<Option<(u64, u32)>>,
     /// Reservations of waiting jobs, kept from pass to pass: a reservation only ever moves
     /// earlier (conservative backfill's promise), never later.
     planned: HashMap<JobId, Reservation>,
@@ -307,8 +314,23 @@ impl Core {
         self.running.get(&job)
     }
 
+    /// Each partition's nodes as indices, by weight then configuration order: what placement
+    /// walks, without a name lookup or a sort per job.
+    fn index_partitions(&mut self) {
+        self.part_nodes = self
+            .partitions
+            .iter()
+            .map(|p| {
+                let mut ix: Vec<usize> = p.nodes.iter().filter_map(|n| self.node_idx.get(n).copied()).collect();
+                ix.sort_by_key(|&i| (self.nodes[i].weight, i));
+                ix
+            })
+            .collect();
+    }
+
     pub fn handle(&mut self, ev: Event) {
         self.changed = true;
+        self.plan_dirty = true;
         match ev {
             Event::NodeDefined(n) => {
                 if let Some(&i) = self.node_idx.get(&n.name) {
@@ -329,6 +351,7 @@ impl Core {
                     self.node_idx.insert(n.name.clone(), self.nodes.len());
                     self.nodes.push(n);
                 }
+                self.index_partitions();
             }
             Event::NodeSchedulable { node, schedulable } => {
                 if let Some(&i) = self.node_idx.get(&node) {
@@ -341,6 +364,7 @@ impl Core {
                 } else {
                     self.partitions.push(p);
                 }
+                self.index_partitions();
             }
             Event::Submitted(j) | Event::Updated(j) => {
                 // A changed request plans afresh.
@@ -420,6 +444,7 @@ impl Core {
     }
 
     fn take(&mut self, alloc: &Allocation) {
+        self.free_now.set(None);
         for na in &alloc.nodes {
             if let Some(&i) = self.node_idx.get(&na.node) {
                 let n = &mut self.nodes[i];
@@ -435,6 +460,7 @@ impl Core {
     }
 
     fn give_back(&mut self, alloc: &Allocation) {
+        self.free_now.set(None);
         for na in &alloc.nodes {
             if let Some(&i) = self.node_idx.get(&na.node) {
                 let n = &mut self.nodes[i];
@@ -658,6 +684,7 @@ impl Core {
         self.changed = false;
         self.wake_at = None;
         self.dep_wake.set(None);
+        self.free_now.set(None);
         let mut out = Vec::new();
         for id in std::mem::take(&mut self.held_due) {
             let Some((job, old)) = self.pending.get_mut(&id) else { continue };
@@ -673,7 +700,18 @@ impl Core {
         }
         let mut blocked: Vec<std::sync::Arc<str>> = Vec::new();
         let mut tl = self.timeline(now);
+        // Like Slurm's two schedulers: every pass starts what fits in priority order and
+        // honours the reservations made so far; a planning pass (at most every bf_interval,
+        // and only after a change) also backfills and makes new reservations.
+        let planning = self.config.policy != Policy::Fcfs && self.plan_dirty && now >= self.next_plan;
+        if planning {
+            self.plan_dirty = false;
+            self.next_plan = now.saturating_add(self.config.interval);
+        } else if self.config.policy != Policy::Fcfs && self.plan_dirty {
+            self.wake_at = Some(self.wake_at.map_or(self.next_plan, |w| w.min(self.next_plan)));
+        }
         let depth = match self.config.policy {
+            _ if !planning => 0,
             Policy::Fcfs => 0,
             Policy::Easy => 1,
             Policy::Conservative => self.config.max_job_test,
@@ -703,7 +741,7 @@ impl Core {
             }
             // Its own reservation is what it may use; the others it must not delay.
             tl.remove(id);
-            let mut result = self.evaluate(job, now, &blocked, &tl);
+            let mut result = self.evaluate(job, now, &blocked, &tl, depth == 0);
             // An array's remainder starts as many tasks as fit, one at a time.
             while let Ok((alloc, limit)) = result {
                 self.take(&alloc);
@@ -736,7 +774,7 @@ impl Core {
                 self.ends.insert(job_id, end);
                 out.push(Decision::Start { job: job_id, alloc, time_limit: limit, split });
                 result = match self.pending.get(&id) {
-                    Some((job, _)) if !done => self.evaluate(job, now, &blocked, &tl),
+                    Some((job, _)) if !done => self.evaluate(job, now, &blocked, &tl, depth == 0),
                     _ => Err(PendingReason::None),
                 };
             }
@@ -778,6 +816,12 @@ impl Core {
         if let Some(w) = self.dep_wake.take() {
             self.wake_at = Some(self.wake_at.map_or(w, |x| x.min(w)));
         }
+        if !planning {
+            // Reservations stand as they were (less the jobs that started or left).
+            planned = old.into_iter().filter(|(j, _)| self.pending.contains_key(j)).collect();
+            self.planned = planned;
+            return out;
+        }
         // Report expected starts within bf_window (Slurm shows N/A beyond it); wake up
         // when a reservation further out comes within it.
         let horizon = now.saturating_add(self.config.window);
@@ -815,6 +859,7 @@ impl Core {
         now: i64,
         blocked: &[std::sync::Arc<str>],
         tl: &Timeline,
+        strict: bool,
     ) -> Result<(Allocation, TimeLimit), PendingReason> {
         match job.hold {
             Some(Hold::User) => return Err(PendingReason::JobHeldUser),
@@ -834,7 +879,7 @@ impl Core {
                 return Err(PendingReason::JobArrayTaskLimit);
             }
         }
-        let fcfs = self.config.policy == Policy::Fcfs;
+        let fcfs = strict;
         let mut best_reason: Option<PendingReason> = None;
         for pname in &job.partitions {
             let Some(part) = self.partitions.iter().find(|p| *p.name == **pname) else {
@@ -846,6 +891,13 @@ impl Core {
                 r
             } else if fcfs && blocked.contains(pname) {
                 PendingReason::Priority
+            } else if !job.exclusive && self.cannot_fit_now(job) {
+                // More cores than are free anywhere now: no placement to try.
+                if blocked.contains(pname) {
+                    PendingReason::Priority
+                } else {
+                    PendingReason::Resources
+                }
             } else {
                 let limit = job.effective_limit(part);
                 // An UNLIMITED job may not start where it would ever meet a reservation.
@@ -889,9 +941,33 @@ impl Core {
                 continue;
             }
             let d = job.effective_limit(part).map_or(i64::MAX, |l| l as i64);
-            for t in tl.release_times(now) {
+            // Each node's earliest moment for its least share of the job (all of it for a
+            // one-node job) bounds when the job can start: only later release times are tried.
+            let Some((lower, single)) = self.earliest_bound(job, part, now, d, tl) else { continue };
+            let mut times = tl.release_times(now);
+            times.retain(|&t| t >= lower);
+            if single {
+                times.insert(0, lower);
+                times.dedup();
+            }
+            let cpt = u64::from(job.cpus_per_task.max(1));
+            let need = u64::from(job.ntasks) * cpt;
+            let order = self
+                .partitions
+                .iter()
+                .position(|p| std::ptr::eq(p, part))
+                .and_then(|k| self.part_nodes.get(k))
+                .map_or(&[][..], |v| v.as_slice());
+            for t in times {
                 if best.as_ref().is_some_and(|b| b.start <= t) {
                     break;
+                }
+                // Cheap first: enough cores free at that moment in the partition at all.
+                if !job.exclusive && !single {
+                    let at: u64 = order.iter().map(|&i| u64::from(tl.free_at(i, t).cpus)).sum();
+                    if at < need {
+                        continue;
+                    }
                 }
                 let free = |i: usize| tl.free_over(i, t, t.saturating_add(d));
                 if let Ok(picks) = self.place(job, part, &free) {
@@ -902,6 +978,68 @@ impl Core {
             }
         }
         best
+    }
+
+    /// Whether the job needs more cores than the cluster has free now (in all, or on one
+    /// node for a one-node job): the cheap test that spares most placements on a busy cluster.
+    fn cannot_fit_now(&self, job: &SchedJob) -> bool {
+        let (total, most) = self.free_now.get().unwrap_or_else(|| {
+            let mut total = 0u64;
+            let mut most = 0u32;
+            for n in self.nodes.iter().filter(|n| n.schedulable) {
+                let f = n.cpus - n.alloc_cpus();
+                total += u64::from(f);
+                most = most.max(f);
+            }
+            self.free_now.set(Some((total, most)));
+            (total, most)
+        });
+        let need = u64::from(job.ntasks) * u64::from(job.cpus_per_task.max(1));
+        need > total || (job.max_nodes == Some(1) && need > u64::from(most))
+    }
+
+    /// The earliest `job` could start in `part` by its nodes' free-space profiles (each node
+    /// asked for its least share), and whether that bound is exact (a one-node job).
+    fn earliest_bound(
+        &self,
+        job: &SchedJob,
+        part: &PartitionRes,
+        now: i64,
+        d: i64,
+        tl: &Timeline,
+    ) -> Option<(i64, bool)> {
+        let cpt = job.cpus_per_task.max(1);
+        let single = job.max_nodes == Some(1) && job.more().nodelist.len() <= 1;
+        let tasks = if single { job.ntasks } else { job.more().ntasks_per_node.unwrap_or(1) };
+        let k = job.min_nodes.max(job.more().nodelist.len() as u32).max(1) as usize;
+        let mut starts: Vec<i64> = Vec::new();
+        for name in &part.nodes {
+            let Some(&i) = self.node_idx.get(name) else { continue };
+            let n = &self.nodes[i];
+            if !n.schedulable
+                || job.more().exclude.contains(&n.name)
+                || job.more().constraint.as_ref().is_some_and(|c| !c.matches(&n.features))
+            {
+                continue;
+            }
+            let cpus = if job.exclusive { n.cpus } else { tasks * cpt };
+            let mem = match (job.mem_per_node_mb, job.mem_per_cpu_mb) {
+                (Some(m), _) => m,
+                (None, Some(m)) => m * u64::from(cpus),
+                (None, None) => 0,
+            };
+            if cpus > n.cpus || mem > n.mem_mb {
+                continue;
+            }
+            if let Some(t) = tl.earliest(i, now, Free { cpus, mem, idle: job.exclusive }, d) {
+                starts.push(t);
+            }
+        }
+        if starts.len() < k {
+            return None;
+        }
+        starts.select_nth_unstable(k - 1);
+        Some((starts[k - 1], single))
     }
 
     /// What a job takes of node `i` for `tasks` tasks: (node, cpus, mem).
@@ -955,33 +1093,43 @@ impl Core {
         part: &PartitionRes,
         free: &dyn Fn(usize) -> Free,
     ) -> Result<Vec<(usize, u32)>, PendingReason> {
-        let mut cands: Vec<usize> = Vec::new();
-        for name in &part.nodes {
-            let Some(&i) = self.node_idx.get(name) else {
-                continue;
-            };
-            let n = &self.nodes[i];
-            if job.more().exclude.contains(&n.name) {
-                continue;
+        let order = self
+            .partitions
+            .iter()
+            .position(|p| std::ptr::eq(p, part))
+            .and_then(|k| self.part_nodes.get(k))
+            .map_or(&[][..], |v| v.as_slice());
+        let more = job.more.as_deref();
+        let cands: Vec<usize> = match more {
+            // The common request: the partition's nodes as they are.
+            None => order.iter().copied().filter(|&i| self.nodes[i].schedulable).collect(),
+            Some(m) => {
+                let mut cands: Vec<usize> = order
+                    .iter()
+                    .copied()
+                    .filter(|&i| {
+                        let n = &self.nodes[i];
+                        !m.exclude.contains(&n.name) && m.constraint.as_ref().is_none_or(|c| c.matches(&n.features))
+                    })
+                    .collect();
+                let mut required = Vec::with_capacity(m.nodelist.len());
+                for w in &m.nodelist {
+                    match self.node_idx.get(w) {
+                        Some(&i) if self.nodes[i].schedulable && cands.contains(&i) => required.push(i),
+                        _ => return Err(PendingReason::ReqNodeNotAvail),
+                    }
+                }
+                // Required nodes first, then the rest in partition order.
+                cands.retain(|i| self.nodes[*i].schedulable && !required.contains(i));
+                required.sort_by_key(|&i| (self.nodes[i].weight, i));
+                required.extend(cands);
+                required
             }
-            if job.more().constraint.as_ref().is_some_and(|c| !c.matches(&n.features)) {
-                continue;
-            }
-            cands.push(i);
-        }
-        for w in &job.more().nodelist {
-            match self.node_idx.get(w) {
-                Some(&i) if self.nodes[i].schedulable && cands.contains(&i) => {}
-                _ => return Err(PendingReason::ReqNodeNotAvail),
-            }
-        }
-        // Required nodes first, then by weight, keeping configuration order among equals.
-        cands.retain(|&i| self.nodes[i].schedulable);
-        cands.sort_by_key(|&i| (!job.more().nodelist.contains(&self.nodes[i].name), self.nodes[i].weight, i));
+        };
         let k_min = job.min_nodes.max(job.more().nodelist.len() as u32).max(1);
         let k_max = job.max_nodes.unwrap_or(u32::MAX).max(k_min);
         match self.pick(job, &cands, k_min, k_max, free) {
-            Err(PendingReason::Resources) if (k_max as usize) < cands.len() => {
+            Err(true) if (k_max as usize) < cands.len() => {
                 // First fit ran out of nodes before tasks: with a node limit, the nodes with
                 // the most room go first (required ones still before all).
                 let mut by_room: Vec<(usize, u32)> =
@@ -990,9 +1138,9 @@ impl Core {
                     (!job.more().nodelist.contains(&self.nodes[i].name), std::cmp::Reverse(cap))
                 });
                 let cands: Vec<usize> = by_room.into_iter().map(|(i, _)| i).collect();
-                self.pick(job, &cands, k_min, k_max, free)
+                self.pick(job, &cands, k_min, k_max, free).map_err(|_| PendingReason::Resources)
             }
-            r => r,
+            r => r.map_err(|_| PendingReason::Resources),
         }
     }
 
@@ -1004,7 +1152,9 @@ impl Core {
         k_min: u32,
         k_max: u32,
         free: &dyn Fn(usize) -> Free,
-    ) -> Result<Vec<(usize, u32)>, PendingReason> {
+    ) -> Result<Vec<(usize, u32)>, bool> {
+        // Err(true): the node limit ran out before the tasks did (another choice of nodes may
+        // fit); Err(false): not enough room whatever the choice.
         let mut picked: Vec<(usize, u32)> = Vec::new();
         let mut sum: u64 = 0;
         for &i in cands {
@@ -1018,15 +1168,20 @@ impl Core {
             let cap = self.capacity(job, &self.nodes[i], free(i));
             if cap == 0 {
                 if required {
-                    return Err(PendingReason::Resources);
+                    return Err(false);
                 }
+                continue;
+            }
+            // The last node the limit allows must take all the tasks still unplaced.
+            let last = picked.len() as u32 + 1 == k_max;
+            if last && !required && sum + u64::from(cap) < job.ntasks as u64 {
                 continue;
             }
             picked.push((i, cap));
             sum += cap as u64;
         }
         if (picked.len() as u32) < k_min || sum < job.ntasks as u64 {
-            return Err(PendingReason::Resources);
+            return Err(picked.len() as u32 + 1 >= k_max);
         }
         // Tasks: one per node (or the per-node count), then fill in order.
         let mut tasks: Vec<u32> =

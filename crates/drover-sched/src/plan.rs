@@ -65,11 +65,14 @@ pub struct SchedConfig {
     /// `bf_window` (seconds): expected starts further ahead are not reported (Slurm's
     /// `N/A`), though the reservation still protects the job from being passed forever.
     pub window: i64,
+    /// `bf_interval` (seconds): planning passes (backfill, new reservations) run at most
+    /// this often; the passes between start what fits in order and honour reservations.
+    pub interval: i64,
 }
 
 impl Default for SchedConfig {
     fn default() -> Self {
-        SchedConfig { policy: Policy::Conservative, max_job_test: 500, window: 86400 }
+        SchedConfig { policy: Policy::Conservative, max_job_test: 500, window: 86400, interval: 1 }
     }
 }
 
@@ -90,6 +93,8 @@ pub struct Timeline {
     node_resv: Vec<Vec<NodeClaim>>,
     /// Ends of running jobs, sorted (built on first use).
     ends: std::cell::OnceCell<Vec<i64>>,
+    /// Ends of reservations, counted.
+    resv_ends: std::collections::BTreeMap<i64, u32>,
     /// Per node, what it has free as a step function of time: (from, free), built on first
     /// use and dropped when the node's holds or reservations change.
     profiles: std::cell::RefCell<Vec<Option<Profile>>>,
@@ -100,7 +105,15 @@ impl Timeline {
         let releases = vec![Vec::new(); total.len()];
         let node_resv = vec![Vec::new(); total.len()];
         let profiles = std::cell::RefCell::new(vec![None; total.len()]);
-        Timeline { total, releases, resv: Vec::new(), node_resv, ends: std::cell::OnceCell::new(), profiles }
+        Timeline {
+            total,
+            releases,
+            resv: Vec::new(),
+            node_resv,
+            ends: std::cell::OnceCell::new(),
+            resv_ends: std::collections::BTreeMap::new(),
+            profiles,
+        }
     }
 
     /// Adds a reservation.
@@ -111,6 +124,7 @@ impl Timeline {
             }
             self.dirty(i);
         }
+        *self.resv_ends.entry(r.end).or_default() += 1;
         self.resv.push(r);
     }
 
@@ -118,6 +132,12 @@ impl Timeline {
     pub fn remove(&mut self, job: JobId) {
         let Some(k) = self.resv.iter().position(|r| r.job == job) else { return };
         let r = self.resv.swap_remove(k);
+        if let Some(n) = self.resv_ends.get_mut(&r.end) {
+            *n -= 1;
+            if *n == 0 {
+                self.resv_ends.remove(&r.end);
+            }
+        }
         for &(i, ..) in &r.claims {
             if let Some(v) = self.node_resv.get_mut(i) {
                 v.retain(|e| e.4 != job);
@@ -210,6 +230,29 @@ impl Timeline {
         })
     }
 
+    /// The earliest moment at or after `from` from which node `i` has `need` free (cores,
+    /// memory, and emptiness when `need.idle`) for `d` seconds; `None` if never.
+    pub fn earliest(&self, i: usize, from: i64, need: Free, d: i64) -> Option<i64> {
+        let fits = |f: &Free| f.cpus >= need.cpus && f.mem >= need.mem && (!need.idle || f.idle);
+        self.with_profile(i, |p| {
+            let mut k = p.partition_point(|s| s.0 <= from).saturating_sub(1);
+            'start: while k < p.len() {
+                let start = p[k].0.max(from);
+                let end = start.saturating_add(d);
+                let mut j = k;
+                while j < p.len() && (j == k || p[j].0 < end) {
+                    if !fits(&p[j].1) {
+                        k = j + 1;
+                        continue 'start;
+                    }
+                    j += 1;
+                }
+                return Some(start);
+            }
+            None
+        })
+    }
+
     /// Moments after `now` when something frees up: candidate start times, in order.
     pub fn release_times(&self, now: i64) -> Vec<i64> {
         let ends = self.ends.get_or_init(|| {
@@ -218,14 +261,26 @@ impl Timeline {
             e.dedup();
             e
         });
-        let mut t: Vec<i64> = ends.iter().copied().filter(|&e| e > now).collect();
-        let mut r: Vec<i64> = self.resv.iter().map(|r| r.end).filter(|&e| e > now).collect();
-        if !r.is_empty() {
-            t.append(&mut r);
-            t.sort_unstable();
-            t.dedup();
+        // Two sorted sequences merged.
+        let a = &ends[ends.partition_point(|&e| e <= now)..];
+        let mut b = self.resv_ends.range(now + 1..).map(|(t, _)| *t).peekable();
+        let mut out = Vec::with_capacity(a.len() + self.resv_ends.len());
+        let mut a = a.iter().copied().peekable();
+        loop {
+            let next = match (a.peek(), b.peek()) {
+                (Some(&x), Some(&y)) if x <= y => a.next(),
+                (Some(_), Some(_)) => b.next(),
+                (Some(_), None) => a.next(),
+                (None, Some(_)) => b.next(),
+                (None, None) => break,
+            };
+            if let Some(t) = next {
+                if out.last() != Some(&t) {
+                    out.push(t);
+                }
+            }
         }
-        t
+        out
     }
 }
 

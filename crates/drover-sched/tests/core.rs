@@ -421,7 +421,7 @@ fn limited(id: u32, tasks: u32, secs: u64) -> SchedJob {
 }
 
 fn with_policy(mut c: Core, policy: drover_sched::Policy) -> Core {
-    c.handle(Event::Configure(drover_sched::SchedConfig { policy, max_job_test: 100, window: 86400 }));
+    c.handle(Event::Configure(drover_sched::SchedConfig { policy, max_job_test: 100, window: 86400, interval: 0 }));
     c
 }
 
