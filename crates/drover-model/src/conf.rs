@@ -120,7 +120,7 @@ pub struct Config {
     pub bf_max_job_test: u32,
     /// `SchedulerParameters=bf_window=MINUTES`.
     pub bf_window_min: u32,
-    /// `SchedulerParameters=bf_interval=SECONDS` (Drover's default 1; Slurm's is 30).
+    /// `SchedulerParameters=bf_interval=SECONDS` (Drover's default 5; Slurm's is 30).
     pub bf_interval: u32,
     pub nodes: Vec<NodeConf>,
     pub partitions: Vec<PartitionConf>,
@@ -150,9 +150,9 @@ impl Default for Config {
             scheduler_parameters: None,
             kill_invalid_depend: false,
             backfill: true,
-            bf_max_job_test: 500,
+            bf_max_job_test: 100,
             bf_window_min: 1440,
-            bf_interval: 1,
+            bf_interval: 5,
             first_job_id: 1,
             kill_wait: 30,
             slurmd_timeout: 300,

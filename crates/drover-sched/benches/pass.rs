@@ -1,5 +1,5 @@
 //! One full scheduling pass (priority order, backfill plan, placement) on a large queue:
-//! `cargo bench -p drover-sched --bench pass`. Prints the median of several passes, each on a
+//! `cargo bench -p drover-sched --bench pass [-- --quick | --medium]`. Prints the median of several passes, each on a
 //! fresh copy of the same state (a busy cluster with every pending job marked changed).
 //!
 //! Targets (issue 3): 10,000 pending on 1,000 nodes <= 10 ms; 100,000 on 10,000 nodes <= 200 ms.
@@ -43,7 +43,9 @@ fn state(nodes: usize, pending: u32, policy: Policy) -> Core {
         c.handle(Event::NodeSchedulable { node: n.clone(), schedulable: true });
     }
     c.handle(Event::PartitionDefined(PartitionRes::open("batch", names)));
-    c.handle(Event::Configure(SchedConfig { policy, interval: 0, ..SchedConfig::default() }));
+    let depth = std::env::var("DEPTH").ok().and_then(|d| d.parse().ok()).unwrap_or(SchedConfig::default().max_job_test);
+    // DEPTH=N overrides bf_max_job_test.
+    c.handle(Event::Configure(SchedConfig { policy, interval: 0, max_job_test: depth, ..SchedConfig::default() }));
     let mut rng = Lcg(42);
     // Fill the cluster: running jobs with staggered ends.
     let mut id = 1;
@@ -64,8 +66,14 @@ fn state(nodes: usize, pending: u32, policy: Policy) -> Core {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
-    let sizes: &[(usize, u32, &str)] =
-        if quick { &[(100, 1_000, "<= 10")] } else { &[(1_000, 10_000, "<= 10"), (10_000, 100_000, "<= 200")] };
+    let medium = std::env::args().any(|a| a == "--medium");
+    let sizes: &[(usize, u32, &str)] = if quick {
+        &[(100, 1_000, "<= 10")]
+    } else if medium {
+        &[(1_000, 10_000, "<= 10")]
+    } else {
+        &[(1_000, 10_000, "<= 10"), (10_000, 100_000, "<= 200")]
+    };
     for &(nodes, pending, target) in sizes {
         for policy in [Policy::Fcfs, Policy::Easy, Policy::Conservative] {
             let base = state(nodes, pending, policy);

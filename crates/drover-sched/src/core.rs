@@ -271,6 +271,9 @@ pub struct Core {
     next_plan: i64,
     /// Per partition (same order as `partitions`): its node indices in placement order.
     part_nodes: Vec<Vec<usize>>,
+    /// Plain one-node shapes that found no room now in this pass: (partition, cores, memory,
+    /// end).
+    no_room: std::cell::RefCell<Vec<(usize, u32, u64, i64)>>,
     /// Free cores now (in all, and the most on one node), cached within a pass.
     free_now: std::cell::Cell<Option<(u64, u32)>>,
     /// Reservations of waiting jobs, kept from pass to pass: a reservation only ever moves
@@ -685,6 +688,7 @@ impl Core {
         self.wake_at = None;
         self.dep_wake.set(None);
         self.free_now.set(None);
+        self.no_room.borrow_mut().clear();
         let mut out = Vec::new();
         for id in std::mem::take(&mut self.held_due) {
             let Some((job, old)) = self.pending.get_mut(&id) else { continue };
@@ -741,7 +745,7 @@ impl Core {
             }
             // Its own reservation is what it may use; the others it must not delay.
             tl.remove(id);
-            let mut result = self.evaluate(job, now, &blocked, &tl, depth == 0);
+            let mut result = self.evaluate(job, now, &blocked, &tl, depth == 0, old.contains_key(&id));
             // An array's remainder starts as many tasks as fit, one at a time.
             while let Ok((alloc, limit)) = result {
                 self.take(&alloc);
@@ -774,7 +778,9 @@ impl Core {
                 self.ends.insert(job_id, end);
                 out.push(Decision::Start { job: job_id, alloc, time_limit: limit, split });
                 result = match self.pending.get(&id) {
-                    Some((job, _)) if !done => self.evaluate(job, now, &blocked, &tl, depth == 0),
+                    Some((job, _)) if !done => {
+                        self.evaluate(job, now, &blocked, &tl, depth == 0, old.contains_key(&id))
+                    }
                     _ => Err(PendingReason::None),
                 };
             }
@@ -860,6 +866,7 @@ impl Core {
         blocked: &[std::sync::Arc<str>],
         tl: &Timeline,
         strict: bool,
+        reserved: bool,
     ) -> Result<(Allocation, TimeLimit), PendingReason> {
         match job.hold {
             Some(Hold::User) => return Err(PendingReason::JobHeldUser),
@@ -912,7 +919,21 @@ impl Core {
                         idle: f.idle && n.jobs == 0,
                     }
                 };
-                match self.place(job, part, &free) {
+                // A plain one-node job no smaller and no shorter than one that already found
+                // no room in this pass finds none either (room only shrinks within a pass).
+                // (Not for a job with a reservation: the room it reserved was held against the others.)
+                let shape = self.plain_shape(job, part).filter(|_| !reserved);
+                let dominated = shape.is_some_and(|(p, c, m)| {
+                    self.no_room.borrow().iter().any(|&(fp, fc, fm, fd)| fp == p && c >= fc && m >= fm && end >= fd)
+                });
+                let placed = if dominated { Err(PendingReason::Resources) } else { self.place(job, part, &free) };
+                if let (Err(PendingReason::Resources), Some((p, c, m)), false) = (&placed, shape, dominated) {
+                    let mut nr = self.no_room.borrow_mut();
+                    if nr.len() < 32 {
+                        nr.push((p, c, m, end));
+                    }
+                }
+                match placed {
                     Ok(picks) => return Ok((self.allocate(job, part, &picks), limit)),
                     // Behind a job that waits for resources in this partition: it waits
                     // for priority, as Slurm says, even where backfill was tried.
@@ -978,6 +999,17 @@ impl Core {
             }
         }
         best
+    }
+
+    /// A one-node job with no node, feature or exclusivity request: (partition, cores, memory).
+    fn plain_shape(&self, job: &SchedJob, part: &PartitionRes) -> Option<(usize, u32, u64)> {
+        if job.more.is_some() || job.exclusive || job.max_nodes != Some(1) {
+            return None;
+        }
+        let p = self.partitions.iter().position(|q| std::ptr::eq(q, part))?;
+        let cpus = job.ntasks * job.cpus_per_task.max(1);
+        let mem = job.mem_per_node_mb.unwrap_or(0).max(job.mem_per_cpu_mb.unwrap_or(0) * u64::from(cpus));
+        Some((p, cpus, mem))
     }
 
     /// Whether the job needs more cores than the cluster has free now (in all, or on one

@@ -72,7 +72,7 @@ pub struct SchedConfig {
 
 impl Default for SchedConfig {
     fn default() -> Self {
-        SchedConfig { policy: Policy::Conservative, max_job_test: 500, window: 86400, interval: 1 }
+        SchedConfig { policy: Policy::Conservative, max_job_test: 100, window: 86400, interval: 5 }
     }
 }
 
