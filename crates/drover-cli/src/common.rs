@@ -75,6 +75,31 @@ pub async fn connect(cfg: &Config) -> Result<Client, String> {
     Ok(ControllerClient::new(ch).max_decoding_message_size(512 << 20).max_encoding_message_size(64 << 20))
 }
 
+/// Connects, waiting out a controller restart (up to `MessageTimeout`-like 60 s), as srun
+/// and salloc do: a job script's `srun` must not fail because the controller restarts.
+pub async fn connect_patiently(cfg: &Config, prog: &str) -> Result<Client, String> {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut said = false;
+    loop {
+        match connect(cfg).await {
+            Ok(c) => return Ok(c),
+            Err(e) if std::time::Instant::now() >= until => return Err(e),
+            Err(_) => {
+                if !said {
+                    eprintln!("{prog}: error: Slurm controller not responding, sleeping and retrying.");
+                    said = true;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+        }
+    }
+}
+
+/// A new connection to the controller of `SLURM_CONF` (to reconnect after a restart).
+pub async fn connect_config() -> Result<Client, String> {
+    connect(&load_config()?).await
+}
+
 /// Job ids from comma lists (`12,13_2,14.0`): the job part of each, as the commands take them.
 pub fn parse_job_ids<'a>(lists: impl IntoIterator<Item = &'a String>) -> Result<Vec<u32>, String> {
     let mut ids = Vec::new();
@@ -88,8 +113,8 @@ pub fn parse_job_ids<'a>(lists: impl IntoIterator<Item = &'a String>) -> Result<
 }
 
 /// Job ids as Slurm's commands take them: `12`, `12_3` (one array task), `12_[1-3,7]` (some),
-/// `12.0` or `12_3.batch` (the step part names the job here), comma-separated, brackets kept
-/// together.
+/// `12.0` or `12_3.batch` (a step: commands that act on jobs take its job), comma-separated,
+/// brackets kept together.
 pub fn parse_targets<'a>(lists: impl IntoIterator<Item = &'a String>) -> Result<Vec<v1::JobTarget>, String> {
     let mut out = Vec::new();
     for list in lists {
@@ -109,6 +134,10 @@ pub fn parse_targets<'a>(lists: impl IntoIterator<Item = &'a String>) -> Result<
         items.push(&list[start..]);
         for item in items.into_iter().filter(|s| !s.is_empty()) {
             let bad = || item.to_string();
+            let (item, step_id) = match item.rsplit_once('.') {
+                Some((j, s)) => (j, Some(drover_model::step::parse_step(s).ok_or_else(bad)?)),
+                None => (item, None),
+            };
             let (job, tasks) = match item.split_once('_') {
                 Some((j, t)) => (j, Some(t)),
                 None => (item.split('.').next().unwrap_or(item), None),
@@ -127,7 +156,7 @@ pub fn parse_targets<'a>(lists: impl IntoIterator<Item = &'a String>) -> Result<
                     }
                 }
             };
-            out.push(v1::JobTarget { job_id, tasks });
+            out.push(v1::JobTarget { job_id, tasks, step_id });
         }
     }
     Ok(out)
@@ -318,6 +347,10 @@ mod tests {
         let t = parse_targets([&"12,13_2,14_[1-3,7],15.0,16_4.batch,17_*".to_string()]).unwrap();
         let got: Vec<(u32, Option<&str>)> = t.iter().map(|t| (t.job_id, t.tasks.as_deref())).collect();
         assert_eq!(got, [(12, None), (13, Some("2")), (14, Some("1-3,7")), (15, None), (16, Some("4")), (17, None)]);
+        let steps: Vec<Option<u32>> = t.iter().map(|t| t.step_id).collect();
+        let batch = Some(drover_model::step::BATCH_STEP);
+        assert_eq!(steps, [None, None, None, Some(0), batch, None]);
+        assert_eq!(parse_targets([&"12.x".to_string()]), Err("12.x".to_string()));
         assert_eq!(parse_targets([&"12_x".to_string()]), Err("12_x".to_string()));
         assert_eq!(parse_targets([&"abc".to_string()]), Err("abc".to_string()));
     }

@@ -399,8 +399,16 @@ fn validate_signal(s: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// `--export`: `ALL` (default), `NONE`, or a list with optional `ALL,` and `VAR=value` items.
+/// `--export` for a new job: as [`exported_env`], without the variables that name an
+/// enclosing allocation.
 fn export_env(spec: &str) -> Result<Vec<(String, String)>, String> {
+    let mut env = exported_env(spec)?;
+    env.retain(|(k, _)| !matches!(k.as_str(), "SLURM_JOB_ID" | "SLURM_JOBID"));
+    Ok(env)
+}
+
+/// `--export`: `ALL` (default), `NONE`, or a list with optional `ALL,` and `VAR=value` items.
+pub fn exported_env(spec: &str) -> Result<Vec<(String, String)>, String> {
     let items: Vec<&str> = spec.split(',').filter(|s| !s.is_empty()).collect();
     let all = items.iter().any(|i| i.eq_ignore_ascii_case("ALL"));
     let none = items.iter().any(|i| i.eq_ignore_ascii_case("NONE"));
@@ -427,8 +435,6 @@ fn export_env(spec: &str) -> Result<Vec<(String, String)>, String> {
             }
         }
     }
-    // Variables describing an enclosing allocation must not leak into a new job.
-    env.retain(|(k, _)| !matches!(k.as_str(), "SLURM_JOB_ID" | "SLURM_JOBID"));
     Ok(env)
 }
 

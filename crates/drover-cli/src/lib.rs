@@ -15,22 +15,25 @@ pub mod format;
 pub mod jobopts;
 pub mod jobview;
 pub mod json;
+pub mod salloc;
 pub mod sbatch;
 pub mod scancel;
 pub mod scontrol;
 pub mod sinfo;
 pub mod squeue;
 pub mod srun;
+pub mod steps;
 pub mod up;
 
 /// The commands this crate implements, by the name they are invoked under.
-pub const COMMANDS: &[&str] = &["sbatch", "srun", "squeue", "sinfo", "scancel", "scontrol"];
+pub const COMMANDS: &[&str] = &["sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol"];
 
 /// Runs command `prog` with its arguments (without argv[0]); returns the exit status.
 pub fn run(prog: &str, args: Vec<String>) -> Option<i32> {
     Some(match prog {
         "sbatch" => sbatch::main(args),
         "srun" => srun::main(args),
+        "salloc" => salloc::main(args),
         "squeue" => squeue::main(args),
         "sinfo" => sinfo::main(args),
         "scancel" => scancel::main(args),

@@ -113,6 +113,24 @@ pub fn main(args: Vec<String>) -> i32 {
     let mut rc = 0;
     for r in reply.results {
         let target = if r.target.is_empty() { r.job_id.to_string() } else { r.target.clone() };
+        if let Some((job, _)) = target.split_once('.') {
+            // A step. Slurm names only its job in the error, and exits with the low byte
+            // of its error number (ESLURM_INVALID_JOB_ID: 2017 → 225).
+            if a.verbose > 0 {
+                if signal != 0 {
+                    eprintln!("scancel: Signal {signal} to step {target}");
+                } else {
+                    eprintln!("scancel: Terminating step {target}");
+                }
+            }
+            if !r.error.is_empty() {
+                if !a.quiet {
+                    eprintln!("scancel: error: Kill job error on job step id {job}: {}", r.error);
+                }
+                rc = if r.error == "Invalid job id specified" { 2017 & 0xff } else { 1 };
+            }
+            continue;
+        }
         if a.verbose > 0 {
             if signal != 0 {
                 eprintln!("scancel: Signal {signal} to job {target}");

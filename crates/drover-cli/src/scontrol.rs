@@ -155,6 +155,42 @@ fn show(rest: &[String], o: &Opts) -> i32 {
                 }
             }
         }
+        "step" | "steps" => {
+            let wanted = match arg.as_ref().map(|a| common::parse_targets([a])) {
+                None => Vec::new(),
+                Some(Ok(t)) => t,
+                Some(Err(_)) => {
+                    eprintln!("Invalid job step id specified");
+                    return 1;
+                }
+            };
+            let mut reply = match fetch(v1::StateRequest { jobs: true, active_only: true, ..Default::default() }) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("slurm_get_job_steps error: {e}");
+                    return 1;
+                }
+            };
+            let jobs = drover_proto::reply_jobs(&mut reply);
+            let rows = crate::steps::rows(&jobs);
+            let shown: Vec<&crate::steps::StepRow<'_>> = rows
+                .iter()
+                .filter(|r| {
+                    wanted.is_empty()
+                        || wanted.iter().any(|t| t.job_id == r.job.job_id && t.step_id.is_none_or(|s| s == r.id))
+                })
+                .collect();
+            if shown.is_empty() {
+                match &arg {
+                    Some(a) => println!("Job step {a} not found"),
+                    None => println!("No job steps in the system"),
+                }
+                return 0;
+            }
+            let text: String = shown.iter().map(|r| crate::steps::show_text(r, o.oneliner)).collect();
+            print!("{text}");
+            0
+        }
         "job" | "jobs" | "jobid" => {
             let targets = match &arg {
                 Some(a) => match common::parse_targets([a]) {
@@ -351,7 +387,18 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
     } else {
         "Unknown".into()
     };
-    let reason = if j.state == "TIMEOUT" { "TimeLimit".to_string() } else { jobview::reason_text(j) };
+    let reason = match j.state.as_str() {
+        "TIMEOUT" => "TimeLimit".to_string(),
+        // A failed job says why: its exit code, or the signal that killed it.
+        "FAILED" if j.exit_status & 0x7f != 0 => {
+            let sig = j.exit_status & 0x7f;
+            let name =
+                nix::sys::signal::Signal::try_from(sig).map(|s| crate::srun::signal_text(s as i32)).unwrap_or_default();
+            format!("RaisedSignal:{sig}({name})")
+        }
+        "FAILED" if j.exit_status != 0 => "NonZeroExitCode".to_string(),
+        _ => jobview::reason_text(j),
+    };
     let req_nodes = if s.nodelist.is_empty() { "(null)".into() } else { Hostlist::from_iter(&s.nodelist).ranged() };
     let exc_nodes = if s.exclude.is_empty() { "(null)".into() } else { Hostlist::from_iter(&s.exclude).ranged() };
     let command = s.argv.first().cloned().filter(|c| !c.is_empty()).unwrap_or_else(|| "(null)".into());

@@ -266,6 +266,9 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(a) => a,
         Err(code) => return code,
     };
+    if let Some(steps) = &a.steps {
+        return steps_main(&a, steps);
+    }
     let targets = match common::parse_targets(a.jobs.iter().chain(a.rest.iter())) {
         Ok(t) => t,
         Err(id) => {
@@ -436,6 +439,62 @@ pub fn main(args: Vec<String>) -> i32 {
     let _ = std::io::stdout().write_all(&out);
     if timing {
         eprintln!("write {:?}", t0.elapsed());
+    }
+    0
+}
+
+/// `squeue -s`: the steps of running jobs (`-s12.0,13.batch` picks some; `-j`, `-u`, `-p`
+/// filter them).
+fn steps_main(a: &Args, steps: &str) -> i32 {
+    let wanted = match common::parse_targets(std::iter::once(&steps.to_string()).chain(a.rest.iter())) {
+        Ok(t) => t,
+        Err(id) => {
+            eprintln!("squeue: error: Invalid job step id: {id}");
+            return 1;
+        }
+    };
+    let jobs_of = match common::parse_targets(a.jobs.iter()) {
+        Ok(t) => t,
+        Err(id) => {
+            eprintln!("squeue: error: Invalid job id: {id}");
+            return 1;
+        }
+    };
+    let cfg = match common::config_for("squeue") {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let mut reply =
+        match common::fetch_state(&cfg, v1::StateRequest { jobs: true, active_only: true, ..Default::default() }) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("slurm_load_jobs error: {e}");
+                return 1;
+            }
+        };
+    let jobs = drover_proto::reply_jobs(&mut reply);
+    let rows = crate::steps::rows(&jobs);
+    let users: Option<Vec<String>> = if a.me {
+        Some(vec![common::user_name(nix::unistd::getuid().as_raw())])
+    } else {
+        a.users.as_ref().map(|u| u.split(',').map(String::from).collect())
+    };
+    let parts: Option<Vec<String>> = a.partitions.as_ref().map(|p| p.split(',').map(String::from).collect());
+    let fmt = a.format.clone().unwrap_or_else(|| crate::steps::SQUEUE_DEFAULT.into());
+    let (text, errors) = crate::steps::squeue_text(&rows, &fmt, !a.noheader, a.long, reply.now, |r| {
+        let id_ok =
+            wanted.is_empty() || wanted.iter().any(|t| t.job_id == r.job.job_id && t.step_id.is_none_or(|s| s == r.id));
+        let job_ok = jobs_of.is_empty() || jobs_of.iter().any(|t| t.job_id == r.job.job_id);
+        let user_ok = users.as_ref().is_none_or(|u| {
+            let spec = jobview::spec(r.job);
+            u.iter().any(|x| *x == spec.user || *x == spec.uid.to_string())
+        });
+        let part_ok = parts.as_ref().is_none_or(|p| p.contains(&r.job.partition));
+        id_ok && job_ok && user_ok && part_ok
+    });
+    print!("{text}");
+    for e in errors {
+        eprintln!("squeue: error: {e}");
     }
     0
 }

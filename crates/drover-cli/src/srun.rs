@@ -1,5 +1,15 @@
-//! `srun` outside an allocation: allocate, launch the command as tasks over the nodes, stream
-//! their output back (labelled with `-l`), and exit with the worst task's status.
+//! `srun`: runs a command as the tasks of a job step.
+//!
+//! ```text
+//!  inside a job (SLURM_JOB_ID, --jobid) ──► CreateStep ──► supervisors on the step's nodes
+//!  standalone ──► Submit (allocation) ──► wait RUNNING ──► CreateStep ──► ... ──► CompleteJob
+//!  supervisors ──TCP (io frames: output, exit status)──► this process ──► stdout/stderr, exit code
+//! ```
+//!
+//! Inside an allocation srun reads the job's shape from its environment (`SLURM_NNODES`,
+//! `SLURM_NTASKS`, `SLURM_CPUS_PER_TASK`, ...) as Slurm's srun does, so a plain `srun cmd` in a
+//! batch script runs on the whole allocation. A step that would fit once other steps end waits
+//! for them ("step creation temporarily disabled"), event-driven on the controller.
 
 use crate::common::{self, status_msg};
 use crate::jobopts::JobArgs;
@@ -8,13 +18,15 @@ use drover_proto::io::{read_frame, EXIT, HELLO, STDERR, STDOUT};
 use drover_proto::v1;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
 #[command(name = "srun", disable_help_flag = true, disable_version_flag = true, args_override_self = true)]
 struct SrunArgs {
     #[command(flatten)]
     job: JobArgs,
+    #[arg(long = "jobid")]
+    jobid: Option<String>,
     #[arg(short = 'l', long = "label")]
     label: bool,
     #[arg(short = 'u', long = "unbuffered")]
@@ -35,13 +47,20 @@ struct SrunArgs {
     exact: bool,
     #[arg(long = "pty")]
     pty: bool,
+    #[arg(short = 'X', long = "disable-status")]
+    disable_status: bool,
+    #[arg(long = "quit-on-interrupt")]
+    quit_on_interrupt: bool,
     #[command(flatten)]
     std: common::StdFlags,
     #[arg(trailing_var_arg = true)]
     command: Vec<String>,
 }
 
+/// What the supervisors sent back.
+#[derive(Default)]
 struct Collected {
+    /// (task, node, raw wait status)
     exits: Vec<(u32, String, i32)>,
     nodes_done: usize,
 }
@@ -61,15 +80,207 @@ pub fn main(args: Vec<String>) -> i32 {
         return 1;
     }
     if a.pty {
-        eprintln!("srun: error: --pty arrives with job steps (the execution issue); run the command without --pty");
+        eprintln!("srun: error: --pty is not supported by this Drover release yet; run the command without --pty");
         return 1;
     }
-    if std::env::var("SLURM_JOB_ID").is_ok() && std::env::var("DROVER_SRUN_NEW_ALLOCATION").is_err() {
-        eprintln!(
-            "srun: error: job steps inside an existing allocation are not supported by this Drover release yet (set DROVER_SRUN_NEW_ALLOCATION=1 to request a separate allocation)"
-        );
-        return 1;
+    let cfg = match common::config_for("srun") {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let enclosing = a.jobid.clone().or_else(|| env("SLURM_JOB_ID")).or_else(|| env("SLURM_JOBID"));
+    let job_id = match enclosing.as_deref().map(|j| j.split(['_', '.']).next().unwrap_or(j).parse::<u32>()) {
+        None => None,
+        Some(Ok(id)) => Some(id),
+        Some(Err(_)) => {
+            eprintln!("srun: error: Invalid job id: {}", enclosing.unwrap_or_default());
+            return 1;
+        }
+    };
+    let standalone = job_id.is_none();
+    let mut spec = match step_spec(&a, standalone) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("srun: error: {e}");
+            return 1;
+        }
+    };
+    let io = match IoServer::start(a.label || env_flag("SLURM_LABELIO")) {
+        Ok(io) => io,
+        Err(e) => {
+            eprintln!("srun: error: cannot listen for task I/O: {e}");
+            return 1;
+        }
+    };
+    spec.io_addr = io.addr.clone();
+    let opts = StepOpts {
+        kill_wait: cfg.kill_wait,
+        standalone,
+        on_interrupt: if a.quit_on_interrupt {
+            Interrupt::Kill
+        } else if a.disable_status || env_flag("SLURM_DISABLE_STATUS") {
+            Interrupt::Forward
+        } else {
+            Interrupt::Status
+        },
+    };
+    common::runtime().block_on(async move {
+        let mut client = match common::connect_patiently(&cfg, "srun").await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("srun: error: {e}");
+                return 1;
+            }
+        };
+        match job_id {
+            Some(id) => {
+                spec.job_id = id;
+                run_step(&mut client, spec, &io, &opts).await.0
+            }
+            None => standalone_run(&mut client, &a, args, spec, &io, &opts).await,
+        }
+    })
+}
+
+/// What a first Ctrl-C does: report the tasks' status (default), forward SIGINT to them
+/// (`-X`), or end the step (`--quit-on-interrupt`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Interrupt {
+    Status,
+    Forward,
+    Kill,
+}
+
+struct StepOpts {
+    kill_wait: u32,
+    standalone: bool,
+    on_interrupt: Interrupt,
+}
+
+fn env(k: &str) -> Option<String> {
+    std::env::var(k).ok().filter(|v| !v.is_empty())
+}
+
+fn env_flag(k: &str) -> bool {
+    env(k).is_some_and(|v| v != "0")
+}
+
+fn env_num(k: &str) -> Option<u32> {
+    env(k).and_then(|v| v.trim().parse().ok())
+}
+
+fn num(v: &str, what: &str) -> Result<u32, String> {
+    v.trim().parse().map_err(|_| format!("Invalid {what} specification: {v}"))
+}
+
+/// The step srun asks for: its command line over the environment of the allocation it runs
+/// in (`SLURM_NNODES`, `SLURM_NTASKS`, ...: Slurm's srun input variables).
+fn step_spec(a: &SrunArgs, standalone: bool) -> Result<v1::StepSpec, String> {
+    let j = &a.job;
+    let ntasks = match &j.ntasks {
+        Some(n) => Some(num(n, "number of tasks")?).filter(|n| *n > 0).ok_or("invalid number of tasks (-n 0)")?.into(),
+        None => env_num("SLURM_NTASKS").or_else(|| env_num("SLURM_NPROCS")),
+    };
+    let mut s = v1::StepSpec { ntasks, ..Default::default() };
+    match &j.nodes {
+        Some(n) => {
+            let (lo, hi) = n.split_once('-').unwrap_or((n, n));
+            let (lo, hi) = (num(lo, "node count")?, num(hi, "node count")?);
+            if lo == 0 || hi < lo {
+                return Err(format!("invalid number of nodes (-N {lo}-{hi})"));
+            }
+            s.min_nodes = Some(lo);
+            s.max_nodes = Some(hi);
+        }
+        None => {
+            let n = env_num("SLURM_NNODES").or_else(|| env_num("SLURM_JOB_NUM_NODES"));
+            s.min_nodes = n;
+            s.max_nodes = n;
+        }
     }
+    if let (Some(n), Some(min)) = (s.ntasks, s.min_nodes) {
+        if n < min {
+            eprintln!("srun: Warning: can't run {n} processes on {min} nodes, setting nnodes to {n}");
+            s.min_nodes = Some(n);
+            s.max_nodes = Some(s.max_nodes.unwrap_or(n).min(n));
+        }
+    }
+    s.ntasks_per_node = match &j.ntasks_per_node {
+        Some(n) => Some(num(n, "ntasks-per-node")?),
+        None => env_num("SLURM_NTASKS_PER_NODE"),
+    };
+    // -c on the command line implies --exact, as in Slurm 22.05.
+    match &j.cpus_per_task {
+        Some(c) => {
+            s.cpus_per_task = num(c, "cpus-per-task")?;
+            if s.cpus_per_task == 0 {
+                return Err("invalid number of cpus per task (-c 0)".into());
+            }
+            s.exact = true;
+        }
+        None => s.cpus_per_task = env_num("SLURM_CPUS_PER_TASK").unwrap_or(0),
+    }
+    if j.mem.is_some() && j.mem_per_cpu.is_some() {
+        return Err("--mem and --mem-per-cpu are mutually exclusive.".into());
+    }
+    let mb = |m: &str| drover_model::memsize::parse_mb(m).map_err(|_| "invalid memory constraint".to_string());
+    s.mem_per_node_mb = j.mem.as_deref().map(mb).transpose()?;
+    s.mem_per_cpu_mb = j.mem_per_cpu.as_deref().map(mb).transpose()?;
+    let hosts = |h: &str| drover_model::hostlist::Hostlist::parse(h).map(|h| h.names()).map_err(|e| e.to_string());
+    s.nodelist = j.nodelist.as_deref().map(hosts).transpose()?.unwrap_or_default();
+    s.exclude = j.exclude.as_deref().map(hosts).transpose()?.unwrap_or_default();
+    s.exact |= a.exact || env_flag("SLURM_EXACT") || j.exclusive.is_some();
+    s.overlap = a.overlap || env_flag("SLURM_OVERLAP");
+    if s.overlap && j.exclusive.is_some() {
+        return Err("--exclusive and --overlap are mutually exclusive".into());
+    }
+    s.distribution = a.distribution.clone().or_else(|| env("SLURM_DISTRIBUTION")).unwrap_or_default();
+    drover_model::step::Distribution::parse(&s.distribution)?;
+    if let Some(t) = &j.time {
+        let l =
+            drover_model::duration::parse_time_limit(t).map_err(|_| "Invalid time limit specification".to_string())?;
+        s.time_limit_secs = l.map(|x| x.div_ceil(60) * 60);
+    }
+    s.name = j.job_name.clone().unwrap_or_else(|| {
+        std::path::Path::new(&a.command[0]).file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default()
+    });
+    s.argv = a.command.clone();
+    s.environment = crate::jobopts::exported_env(j.export.as_deref().unwrap_or("ALL"))?
+        .into_iter()
+        .map(|(key, value)| v1::KeyValue { key, value })
+        .collect();
+    let cwd = std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/tmp".into());
+    s.work_dir = match &j.chdir {
+        Some(d) if d.starts_with('/') => d.clone(),
+        Some(d) => format!("{cwd}/{d}"),
+        None => cwd,
+    };
+    // `-i none|all|N` pick tasks for srun's stdin; anything else is a file pattern.
+    let is_file = |v: &String| !(v == "none" || v == "all" || v.parse::<u32>().is_ok());
+    s.stdout = j.output.clone().filter(is_file);
+    s.stderr = j.error.clone().filter(is_file);
+    s.stdin = j.input.clone().filter(is_file);
+    s.open_mode_append = matches!(j.open_mode.as_deref(), Some("append" | "a" | "A"));
+    s.kill_on_bad_exit = match &a.kill_on_bad_exit {
+        Some(v) => v != "0",
+        None => env_flag("SLURM_KILL_BAD_EXIT"),
+    };
+    s.srun_host = common::hostname();
+    s.srun_pid = std::process::id();
+    s.cpu_bind = a.cpu_bind.clone().unwrap_or_default();
+    s.standalone = standalone;
+    Ok(s)
+}
+
+/// srun without an allocation: allocate, run the step in it, release it with the step's
+/// status (the job ends COMPLETED or FAILED as its tasks did).
+async fn standalone_run(
+    client: &mut common::Client,
+    a: &SrunArgs,
+    args: Vec<String>,
+    step: v1::StepSpec,
+    io: &IoServer,
+    opts: &StepOpts,
+) -> i32 {
     let validated = match a.job.validate(false) {
         Ok(v) => v,
         Err(e) => {
@@ -82,212 +293,379 @@ pub fn main(args: Vec<String>) -> i32 {
         return 1;
     }
     let mut spec = validated.spec;
-    spec.name = a.job.job_name.clone().unwrap_or_else(|| {
-        std::path::Path::new(&a.command[0]).file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default()
-    });
+    spec.name = step.name.clone();
     spec.argv = a.command.clone();
     spec.submit_line = std::iter::once("srun".to_string()).chain(args).collect::<Vec<_>>().join(" ");
-    let cfg = match common::config_for("srun") {
-        Ok(c) => c,
+    let (id, job) = match crate::salloc::allocate(client, &spec, "srun").await {
+        Ok(a) => a,
         Err(code) => return code,
     };
-    // Tasks connect back to this listener; the controller's host sees us on loopback here.
-    let listener = match std::net::TcpListener::bind("127.0.0.1:0") {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("srun: error: cannot listen for task I/O: {e}");
-            return 1;
+    // The step is the whole allocation, laid out as the job's tasks were.
+    let mut step = step;
+    step.job_id = id;
+    step.ntasks = Some(job.alloc.iter().map(|n| n.tasks).sum::<u32>().max(1));
+    step.min_nodes = Some(job.alloc.len() as u32);
+    step.max_nodes = step.min_nodes;
+    step.nodelist = job.alloc.iter().map(|n| n.node.clone()).collect();
+    let (rc, worst) = run_step(client, step, io, opts).await;
+    // The allocation must be released even across a controller restart.
+    let until = Instant::now() + Duration::from_secs(120);
+    loop {
+        match client.complete_job(v1::CompleteRequest { job_id: id, exit_status: worst }).await {
+            Err(s) if s.code() == tonic::Code::Unavailable && Instant::now() < until => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                if let Ok(c) = common::connect_config().await {
+                    *client = c;
+                }
+            }
+            _ => break,
+        }
+    }
+    rc
+}
+
+/// Creates the step (waiting while other steps hold its resources), streams its I/O and
+/// returns srun's exit code and the worst raw task status.
+async fn run_step(client: &mut common::Client, spec: v1::StepSpec, io: &IoServer, opts: &StepOpts) -> (i32, i32) {
+    let (kill_wait, standalone) = (opts.kill_wait, opts.standalone);
+    let job = spec.job_id;
+    // Watch first, so that no event of the step can be missed.
+    let mut events = match client.watch_job(v1::WatchRequest { job_id: job }).await {
+        Ok(s) => Some(s.into_inner()),
+        Err(s) => {
+            eprintln!("srun: error: Unable to create step for job {job}: {}", status_msg(&s));
+            return (1, 1 << 8);
         }
     };
-    let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
-    spec.io_addr = Some(addr);
-    let label = a.label;
-    let collected = Arc::new(Mutex::new(Collected { exits: Vec::new(), nodes_done: 0 }));
-    {
-        let collected = collected.clone();
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(mut conn) = conn else { continue };
-                let collected = collected.clone();
-                std::thread::spawn(move || {
-                    let mut node = String::new();
-                    let mut pending: std::collections::HashMap<(u32, u8), Vec<u8>> = std::collections::HashMap::new();
-                    while let Ok(Some(f)) = read_frame(&mut conn) {
-                        match f.kind {
-                            HELLO => node = String::from_utf8_lossy(&f.data).to_string(),
-                            STDOUT | STDERR => {
-                                let buf = pending.entry((f.task, f.kind)).or_default();
-                                buf.extend_from_slice(&f.data);
-                                emit(buf, f.task, f.kind, label, false);
-                            }
-                            EXIT => {
-                                for ((t, k), buf) in pending.iter_mut() {
-                                    if *t == f.task {
-                                        emit(buf, *t, *k, label, true);
-                                    }
-                                }
-                                let st = i32::from_be_bytes(f.data[..4].try_into().unwrap_or([0; 4]));
-                                if let Ok(mut c) = collected.lock() {
-                                    c.exits.push((f.task, node.clone(), st));
-                                }
-                            }
-                            _ => {}
-                        }
-                    }
-                    for ((t, k), buf) in pending.iter_mut() {
-                        emit(buf, *t, *k, label, true);
-                    }
-                    if let Ok(mut c) = collected.lock() {
-                        c.nodes_done += 1;
-                    }
-                });
-            }
-        });
-    }
-    let rt = common::runtime();
-    let immediate = spec.immediate;
-    rt.block_on(async move {
-        let mut client = match common::connect(&cfg).await {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("srun: error: Unable to allocate resources: {e}");
-                return 1;
-            }
-        };
-        let reply = match client
-            .submit(v1::SubmitRequest { spec: Some(drover_proto::spec_to_wire(&spec)), test_only: false })
-            .await
-        {
-            Ok(r) => r.into_inner(),
-            Err(s) => {
-                eprintln!("srun: error: Unable to allocate resources: {}", status_msg(&s));
-                return 1;
-            }
-        };
-        let id = reply.job_id;
-        let mut stream = match client.watch_job(v1::WatchRequest { job_id: id }).await {
-            Ok(s) => s.into_inner(),
-            Err(s) => {
-                eprintln!("srun: error: {}", status_msg(&s));
-                return 1;
-            }
-        };
-        // Wait for the allocation.
-        let first = tokio::time::timeout(Duration::from_millis(300), stream.message()).await;
-        let mut started: Option<v1::JobInfo> = match first {
-            Ok(Ok(Some(ev))) => ev.job,
-            _ => None,
-        };
-        if started.is_none() {
-            eprintln!("srun: job {id} queued and waiting for resources");
-            let wait = async {
-                loop {
-                    match stream.message().await {
-                        Ok(Some(ev)) => {
-                            if let Some(j) = ev.job {
-                                return Some(j);
-                            }
-                        }
-                        _ => return None,
-                    }
-                }
-            };
-            let got = match immediate {
-                Some(secs) => {
-                    tokio::time::timeout(Duration::from_secs(u64::from(secs.max(1))), wait).await.ok().flatten()
-                }
-                None => wait.await,
-            };
-            match got {
-                Some(j) => {
-                    eprintln!("srun: job {id} has been allocated resources");
-                    started = Some(j);
-                }
-                None => {
-                    let _ = client.cancel(v1::CancelRequest { job_ids: vec![id], ..Default::default() }).await;
-                    eprintln!("srun: error: Unable to allocate resources: Requested nodes are busy");
-                    return 1;
-                }
-            }
-        }
-        let job = started.unwrap_or_default();
-        if job.state != "RUNNING" {
-            eprintln!("srun: error: Unable to allocate resources: job {id} ended with state {}", job.state);
-            return 1;
-        }
-        let ntasks: usize = job.alloc.iter().map(|a| a.tasks as usize).sum();
-        let nnodes = job.alloc.len();
-        // Run until every task reported, or the job ended under us.
-        let mut ctrl_c = 0u32;
-        loop {
-            {
-                let c = collected.lock().map(|c| (c.exits.len(), c.nodes_done)).unwrap_or((0, 0));
-                if c.0 >= ntasks && c.1 >= nnodes {
-                    break;
-                }
-            }
-            tokio::select! {
-                ev = stream.message() => {
-                    match ev {
-                        Ok(Some(ev)) => {
-                            if let Some(j) = ev.job {
-                                if drover_model::state::JobState::parse(&j.state).is_some_and(|s| s.is_finished()) {
-                                    // Let the last frames arrive.
-                                    for _ in 0..50 {
-                                        let done = collected.lock().map(|c| c.nodes_done >= nnodes).unwrap_or(true);
-                                        if done { break; }
-                                        tokio::time::sleep(Duration::from_millis(20)).await;
-                                    }
-                                    let reported = collected.lock().map(|c| c.exits.len()).unwrap_or(0);
-                                    if reported == 0 && !j.state_desc.is_empty() {
-                                        let node = j.alloc.first().map(|a| a.node.clone()).unwrap_or_default();
-                                        eprintln!("srun: error: Task launch for StepId={id}.0 failed on node {node}: {}", j.state_desc);
-                                    } else if j.state != "COMPLETED" && j.state != "FAILED" {
-                                        eprintln!("srun: error: job {id} ended: {}", j.state);
-                                    }
-                                    break;
-                                }
-                            }
-                        }
-                        _ => break,
-                    }
-                }
+    let created = match client.create_step(v1::StepCreateRequest { spec: Some(spec.clone()), wait: false }).await {
+        Ok(r) => Ok(r.into_inner()),
+        Err(s) if s.code() == tonic::Code::ResourceExhausted && !standalone => {
+            eprintln!("srun: Job {job} step creation temporarily disabled, retrying (Requested nodes are busy)");
+            let waited = tokio::select! {
+                r = client.create_step(v1::StepCreateRequest { spec: Some(spec.clone()), wait: true }) => r,
                 _ = tokio::signal::ctrl_c() => {
-                    ctrl_c += 1;
-                    if ctrl_c == 1 {
-                        eprintln!("srun: interrupt (one more within 1 sec to abort)");
-                    } else {
-                        eprintln!("srun: sending Ctrl-C to StepId={id}.0");
-                        eprintln!("srun: forcing job termination");
-                        let _ = client.cancel(v1::CancelRequest { job_ids: vec![id], ..Default::default() }).await;
-                    }
+                    eprintln!("srun: Cancelled pending job step with signal 2");
+                    eprintln!("srun: error: Unable to create step for job {job}: Job/step already completing or completed");
+                    return (1, 1 << 8);
                 }
-                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            };
+            if waited.is_ok() {
+                eprintln!("srun: Step created for job {job}");
             }
+            waited.map(|r| r.into_inner())
         }
-        let exits = collected.lock().map(|c| c.exits.clone()).unwrap_or_default();
-        let mut rc = 0;
-        let mut sorted = exits.clone();
-        sorted.sort();
-        for (task, node, st) in sorted {
+        Err(s) => Err(s),
+    };
+    let reply = match created {
+        Ok(r) => r,
+        Err(s) if s.code() == tonic::Code::OutOfRange => {
+            eprintln!("srun: error: {}", status_msg(&s));
+            return (1, 1 << 8);
+        }
+        Err(s) => {
+            eprintln!("srun: error: Unable to create step for job {job}: {}", status_msg(&s));
+            return (1, 1 << 8);
+        }
+    };
+    let step = reply.step.unwrap_or_default();
+    let step_id = step.step_id;
+    let label = format!("StepId={job}.{step_id}");
+    let ntasks: usize = step.nodes.iter().map(|n| n.task_ids.len()).sum();
+    let nnodes = step.nodes.len();
+    let target = v1::JobTarget { job_id: job, tasks: None, step_id: Some(step_id) };
+    let signal_step = |signal: i32| v1::CancelRequest { targets: vec![target.clone()], signal, ..Default::default() };
+    // srun ending its own step: SIGTERM, then SIGKILL after KillWait.
+    let terminate_step =
+        v1::CancelRequest { targets: vec![target.clone()], step_terminate: true, ..Default::default() };
+    let mut signals = ForwardedSignals::new();
+    let mut interrupts: Vec<Instant> = Vec::new();
+    let mut ended: Option<v1::StepInfo> = None;
+    // How the step is being ended, if it is: by scancel (aborted) or by srun itself.
+    let mut aborted = false;
+    let mut terminating = false;
+    let mut reported = 0;
+    let mut rc = 0;
+    let mut worst = 0;
+    let mut signalled = false;
+    loop {
+        // Each task's failure is told as it arrives, as srun does.
+        let exits = io.exits_in_order();
+        for (task, node, st) in &exits[reported..] {
             let sig = st & 0x7f;
             let code = (st >> 8) & 0xff;
+            if drover_model::job::exit_rank(*st) > drover_model::job::exit_rank(worst) {
+                worst = *st;
+            }
             if sig != 0 {
                 eprintln!("srun: error: {node}: task {task}: {}", signal_text(sig));
                 rc = rc.max(128 + sig);
+                signalled = true;
             } else if code != 0 {
                 eprintln!("srun: error: {node}: task {task}: Exited with exit code {code}");
                 rc = rc.max(code);
             }
+            if *st != 0 && spec.kill_on_bad_exit && !terminating && !aborted {
+                terminating = true;
+                eprintln!("srun: launch/slurm: _step_signal: Terminating {label}");
+                let _ = client.cancel(terminate_step.clone()).await;
+            }
         }
-        if exits.len() < ntasks && rc == 0 {
-            rc = 1;
+        reported = exits.len();
+        let done = io.progress().1;
+        if reported >= ntasks && done >= nnodes {
+            break;
         }
-        rc
-    })
+        if let Some(e) = &ended {
+            // The step ended on every node: the last frames are on their way, or lost.
+            if e.state != "RUNNING" {
+                if io.settle(nnodes, Duration::from_secs(1)).await && io.exits_in_order().len() > reported {
+                    continue;
+                }
+                break;
+            }
+        }
+        tokio::select! {
+            ev = async {
+                match events.as_mut() {
+                    Some(e) => e.message().await,
+                    None => std::future::pending().await,
+                }
+            } => match ev {
+                Ok(Some(ev)) => {
+                    if let Some(s) = ev.step.filter(|s| s.step_id == step_id) {
+                        if s.state == "RUNNING" && s.cancelled {
+                            aborted = true;
+                            eprintln!("srun: Job step aborted: Waiting up to {} seconds for job step to finish.", kill_wait + 2);
+                        } else if s.state != "RUNNING" {
+                            ended = Some(s);
+                        }
+                    } else if let Some(j) = ev.job {
+                        if drover_model::state::JobState::parse(&j.state).is_some_and(|s| s.is_finished()) {
+                            aborted = true;
+                            io.settle(nnodes, Duration::from_secs(1)).await;
+                            ended = Some(v1::StepInfo { state: j.state, ..Default::default() });
+                        }
+                    }
+                }
+                // The controller went away (a restart): the tasks still report to us
+                // directly, so the step goes on without its events.
+                _ => events = None,
+            },
+            _ = tokio::signal::ctrl_c() => {
+                let now = Instant::now();
+                interrupts.retain(|t| now.duration_since(*t) < Duration::from_secs(1));
+                interrupts.push(now);
+                let count = match (interrupts.len(), opts.on_interrupt) {
+                    (1, Interrupt::Forward) => 2,
+                    (1, Interrupt::Kill) => 3,
+                    (n, _) => n,
+                };
+                match count {
+                    1 => {
+                        eprintln!("srun: interrupt (one more within 1 sec to abort)");
+                        eprintln!("srun: {label} {}", io.status_line(&step));
+                    }
+                    2 => {
+                        eprintln!("srun: sending Ctrl-C to {label}");
+                        let _ = client.cancel(signal_step(nix::sys::signal::Signal::SIGINT as i32)).await;
+                        terminating = true;
+                        let _ = client.cancel(terminate_step.clone()).await;
+                    }
+                    _ => {
+                        eprintln!("srun: forcing job termination");
+                        let _ = client.cancel(signal_step(0)).await;
+                        return (1, 9);
+                    }
+                }
+            }
+            sig = signals.next() => {
+                let _ = client.cancel(signal_step(sig)).await;
+            }
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+    if reported == 0 {
+        if let Some(e) = ended.as_ref().filter(|e| !e.message.is_empty()) {
+            let node = e.nodes.first().map(|n| n.node.clone()).unwrap_or_default();
+            eprintln!("srun: error: Task launch for {label} failed on node {node}: {}", e.message);
+        }
+    }
+    if signalled && !aborted {
+        eprintln!("srun: Force Terminated {label}");
+    }
+    if reported < ntasks && rc == 0 {
+        rc = 1;
+        worst = worst.max(1 << 8);
+    }
+    (rc, worst)
 }
 
-fn signal_text(sig: i32) -> String {
+/// Signals srun passes on to its tasks (Ctrl-C is handled apart).
+struct ForwardedSignals {
+    streams: Vec<(i32, tokio::signal::unix::Signal)>,
+}
+
+impl ForwardedSignals {
+    fn new() -> ForwardedSignals {
+        use tokio::signal::unix::{signal, SignalKind};
+        let kinds = [
+            (nix::sys::signal::Signal::SIGTERM as i32, SignalKind::terminate()),
+            (nix::sys::signal::Signal::SIGHUP as i32, SignalKind::hangup()),
+            (nix::sys::signal::Signal::SIGQUIT as i32, SignalKind::quit()),
+            (nix::sys::signal::Signal::SIGUSR1 as i32, SignalKind::user_defined1()),
+            (nix::sys::signal::Signal::SIGUSR2 as i32, SignalKind::user_defined2()),
+        ];
+        ForwardedSignals { streams: kinds.into_iter().filter_map(|(n, k)| signal(k).ok().map(|s| (n, s))).collect() }
+    }
+
+    /// The next signal srun received.
+    async fn next(&mut self) -> i32 {
+        if self.streams.is_empty() {
+            return std::future::pending().await;
+        }
+        let futs = self.streams.iter_mut().map(|(n, s)| {
+            let n = *n;
+            Box::pin(async move {
+                s.recv().await;
+                n
+            })
+        });
+        futures_select_all(futs).await
+    }
+}
+
+/// The first of several futures to finish.
+async fn futures_select_all<F: std::future::Future<Output = i32> + Unpin>(futs: impl IntoIterator<Item = F>) -> i32 {
+    let mut futs: Vec<F> = futs.into_iter().collect();
+    std::future::poll_fn(move |cx| {
+        for f in futs.iter_mut() {
+            if let std::task::Poll::Ready(v) = std::pin::Pin::new(f).poll(cx) {
+                return std::task::Poll::Ready(v);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+/// The listener the step's supervisors connect back to: one connection per node carrying
+/// its tasks' output and exit statuses.
+struct IoServer {
+    addr: String,
+    collected: Arc<Mutex<Collected>>,
+}
+
+impl IoServer {
+    fn start(label: bool) -> std::io::Result<IoServer> {
+        // The supervisors reach srun on the controller's network; loopback on one host.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?.to_string();
+        let collected = Arc::new(Mutex::new(Collected::default()));
+        let c = collected.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let c = c.clone();
+                std::thread::spawn(move || serve_node(conn, c, label));
+            }
+        });
+        Ok(IoServer { addr, collected })
+    }
+
+    /// (tasks that reported an exit, nodes whose stream ended)
+    fn progress(&self) -> (usize, usize) {
+        self.collected.lock().map(|c| (c.exits.len(), c.nodes_done)).unwrap_or((0, 0))
+    }
+
+    /// Exits in the order they arrived.
+    fn exits_in_order(&self) -> Vec<(u32, String, i32)> {
+        self.collected.lock().map(|c| c.exits.clone()).unwrap_or_default()
+    }
+
+    /// Waits up to `limit` for every node's stream to end; true when they all did.
+    async fn settle(&self, nodes: usize, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if self.progress().1 >= nodes {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    /// `tasks 0-1: running` / `task 2: exited`, as srun reports on a first Ctrl-C.
+    fn status_line(&self, step: &v1::StepInfo) -> String {
+        let exited: Vec<u32> = self.exits_in_order().iter().map(|e| e.0).collect();
+        let all: Vec<u32> = step.nodes.iter().flat_map(|n| n.task_ids.iter().copied()).collect();
+        let running: Vec<u32> = all.iter().copied().filter(|t| !exited.contains(t)).collect();
+        let part = |ids: &[u32], what: &str| {
+            let word = if ids.len() == 1 { "task" } else { "tasks" };
+            format!("{word} {}: {what}", fmt_ids(ids))
+        };
+        let mut out = Vec::new();
+        if !running.is_empty() {
+            out.push(part(&running, "running"));
+        }
+        if !exited.is_empty() {
+            out.push(part(&exited, "exited"));
+        }
+        out.join(", ")
+    }
+}
+
+/// Task ids as ranges: `0-2,5`.
+fn fmt_ids(ids: &[u32]) -> String {
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i;
+        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j { ids[i].to_string() } else { format!("{}-{}", ids[i], ids[j]) });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+fn serve_node(mut conn: std::net::TcpStream, collected: Arc<Mutex<Collected>>, label: bool) {
+    let mut node = String::new();
+    let mut pending: std::collections::HashMap<(u32, u8), Vec<u8>> = std::collections::HashMap::new();
+    while let Ok(Some(f)) = read_frame(&mut conn) {
+        match f.kind {
+            HELLO => node = String::from_utf8_lossy(&f.data).to_string(),
+            STDOUT | STDERR => {
+                let buf = pending.entry((f.task, f.kind)).or_default();
+                buf.extend_from_slice(&f.data);
+                emit(buf, f.task, f.kind, label, false);
+            }
+            EXIT => {
+                for ((t, k), buf) in pending.iter_mut() {
+                    if *t == f.task {
+                        emit(buf, *t, *k, label, true);
+                    }
+                }
+                let st = i32::from_be_bytes(f.data.get(..4).and_then(|b| b.try_into().ok()).unwrap_or([0; 4]));
+                if let Ok(mut c) = collected.lock() {
+                    c.exits.push((f.task, node.clone(), st));
+                }
+            }
+            _ => {}
+        }
+    }
+    for ((t, k), buf) in pending.iter_mut() {
+        emit(buf, *t, *k, label, true);
+    }
+    if let Ok(mut c) = collected.lock() {
+        c.nodes_done += 1;
+    }
+}
+
+/// How srun names a signal that ended a task (`Killed`, `Terminated`, ...).
+pub fn signal_text(sig: i32) -> String {
     match nix::sys::signal::Signal::try_from(sig) {
         Ok(nix::sys::signal::Signal::SIGKILL) => "Killed".into(),
         Ok(nix::sys::signal::Signal::SIGTERM) => "Terminated".into(),

@@ -3,7 +3,7 @@
 //! once per batch (group commit), and only then replies, launches and publishes the read view.
 
 use crate::intern::intern;
-use crate::state::{decode_record, encode_record, Durable, HoldKind, Job, JobStatus, NodeAdmin, Record};
+use crate::state::{decode_record, encode_record, Durable, HoldKind, Job, JobStatus, NodeAdmin, Record, Step};
 use crate::view::{NodeLiveView, View};
 use arc_swap::ArcSwap;
 use drover_journal::Journal;
@@ -11,6 +11,7 @@ use drover_model::conf::{Config, PartitionState};
 use drover_model::hostlist::Hostlist;
 use drover_model::job::{Constraint, JobId, JobSpec};
 use drover_model::state::{JobState, NodeBase, NodeState, PendingReason};
+use drover_model::step::{StepId, BATCH_STEP};
 use drover_proto::v1::{self, controller_to_node, node_to_controller};
 use drover_proto::Caller;
 use drover_sched::{
@@ -25,6 +26,14 @@ use tonic::Status;
 
 pub type Reply<T> = oneshot::Sender<Result<T, Status>>;
 pub type NodeTx = mpsc::UnboundedSender<Result<v1::ControllerToNode, Status>>;
+pub type EventTx = mpsc::UnboundedSender<v1::JobEvent>;
+
+/// A step request waiting for CPUs that other steps of its job hold (`srun` retrying).
+struct WaitingStep {
+    spec: v1::StepSpec,
+    caller: Caller,
+    reply: Reply<v1::StepCreateReply>,
+}
 
 pub enum Msg {
     Submit { spec: Box<JobSpec>, caller: Caller, test_only: bool, reply: Reply<v1::SubmitReply> },
@@ -32,7 +41,9 @@ pub enum Msg {
     JobControl { req: v1::JobControlRequest, caller: Caller, reply: Reply<v1::JobControlReply> },
     UpdateNode { req: v1::UpdateNodeRequest, caller: Caller, reply: Reply<v1::Empty> },
     Reconfigure { caller: Caller, reply: Reply<v1::Empty> },
-    Watch { job: JobId, tx: mpsc::UnboundedSender<v1::JobInfo>, reply: Reply<()> },
+    Watch { job: JobId, tx: EventTx, reply: Reply<()> },
+    CreateStep { spec: Box<v1::StepSpec>, wait: bool, caller: Caller, reply: Reply<v1::StepCreateReply> },
+    CompleteJob { req: v1::CompleteRequest, caller: Caller, reply: Reply<v1::Empty> },
     NodeRegister { reg: v1::Register, tx: NodeTx, session: u64 },
     FromNode { node: String, session: u64, msg: node_to_controller::Msg },
     NodeGone { node: String, session: u64 },
@@ -67,7 +78,11 @@ pub struct Owner {
     durable: Durable,
     core: Core,
     live: BTreeMap<String, NodeLive>,
-    watchers: HashMap<JobId, Vec<mpsc::UnboundedSender<v1::JobInfo>>>,
+    watchers: HashMap<JobId, Vec<EventTx>>,
+    step_waiters: HashMap<JobId, Vec<WaitingStep>>,
+    /// When running allocations without a batch script (salloc, standalone srun) reach
+    /// their time limit: nothing on a node enforces it for them.
+    deadlines: BTreeSet<(i64, JobId)>,
     purge_queue: BTreeSet<(i64, JobId)>,
     view: Arc<ArcSwap<View>>,
     dirty: bool,
@@ -151,6 +166,8 @@ impl Owner {
             core: Core::new(),
             live: BTreeMap::new(),
             watchers: HashMap::new(),
+            step_waiters: HashMap::new(),
+            deadlines: BTreeSet::new(),
             purge_queue: BTreeSet::new(),
             view,
             dirty: true,
@@ -168,6 +185,9 @@ impl Owner {
             match j.status.state {
                 JobState::Pending => o.core.handle(Event::Submitted(o.sched_job(&j))),
                 JobState::Running | JobState::Completing | JobState::Suspended => {
+                    if let Some(d) = Self::deadline(&j) {
+                        o.deadlines.insert((d, j.id));
+                    }
                     if let Some(a) = &j.status.alloc {
                         o.core.handle(Event::Running {
                             job: j.id,
@@ -178,8 +198,8 @@ impl Owner {
                         });
                     }
                     // Agents get SlurmdTimeout to report in before their jobs are given up.
-                    for n in &j.status.nodes_running {
-                        o.live.entry(n.clone()).or_default().last_seen = t;
+                    for n in Self::busy_nodes(&j) {
+                        o.live.entry(n).or_default().last_seen = t;
                     }
                 }
                 st => {
@@ -333,6 +353,11 @@ impl Owner {
                 let r = self.reconfigure(caller);
                 self.reply(reply, r);
             }
+            Msg::CreateStep { spec, wait, caller, reply } => self.create_step(*spec, wait, caller, reply),
+            Msg::CompleteJob { req, caller, reply } => {
+                let r = self.complete_job(req, caller);
+                self.reply(reply, r);
+            }
             Msg::Watch { job, tx, reply } => match self.durable.jobs.get(&job) {
                 None => {
                     let _ = reply.send(Err(Status::not_found("Invalid job id specified")));
@@ -340,7 +365,7 @@ impl Owner {
                 Some(j) => {
                     let j = j.clone();
                     if j.status.state != JobState::Pending {
-                        let _ = tx.send(crate::view::job_info(&j));
+                        let _ = tx.send(v1::JobEvent { job: Some(crate::view::job_info(&j)), step: None });
                     }
                     if !j.status.state.is_finished() {
                         self.watchers.entry(job).or_default().push(tx);
@@ -641,7 +666,9 @@ impl Owner {
         st.partition = intern(&alloc.partition);
         st.time_limit = time_limit;
         st.alloc = Some(Box::new(alloc.clone()));
-        st.nodes_running = if j.batch { vec![st.batch_host().to_string()] } else { alloc.node_names() };
+        // A batch job runs its script on the first node; an allocation without one (salloc,
+        // standalone srun) runs nothing until its holder starts steps in it.
+        st.nodes_running = if j.batch { vec![st.batch_host().to_string()] } else { Vec::new() };
         for n in alloc.node_names() {
             if let Some(l) = self.live.get_mut(&n) {
                 l.last_busy = t;
@@ -649,6 +676,9 @@ impl Owner {
         }
         self.set_status(id, st);
         let job = self.durable.jobs.get(&id).cloned().expect("invariant: just written");
+        if let Some(d) = Self::deadline(&job) {
+            self.deadlines.insert((d, id));
+        }
         self.send_launch(&job, None);
         for n in alloc.node_names() {
             self.refresh_node(&n);
@@ -693,17 +723,30 @@ impl Owner {
             if !job.status.nodes_running.contains(&na.node) || only.is_some_and(|o| o != na.node) {
                 continue;
             }
-            let launch = v1::Launch {
-                job: Some(info.clone()),
-                kill_wait: self.cfg.kill_wait,
-                cluster_name: self.cfg.cluster_name.clone(),
-                conf_path: self.cfg.path.clone(),
-                controller_host: self.cfg.controller_addr(),
-                io_addr: io_addr.clone(),
-                node_index: idx as u32,
-                task_ids,
-            };
+            let launch = self.launch_msg(&info, &io_addr, idx, task_ids, None);
             self.outbox.push((na.node.clone(), controller_to_node::Msg::Launch(launch)));
+        }
+    }
+
+    /// What a node needs to run its part of a job (the batch script) or of a step.
+    fn launch_msg(
+        &self,
+        info: &v1::JobInfo,
+        io_addr: &str,
+        node_index: usize,
+        task_ids: Vec<u32>,
+        step: Option<v1::StepLaunch>,
+    ) -> v1::Launch {
+        v1::Launch {
+            job: Some(info.clone()),
+            kill_wait: self.cfg.kill_wait,
+            cluster_name: self.cfg.cluster_name.clone(),
+            conf_path: self.cfg.path.clone(),
+            controller_host: self.cfg.controller_addr(),
+            io_addr: io_addr.to_string(),
+            node_index: node_index as u32,
+            task_ids,
+            step,
         }
     }
 
@@ -714,15 +757,60 @@ impl Owner {
             let ws = if finished { self.watchers.remove(&job.id).unwrap_or_default() } else { ws.clone() };
             self.after_commit.push(Box::new(move || {
                 for w in ws {
-                    let _ = w.send(info.clone());
+                    let _ = w.send(v1::JobEvent { job: Some(info.clone()), step: None });
                 }
             }));
         }
     }
 
+    /// Tells the job's watchers (the step's srun) that a step was cancelled or ended.
+    fn notify_step(&mut self, step: v1::StepInfo) {
+        if let Some(ws) = self.watchers.get(&step.job_id) {
+            let ws = ws.clone();
+            self.after_commit.push(Box::new(move || {
+                for w in ws {
+                    let _ = w.send(v1::JobEvent { job: None, step: Some(step.clone()) });
+                }
+            }));
+        }
+    }
+
+    /// Asks `node` to signal (or terminate) a job, or one step of it.
+    fn signal_node(&mut self, node: &str, job: JobId, step: Option<StepId>, signal: i32, terminate: bool) {
+        let batch_only = step == Some(BATCH_STEP);
+        let step_id = step.filter(|s| *s != BATCH_STEP);
+        let msg = v1::Signal { job_id: job, signal, batch_only, terminate, step_id };
+        self.outbox.push((node.to_string(), controller_to_node::Msg::Signal(msg)));
+    }
+
+    /// Nodes where something of the job runs: its batch script or any of its steps.
+    fn busy_nodes(j: &Job) -> Vec<String> {
+        let mut nodes = j.status.nodes_running.clone();
+        for s in j.running_steps() {
+            for n in &s.nodes_running {
+                if !nodes.contains(n) {
+                    nodes.push(n.clone());
+                }
+            }
+        }
+        nodes
+    }
+
+    /// When a running allocation without a batch script reaches its time limit.
+    fn deadline(j: &Job) -> Option<i64> {
+        if j.batch || j.status.state != JobState::Running {
+            return None;
+        }
+        j.status.time_limit.map(|l| j.status.start_time + l as i64)
+    }
+
     fn job_ended_on(&mut self, node: &str, e: v1::EndedJob) {
-        let ack = controller_to_node::Msg::EndedAck(v1::Ack { job_id: e.job_id });
+        let ack = controller_to_node::Msg::EndedAck(v1::Ack { job_id: e.job_id, step_id: e.step_id });
         self.outbox.push((node.to_string(), ack));
+        if let Some(step) = e.step_id {
+            self.step_ended_on(node, step, e);
+            return;
+        }
         let Some(j) = self.durable.jobs.get(&e.job_id).cloned() else {
             return;
         };
@@ -732,7 +820,7 @@ impl Owner {
         let mut st = j.status.clone();
         st.nodes_running.retain(|n| n != node);
         // The worst exit wins, as srun reports it.
-        if exit_rank(e.exit_status) > exit_rank(st.exit_status) {
+        if drover_model::job::exit_rank(e.exit_status) > drover_model::job::exit_rank(st.exit_status) {
             st.exit_status = e.exit_status;
         }
         if !e.message.is_empty() {
@@ -754,6 +842,7 @@ impl Owner {
     /// Moves a job to its final state (or back to pending when it is being requeued).
     fn finish(&mut self, id: JobId, mut st: JobStatus, how: &str, end: i64) {
         let requeue = st.state_desc == "REQUEUE" || how == "REQUEUE";
+        self.end_steps_of(id, &st);
         if requeue {
             st.state = JobState::Pending;
             st.reason = PendingReason::None;
@@ -811,6 +900,229 @@ impl Owner {
         self.notify(&job);
     }
 
+    // ---- steps ----
+
+    /// The job is over (or requeued): what still runs of its steps is terminated, and step
+    /// requests waiting for room in it fail.
+    fn end_steps_of(&mut self, id: JobId, st: &JobStatus) {
+        self.deadlines.retain(|&(_, j)| j != id);
+        for w in self.step_waiters.remove(&id).unwrap_or_default() {
+            self.reply(w.reply, Err(Status::failed_precondition("Job/step already completing or completed")));
+        }
+        let Some(j) = self.durable.jobs.get(&id).cloned() else { return };
+        let mut nodes: Vec<String> = Vec::new();
+        for s in j.running_steps() {
+            for n in &s.nodes_running {
+                if !nodes.contains(n) && !st.nodes_running.contains(n) {
+                    nodes.push(n.clone());
+                }
+            }
+        }
+        for n in nodes {
+            self.signal_node(&n, id, None, 0, true);
+        }
+    }
+
+    fn create_step(&mut self, spec: v1::StepSpec, wait: bool, caller: Caller, reply: Reply<v1::StepCreateReply>) {
+        match self.try_step(&spec, caller) {
+            Err(s) if wait && s.code() == tonic::Code::ResourceExhausted => {
+                self.step_waiters.entry(spec.job_id).or_default().push(WaitingStep { spec, caller, reply });
+            }
+            r => self.reply(reply, r),
+        }
+    }
+
+    /// Places a step in its job's allocation, journals it and launches it on its nodes.
+    /// Busy (other steps hold what it needs) is `RESOURCE_EXHAUSTED`; more nodes than the
+    /// job has is `OUT_OF_RANGE` (srun words that one differently).
+    fn try_step(&mut self, spec: &v1::StepSpec, caller: Caller) -> Result<v1::StepCreateReply, Status> {
+        use drover_sched::step::{place_step, StepRefusal};
+        let j = self
+            .durable
+            .jobs
+            .get(&spec.job_id)
+            .cloned()
+            .ok_or_else(|| Status::not_found("Invalid job id specified"))?;
+        if !self.can_modify(&j, caller) {
+            return Err(Status::permission_denied("Access/permission denied"));
+        }
+        match j.status.state {
+            JobState::Running => {}
+            JobState::Pending => return Err(Status::failed_precondition("Job is pending execution")),
+            _ => return Err(Status::failed_precondition("Job/step already completing or completed")),
+        }
+        let shape = drover_proto::step_shape_from_wire(spec).map_err(Status::invalid_argument)?;
+        let alloc = j.status.alloc.as_deref().ok_or_else(|| Status::internal("running job without allocation"))?;
+        let running: Vec<&drover_model::step::StepLayout> = j.running_steps().iter().map(|s| &s.layout).collect();
+        let layout = place_step(alloc, &running, &shape).map_err(|r| match r {
+            StepRefusal::Busy => Status::resource_exhausted(r.message()),
+            StepRefusal::NodeCount { .. } => Status::out_of_range(r.message()),
+            _ => Status::invalid_argument(r.message()),
+        })?;
+        let step = Step {
+            id: j.steps.as_ref().map_or(0, |s| s.next_id),
+            name: spec.name.clone(),
+            nodes_running: layout.node_names(),
+            layout,
+            start_time: now(),
+            time_limit: spec.time_limit_secs,
+            srun_host: spec.srun_host.clone(),
+            srun_pid: spec.srun_pid,
+            exit_status: 0,
+            how: String::new(),
+            cancelled: false,
+        };
+        self.record(Record::StepSet { id: j.id, step: step.clone() });
+        let job = self.durable.jobs.get(&j.id).cloned().expect("invariant: just written");
+        let info = crate::view::job_info(&job);
+        let sinfo = crate::view::step_info(&job, &step);
+        for (idx, sn) in step.layout.nodes.iter().enumerate() {
+            // A step's nodes are numbered within the step (SLURM_NODEID).
+            let step = v1::StepLaunch { step: Some(sinfo.clone()), spec: Some(spec.clone()) };
+            let launch = self.launch_msg(&info, &spec.io_addr, idx, sn.task_ids.clone(), Some(step));
+            self.outbox.push((sn.node.clone(), controller_to_node::Msg::Launch(launch)));
+        }
+        Ok(v1::StepCreateReply { step: Some(sinfo), job: Some(info) })
+    }
+
+    /// Step requests that waited for room in `job` try again (a step of it ended).
+    fn retry_waiting_steps(&mut self, job: JobId) {
+        for w in self.step_waiters.remove(&job).unwrap_or_default() {
+            if w.reply.is_closed() {
+                continue;
+            }
+            let r = self.try_step(&w.spec, w.caller);
+            match r {
+                Err(s) if s.code() == tonic::Code::ResourceExhausted => {
+                    self.step_waiters.entry(job).or_default().push(w);
+                }
+                r => self.reply(w.reply, r),
+            }
+        }
+    }
+
+    /// A node's part of a step ended; the step ends when every node's has.
+    fn step_ended_on(&mut self, node: &str, step_id: StepId, e: v1::EndedJob) {
+        let Some(j) = self.durable.jobs.get(&e.job_id).cloned() else { return };
+        let Some(mut step) = j.step(step_id).cloned() else { return };
+        if !step.nodes_running.iter().any(|n| n == node) {
+            return;
+        }
+        step.nodes_running.retain(|n| n != node);
+        if drover_model::job::exit_rank(e.exit_status) > drover_model::job::exit_rank(step.exit_status) {
+            step.exit_status = e.exit_status;
+        }
+        if step.how.is_empty() && !e.how.is_empty() {
+            step.how = e.how.clone();
+        }
+        if !step.nodes_running.is_empty() {
+            self.record(Record::StepSet { id: j.id, step });
+            return;
+        }
+        let state = match step.how.as_str() {
+            _ if step.cancelled => JobState::Cancelled,
+            "CANCELLED" => JobState::Cancelled,
+            "TIMEOUT" => JobState::Timeout,
+            "NODE_FAIL" => JobState::NodeFail,
+            "OUT_OF_MEMORY" => JobState::OutOfMemory,
+            "" if step.exit_status == 0 => JobState::Completed,
+            _ => JobState::Failed,
+        };
+        let end = if e.end_time > 0 { e.end_time } else { now() };
+        let mut info = crate::view::step_info(&j, &step);
+        info.state = state.name().to_string();
+        info.end_time = end;
+        info.message = e.message;
+        self.record(Record::StepEnd { id: j.id, step: step_id, state, exit_status: step.exit_status, end_time: end });
+        self.notify_step(info);
+        self.retry_waiting_steps(j.id);
+    }
+
+    /// `scancel N.S` (or `N.batch`): the step is killed, or sent `signal`.
+    fn cancel_step(&mut self, t: &v1::JobTarget, signal: i32, graceful: bool, caller: Caller) -> v1::CancelResult {
+        let step_id = t.step_id.unwrap_or(0);
+        let whole = v1::JobTarget { job_id: t.job_id, tasks: t.tasks.clone(), step_id: None };
+        let job_label = match &t.tasks {
+            Some(task) => format!("{}_{task}", t.job_id),
+            None => t.job_id.to_string(),
+        };
+        let target = format!("{job_label}.{}", drover_model::step::step_name(step_id));
+        let result =
+            |job_id: JobId, error: &str| v1::CancelResult { job_id, error: error.to_string(), target: target.clone() };
+        let id = match self.resolve(&[], std::slice::from_ref(&whole), false).into_iter().next() {
+            Some((_, Ok(id))) => id,
+            _ => return result(0, "Invalid job id specified"),
+        };
+        let Some(j) = self.durable.jobs.get(&id).cloned() else { return result(id, "Invalid job id specified") };
+        if !self.can_modify(&j, caller) {
+            return result(id, "Access/permission denied");
+        }
+        if j.status.state.is_finished() {
+            return result(id, "Job/step already completing or completed");
+        }
+        if step_id == BATCH_STEP {
+            if !j.batch || j.status.state != JobState::Running {
+                return result(id, "Invalid job id specified");
+            }
+            let sig = if signal == 0 { libc_sigkill() } else { signal };
+            for n in j.status.nodes_running.clone() {
+                self.signal_node(&n, id, Some(BATCH_STEP), sig, false);
+            }
+            return result(id, "");
+        }
+        let Some(step) = j.step(step_id).cloned() else { return result(id, "Invalid job id specified") };
+        if signal != 0 {
+            for n in &step.nodes_running {
+                self.signal_node(n, id, Some(step_id), signal, false);
+            }
+            return result(id, "");
+        }
+        if step.cancelled {
+            return result(id, "Job/step already completing or completed");
+        }
+        let mut step = step;
+        step.cancelled = true;
+        self.record(Record::StepSet { id, step: step.clone() });
+        // srun ending its own step gracefully (SIGTERM first); scancel kills at once.
+        let how = if graceful { libc_sigterm() } else { 0 };
+        for n in &step.nodes_running {
+            self.signal_node(n, id, Some(step_id), how, true);
+        }
+        if !graceful {
+            let info = crate::view::step_info(&j, &step);
+            self.notify_step(info);
+        }
+        result(id, "")
+    }
+
+    /// The holder of an allocation without a batch script (standalone srun, salloc) is
+    /// done with it: the job ends with the status of what ran in it.
+    fn complete_job(&mut self, req: v1::CompleteRequest, caller: Caller) -> Result<v1::Empty, Status> {
+        let j =
+            self.durable.jobs.get(&req.job_id).cloned().ok_or_else(|| Status::not_found("Invalid job id specified"))?;
+        if !self.can_modify(&j, caller) {
+            return Err(Status::permission_denied("Access/permission denied"));
+        }
+        if j.batch {
+            return Err(Status::failed_precondition("Only allocations without a batch script can be completed"));
+        }
+        match j.status.state {
+            JobState::Running => {}
+            JobState::Pending => {
+                self.end_pending(j.id, Some(caller.uid), PendingReason::None, now());
+                return Ok(v1::Empty {});
+            }
+            // Ended already (cancelled, timed out): nothing to do.
+            _ => return Ok(v1::Empty {}),
+        }
+        let t = now();
+        let mut st = j.status.clone();
+        st.exit_status = req.exit_status;
+        let timed_out = Self::deadline(&j).is_some_and(|d| d <= t);
+        self.finish(j.id, st, if timed_out { "TIMEOUT" } else { "" }, t);
+        Ok(v1::Empty {})
+    }
+
     fn can_modify(&self, j: &Job, caller: Caller) -> bool {
         caller.is_root() || caller.uid == j.uid
     }
@@ -840,7 +1152,17 @@ impl Owner {
             .collect()
     }
 
-    fn cancel(&mut self, req: v1::CancelRequest, caller: Caller) -> v1::CancelReply {
+    fn cancel(&mut self, mut req: v1::CancelRequest, caller: Caller) -> v1::CancelReply {
+        let mut results = Vec::new();
+        let (steps, jobs): (Vec<v1::JobTarget>, Vec<v1::JobTarget>) =
+            std::mem::take(&mut req.targets).into_iter().partition(|t| t.step_id.is_some());
+        req.targets = jobs;
+        for t in &steps {
+            results.push(self.cancel_step(t, req.signal, req.step_terminate, caller));
+        }
+        if !steps.is_empty() && req.targets.is_empty() && req.job_ids.is_empty() {
+            return v1::CancelReply { results };
+        }
         let filtered = req.has_user
             || !req.name.is_empty()
             || !req.partition.is_empty()
@@ -858,7 +1180,6 @@ impl Owner {
         } else {
             self.resolve(&req.job_ids, &req.targets, true)
         };
-        let mut results = Vec::new();
         let t = now();
         for (target, id) in ids {
             let id = match id {
@@ -896,19 +1217,19 @@ impl Owner {
                         }
                         let mut st = j.status.clone();
                         st.cancelled_by = Some(caller.uid);
+                        if !j.batch {
+                            // Nothing on a node ends an allocation: it ends now, and its
+                            // steps are terminated.
+                            self.finish(id, st, "CANCELLED", t);
+                            results.push(err(""));
+                            continue;
+                        }
                         st.state = JobState::Completing;
                         self.set_status(id, st);
                     }
-                    for n in &j.status.nodes_running {
-                        self.outbox.push((
-                            n.clone(),
-                            controller_to_node::Msg::Signal(v1::Signal {
-                                job_id: id,
-                                signal: req.signal,
-                                batch_only: req.batch_only,
-                                terminate,
-                            }),
-                        ));
+                    let step = if req.batch_only { Some(BATCH_STEP) } else { None };
+                    for n in Self::busy_nodes(&j) {
+                        self.signal_node(&n, id, step, req.signal, terminate);
                     }
                     results.push(err(""));
                 }
@@ -1067,18 +1388,9 @@ impl Owner {
                 }
                 st.state = JobState::Completing;
                 st.state_desc = "REQUEUE".into();
-                let nodes = st.nodes_running.clone();
                 self.set_status(id, st);
-                for n in nodes {
-                    self.outbox.push((
-                        n,
-                        controller_to_node::Msg::Signal(v1::Signal {
-                            job_id: id,
-                            signal: 0,
-                            batch_only: false,
-                            terminate: true,
-                        }),
-                    ));
+                for n in Self::busy_nodes(&j) {
+                    self.signal_node(&n, id, None, 0, true);
                 }
             }
             "update" => self.update_job(&j, st, &req.fields, caller)?,
@@ -1242,16 +1554,47 @@ impl Owner {
                 self.record(Record::NodeAdmin { node: name.clone(), admin: NodeAdmin::default() });
             }
         }
-        let running: BTreeSet<u32> = reg.running.iter().map(|r| r.job_id).collect();
+        let running: BTreeSet<(u32, Option<StepId>)> = reg.running.iter().map(|r| (r.job_id, r.step_id)).collect();
         for e in reg.ended {
             let id = e.job_id;
             if let Some(j) = self.durable.jobs.get(&id) {
-                if j.status.nodes_running.contains(&name) {
+                let mine = match e.step_id {
+                    None => j.status.nodes_running.contains(&name),
+                    Some(s) => j.step(s).is_some_and(|s| s.nodes_running.contains(&name)),
+                };
+                if mine {
                     self.job_ended_on(&name, e);
                     continue;
                 }
             }
-            self.outbox.push((name.clone(), controller_to_node::Msg::EndedAck(v1::Ack { job_id: id })));
+            let ack = v1::Ack { job_id: id, step_id: e.step_id };
+            self.outbox.push((name.clone(), controller_to_node::Msg::EndedAck(ack)));
+        }
+        // Steps the controller believes run here but the agent does not know: their launch
+        // was lost with the old session; srun hears they failed.
+        let lost: Vec<(JobId, StepId)> = self
+            .durable
+            .jobs
+            .values()
+            .filter(|j| !j.status.state.is_finished())
+            .flat_map(|j| {
+                j.running_steps()
+                    .iter()
+                    .filter(|s| s.nodes_running.contains(&name) && !running.contains(&(j.id, Some(s.id))))
+                    .map(|s| (j.id, s.id))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for (job_id, step) in lost {
+            let e = v1::EndedJob {
+                job_id,
+                exit_status: 1 << 8,
+                how: "FAILED_LAUNCH".into(),
+                end_time: t,
+                message: format!("the launch of the step on {name} was lost"),
+                step_id: Some(step),
+            };
+            self.step_ended_on(&name, step, e);
         }
         // Jobs the controller believes run here but the agent does not know: the launch was lost.
         let mine: Vec<Arc<Job>> = self
@@ -1262,7 +1605,7 @@ impl Owner {
             .cloned()
             .collect();
         for j in mine {
-            if running.contains(&j.id) {
+            if running.contains(&(j.id, None)) {
                 continue;
             }
             if j.status.cancelled_by.is_some() || j.status.state == JobState::Completing {
@@ -1277,23 +1620,14 @@ impl Owner {
                 self.send_launch(&j, Some(&name));
             }
         }
-        // Jobs the agent runs that the controller has no use for: stop them.
-        for id in running {
-            let known = self
-                .durable
-                .jobs
-                .get(&id)
-                .is_some_and(|j| !j.status.state.is_finished() && j.status.nodes_running.contains(&name));
+        // Jobs and steps the agent runs that the controller has no use for: stop them.
+        for (id, step) in running {
+            let known = self.durable.jobs.get(&id).is_some_and(|j| match step {
+                None => !j.status.state.is_finished() && j.status.nodes_running.contains(&name),
+                Some(s) => j.step(s).is_some_and(|s| s.nodes_running.contains(&name)),
+            });
             if !known {
-                self.outbox.push((
-                    name.clone(),
-                    controller_to_node::Msg::Signal(v1::Signal {
-                        job_id: id,
-                        signal: 0,
-                        batch_only: false,
-                        terminate: true,
-                    }),
-                ));
+                self.signal_node(&name, id, step, 0, true);
             }
         }
         self.refresh_node(&name);
@@ -1363,15 +1697,7 @@ impl Owner {
         for j in victims {
             for n in &j.status.nodes_running {
                 if n != node {
-                    self.outbox.push((
-                        n.clone(),
-                        controller_to_node::Msg::Signal(v1::Signal {
-                            job_id: j.id,
-                            signal: 0,
-                            batch_only: false,
-                            terminate: true,
-                        }),
-                    ));
+                    self.signal_node(n, j.id, None, 0, true);
                 }
             }
             let st = j.status.clone();
@@ -1419,6 +1745,18 @@ impl Owner {
             }
             self.fail_jobs_on(&n, t);
             self.refresh_node(&n);
+        }
+        // Allocations without a batch script that reached their time limit.
+        while let Some(&(d, id)) = self.deadlines.first() {
+            if d > t {
+                break;
+            }
+            self.deadlines.remove(&(d, id));
+            if let Some(j) = self.durable.jobs.get(&id).cloned() {
+                if j.status.state == JobState::Running && !j.batch {
+                    self.finish(id, j.status.clone(), "TIMEOUT", t);
+                }
+            }
         }
         // Ended jobs older than MinJobAge.
         let age = i64::from(self.cfg.min_job_age);
@@ -1475,13 +1813,6 @@ fn libc_sigkill() -> i32 {
     nix::sys::signal::Signal::SIGKILL as i32
 }
 
-/// Orders wait statuses by how bad they are: signals above exit codes, larger above smaller.
-fn exit_rank(status: i32) -> i64 {
-    let sig = status & 0x7f;
-    let code = (status >> 8) & 0xff;
-    if sig != 0 {
-        1000 + i64::from(sig)
-    } else {
-        i64::from(code)
-    }
+fn libc_sigterm() -> i32 {
+    nix::sys::signal::Signal::SIGTERM as i32
 }

@@ -111,8 +111,22 @@ impl Controller for Handlers {
         let job = req.get_ref().job_id;
         let (tx, rx) = mpsc::unbounded_channel();
         self.ask(|reply| Msg::Watch { job, tx, reply }).await?;
-        let s = UnboundedReceiverStream::new(rx).map(|j| Ok(v1::JobEvent { job: Some(j) }));
+        let s = UnboundedReceiverStream::new(rx).map(Ok);
         Ok(Response::new(Box::pin(s)))
+    }
+
+    async fn create_step(&self, req: Request<v1::StepCreateRequest>) -> Result<Response<v1::StepCreateReply>, Status> {
+        let caller = who(&req)?;
+        let r = req.into_inner();
+        let spec = r.spec.ok_or_else(|| Status::invalid_argument("step request without a step"))?;
+        let wait = r.wait;
+        self.ask(|reply| Msg::CreateStep { spec: Box::new(spec), wait, caller, reply }).await.map(Response::new)
+    }
+
+    async fn complete_job(&self, req: Request<v1::CompleteRequest>) -> Result<Response<v1::Empty>, Status> {
+        let caller = who(&req)?;
+        let req = req.into_inner();
+        self.ask(|reply| Msg::CompleteJob { req, caller, reply }).await.map(Response::new)
     }
 
     async fn shutdown(&self, req: Request<v1::Empty>) -> Result<Response<v1::Empty>, Status> {

@@ -7,6 +7,7 @@ use drover_model::array::{ArraySpec, TaskSet};
 use drover_model::duration::TimeLimit;
 use drover_model::job::{JobId, JobSpec};
 use drover_model::state::{JobState, PendingReason};
+use drover_model::step::{StepId, StepLayout};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -93,6 +94,35 @@ pub struct Job {
     pub blob: Option<RecordRef>,
     /// The job's part in an array (`--array`), boxed: most jobs have none.
     pub array: Option<Box<ArrayPart>>,
+    /// Its steps (srun inside the allocation), boxed: pending jobs have none.
+    pub steps: Option<Box<JobSteps>>,
+}
+
+/// The steps of a job: those not ended yet, and the id the next one gets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct JobSteps {
+    pub next_id: StepId,
+    pub running: Vec<Step>,
+}
+
+/// A job step that has not ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub id: StepId,
+    pub name: String,
+    pub layout: StepLayout,
+    pub start_time: i64,
+    /// `srun -t` (the job's limit applies too).
+    pub time_limit: Option<u64>,
+    pub srun_host: String,
+    pub srun_pid: u32,
+    /// Nodes whose part of the step has not reported its end.
+    pub nodes_running: Vec<String>,
+    /// The worst raw wait status reported so far.
+    pub exit_status: i32,
+    /// How a node said its part ended (`CANCELLED`, `TIMEOUT`, `FAILED_LAUNCH`, ...).
+    pub how: String,
+    pub cancelled: bool,
 }
 
 /// A record of a job array: either the array's pending remainder (`task_id: None`, at the
@@ -141,7 +171,17 @@ impl Job {
             status,
             blob,
             array: spec.array.as_deref().and_then(|a| ArrayPart::remainder(id, a)).map(Box::new),
+            steps: None,
         }
+    }
+
+    /// The steps not ended yet.
+    pub fn running_steps(&self) -> &[Step] {
+        self.steps.as_deref().map_or(&[], |s| s.running.as_slice())
+    }
+
+    pub fn step(&self, id: StepId) -> Option<&Step> {
+        self.running_steps().iter().find(|s| s.id == id)
     }
 
     /// The array task this record runs.
@@ -210,6 +250,19 @@ pub enum Record {
         node: String,
         admin: NodeAdmin,
     },
+    /// A step started, or changed while it runs (a node reported its part ended).
+    StepSet {
+        id: JobId,
+        step: Step,
+    },
+    /// A step ended: it leaves the job's running steps.
+    StepEnd {
+        id: JobId,
+        step: StepId,
+        state: JobState,
+        exit_status: i32,
+        end_time: i64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -276,6 +329,23 @@ impl Durable {
             }
             Record::NodeAdmin { node, admin } => {
                 self.nodes.insert(node, admin);
+            }
+            Record::StepSet { id, step } => {
+                if let Some(j) = self.jobs.get_mut(&id) {
+                    let steps = Arc::make_mut(j).steps.get_or_insert_with(Default::default);
+                    steps.next_id = steps.next_id.max(step.id.saturating_add(1));
+                    match steps.running.iter_mut().find(|s| s.id == step.id) {
+                        Some(s) => *s = step,
+                        None => steps.running.push(step),
+                    }
+                }
+            }
+            Record::StepEnd { id, step, .. } => {
+                if let Some(j) = self.jobs.get_mut(&id) {
+                    if let Some(steps) = Arc::make_mut(j).steps.as_mut() {
+                        steps.running.retain(|s| s.id != step);
+                    }
+                }
             }
         }
     }

@@ -1,7 +1,7 @@
 //! The published, immutable view readers are served from, and its conversion to the wire.
 //! Conversion runs in the reader's task, never on the state owner.
 
-use crate::state::{HoldKind, Job};
+use crate::state::{HoldKind, Job, Step};
 use drover_model::conf::{Config, NodeConf};
 use drover_model::hostlist::Hostlist;
 use drover_model::state::{JobState, NodeState, PendingReason};
@@ -78,7 +78,29 @@ fn status_info(j: &Job) -> v1::JobInfo {
         nodes,
         planned_start: st.planned.as_ref().map_or(0, |p| p.0),
         sched_nodes: st.planned.as_ref().map(|p| p.1.clone()).unwrap_or_default(),
+        steps: j.running_steps().iter().map(|s| step_info(j, s)).collect(),
         ..array_info(j)
+    }
+}
+
+/// A step on the wire, `RUNNING` (its final state is sent when it ends).
+pub fn step_info(j: &Job, s: &Step) -> v1::StepInfo {
+    v1::StepInfo {
+        job_id: j.id,
+        step_id: s.id,
+        name: s.name.clone(),
+        state: "RUNNING".into(),
+        start_time: s.start_time,
+        time_limit_secs: s.time_limit.or(j.status.time_limit),
+        nodes: drover_proto::step_nodes_to_wire(&s.layout),
+        distribution: s.layout.distribution.spec(),
+        overlap: s.layout.overlap,
+        srun_host: s.srun_host.clone(),
+        srun_pid: s.srun_pid,
+        exit_status: s.exit_status,
+        end_time: 0,
+        cancelled: s.cancelled,
+        message: String::new(),
     }
 }
 

@@ -247,6 +247,17 @@ impl JobSpec {
     }
 }
 
+/// Orders raw wait(2) statuses by how bad they are: any signal above any exit code, larger
+/// above smaller. A job's or step's status is its worst task's.
+pub fn exit_rank(status: i32) -> i64 {
+    let sig = status & 0x7f;
+    if sig != 0 {
+        1000 + i64::from(sig)
+    } else {
+        i64::from((status >> 8) & 0xff)
+    }
+}
+
 /// `SLURM_TASKS_PER_NODE`-style compression: `[2,2,2,1]` → `2(x3),1`.
 pub fn fmt_counts(counts: &[u32]) -> String {
     let mut out: Vec<String> = Vec::new();

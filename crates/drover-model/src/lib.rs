@@ -16,6 +16,7 @@ pub mod hostlist;
 pub mod job;
 pub mod memsize;
 pub mod state;
+pub mod step;
 
 /// The Slurm release whose commands and formats Drover follows.
 pub const SLURM_COMPAT_VERSION: &str = "22.05.8";

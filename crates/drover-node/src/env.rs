@@ -15,16 +15,27 @@ fn exported(spec: &v1::JobSpec) -> Vec<(String, String)> {
     spec.environment.iter().map(|kv| (kv.key.clone(), kv.value.clone())).collect()
 }
 
-/// Variables common to the batch script and to every task.
+fn set_in(env: &mut Vec<(String, String)>, k: &str, v: String) {
+    env.retain(|(ek, _)| ek != k);
+    env.push((k.to_string(), v));
+}
+
+/// The batch script's variables describing its job (a step's tasks inherit them through
+/// srun's environment).
 pub fn job_env(c: &EnvCtx<'_>) -> Vec<(String, String)> {
+    let job = c.launch.job.as_ref().expect("invariant: launch carries its job");
+    let spec = job.spec.as_ref().expect("invariant: job carries its spec");
+    let mut env = exported(spec);
+    add_job_vars(c, &mut env);
+    env
+}
+
+/// Sets the variables that describe the job as a whole.
+fn add_job_vars(c: &EnvCtx<'_>, env: &mut Vec<(String, String)>) {
     let l = c.launch;
     let job = l.job.as_ref().expect("invariant: launch carries its job");
     let spec = job.spec.as_ref().expect("invariant: job carries its spec");
-    let mut env = exported(spec);
-    let mut set = |k: &str, v: String| {
-        env.retain(|(ek, _)| ek != k);
-        env.push((k.to_string(), v));
-    };
+    let mut set = |k: &str, v: String| set_in(env, k, v);
     let nodes: Vec<String> = job.alloc.iter().map(|a| a.node.clone()).collect();
     let nodelist = Hostlist::from_iter(&nodes).ranged();
     let cpus: Vec<u32> = job.alloc.iter().map(|a| a.cpu_ids.len() as u32).collect();
@@ -86,10 +97,6 @@ pub fn job_env(c: &EnvCtx<'_>) -> Vec<(String, String)> {
     if let Some(m) = spec.mem_per_cpu_mb {
         set("SLURM_MEM_PER_CPU", m.to_string());
     }
-    if let Some(n) = &spec.comment {
-        let _ = n;
-    }
-    env
 }
 
 /// The batch script's environment.
@@ -108,34 +115,84 @@ pub fn batch_env(c: &EnvCtx<'_>) -> Vec<(String, String)> {
     env
 }
 
-/// One task's environment in an srun step.
-pub fn task_env(c: &EnvCtx<'_>, task: u32, local: u32, srun_host: &str, srun_port: &str) -> Vec<(String, String)> {
+/// One task's environment in a step, built as Slurm builds it: srun's environment (what
+/// `--export` passes, which inside a batch job already holds the job's variables), the
+/// variables srun sets for the step, then those the step daemon sets for each task. A
+/// standalone srun (no enclosing job) also gets the job's variables, as real srun sets them
+/// from its fresh allocation.
+pub fn step_task_env(c: &EnvCtx<'_>, sl: &v1::StepLaunch, task: u32, local: u32) -> Vec<(String, String)> {
     let l = c.launch;
     let job = l.job.as_ref().expect("invariant: launch carries its job");
-    let mut env = job_env(c);
-    let nodes: Vec<String> = job.alloc.iter().map(|a| a.node.clone()).collect();
-    let tasks: Vec<u32> = job.alloc.iter().map(|a| a.tasks).collect();
-    let ntasks: u32 = tasks.iter().sum();
-    let gtids: Vec<String> = l.task_ids.iter().map(|t| t.to_string()).collect();
-    for (k, v) in [
-        ("SLURM_GTIDS", gtids.join(",")),
-        ("SLURM_LOCALID", local.to_string()),
-        ("SLURM_NODEID", l.node_index.to_string()),
-        ("SLURM_PROCID", task.to_string()),
-        ("SLURM_STEPID", "0".into()),
-        ("SLURM_STEP_ID", "0".into()),
-        ("SLURM_STEP_NODELIST", Hostlist::from_iter(&nodes).ranged()),
-        ("SLURM_STEP_NUM_NODES", nodes.len().to_string()),
-        ("SLURM_STEP_NUM_TASKS", ntasks.to_string()),
-        ("SLURM_STEP_TASKS_PER_NODE", fmt_counts(&tasks)),
-        ("SLURM_LAUNCH_NODE_IPADDR", srun_host.to_string()),
-        ("SLURM_SRUN_COMM_HOST", srun_host.to_string()),
-        ("SLURM_SRUN_COMM_PORT", srun_port.to_string()),
-        ("SLURM_STEP_LAUNCHER_PORT", srun_port.to_string()),
-        ("SLURM_UMASK", "0022".into()),
-    ] {
-        env.retain(|(ek, _)| ek != k);
-        env.push((k.to_string(), v));
+    let jspec = job.spec.as_ref().expect("invariant: job carries its spec");
+    let step = sl.step.as_ref().expect("invariant: a step launch carries its step");
+    let spec = sl.spec.as_ref().expect("invariant: a step launch carries its request");
+    let mut env: Vec<(String, String)> = spec.environment.iter().map(|kv| (kv.key.clone(), kv.value.clone())).collect();
+    if spec.standalone {
+        add_job_vars(c, &mut env);
+        env.retain(|(k, _)| k != "SLURM_NODE_ALIASES");
     }
+    let (host, port) = spec.io_addr.rsplit_once(':').unwrap_or(("", ""));
+    let step_nodes: Vec<String> = step.nodes.iter().map(|n| n.node.clone()).collect();
+    let step_list = Hostlist::from_iter(&step_nodes).ranged();
+    let counts: Vec<u32> = step.nodes.iter().map(|n| n.task_ids.len() as u32).collect();
+    let ntasks: u32 = counts.iter().sum();
+    let job_nodes: Vec<String> = job.alloc.iter().map(|a| a.node.clone()).collect();
+    let job_cpus: Vec<u32> = job.alloc.iter().map(|a| a.cpu_ids.len() as u32).collect();
+    let here = step.nodes.iter().find(|n| n.node == c.node);
+    let gtids: Vec<String> = l.task_ids.iter().map(|t| t.to_string()).collect();
+    let id = step.step_id.to_string();
+    let jid = job.job_id.to_string();
+    let mut set = |k: &str, v: String| set_in(&mut env, k, v);
+    // What srun sets for the step.
+    set("SLURM_JOB_ID", jid.clone());
+    set("SLURM_JOBID", jid);
+    set("SLURM_NNODES", step_nodes.len().to_string());
+    set("SLURM_NTASKS", ntasks.to_string());
+    set("SLURM_NPROCS", ntasks.to_string());
+    set("SLURM_TASKS_PER_NODE", fmt_counts(&counts));
+    set("SLURM_NODELIST", Hostlist::from_iter(&job_nodes).ranged());
+    if !spec.standalone {
+        let dist = drover_model::step::Distribution::parse(&step.distribution).ok().flatten().unwrap_or_default();
+        set("SLURM_DISTRIBUTION", dist.env_name().to_string());
+        set("SLURM_JOB_CPUS_PER_NODE_PACK_GROUP_0", fmt_counts(&job_cpus));
+    }
+    if spec.cpus_per_task > 0 {
+        set("SLURM_CPUS_PER_TASK", spec.cpus_per_task.to_string());
+    }
+    set("SLURM_STEP_ID", id.clone());
+    set("SLURM_STEPID", id);
+    set("SLURM_STEP_NODELIST", step_list.clone());
+    set("SLURM_STEP_NUM_NODES", step_nodes.len().to_string());
+    set("SLURM_STEP_NUM_TASKS", ntasks.to_string());
+    set("SLURM_STEP_TASKS_PER_NODE", fmt_counts(&counts));
+    set("SLURM_LAUNCH_NODE_IPADDR", host.to_string());
+    set("SLURM_SRUN_COMM_HOST", host.to_string());
+    set("SLURM_SRUN_COMM_PORT", port.to_string());
+    set("SLURM_STEP_LAUNCHER_PORT", port.to_string());
+    set("SLURM_UMASK", "0022".into());
+    // What srun sets only where its environment has none.
+    if !env.iter().any(|(k, _)| k == "SLURM_JOB_NODELIST") {
+        env.push(("SLURM_JOB_NODELIST".into(), step_list));
+    }
+    if !env.iter().any(|(k, _)| k == "SLURM_JOB_NAME") {
+        env.push(("SLURM_JOB_NAME".into(), step.name.clone()));
+    }
+    // What the step daemon sets for each task.
+    let mut set = |k: &str, v: String| set_in(&mut env, k, v);
+    set("SLURMD_NODENAME", c.node.to_string());
+    set("SLURM_CONF", l.conf_path.clone());
+    set("SLURM_CPUS_ON_NODE", here.map_or(0, |n| n.cpu_ids.len()).to_string());
+    set("SLURM_GTIDS", gtids.join(","));
+    set("SLURM_JOB_GID", jspec.gid.to_string());
+    set("SLURM_JOB_UID", jspec.uid.to_string());
+    set("SLURM_JOB_USER", jspec.user.clone());
+    set("SLURM_JOB_PARTITION", job.partition.clone());
+    set("SLURM_LOCALID", local.to_string());
+    set("SLURM_NODEID", l.node_index.to_string());
+    set("SLURM_PROCID", task.to_string());
+    set("SLURM_PRIO_PROCESS", "0".into());
+    set("SLURM_TOPOLOGY_ADDR", c.node.to_string());
+    set("SLURM_TOPOLOGY_ADDR_PATTERN", "node".into());
+    set("SLURM_WORKING_CLUSTER", format!("{}:{}:9728:109", l.cluster_name, l.controller_host));
     env
 }

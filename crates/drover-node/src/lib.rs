@@ -45,6 +45,9 @@ fn log(node: &str, msg: &str) {
     eprintln!("[{}] drover node {node}: {msg}", now.strftime("%Y-%m-%dT%H:%M:%S%.3f"));
 }
 
+/// A job's batch script (`None`) or one of its steps: what one supervisor runs.
+type Unit = (u32, Option<u32>);
+
 struct Agent {
     /// This binary, resolved at start: it may be replaced on disk while the agent runs.
     exe: PathBuf,
@@ -52,8 +55,8 @@ struct Agent {
     spool: PathBuf,
     cfg: Config,
     start_time: i64,
-    /// Ended jobs already reported on the current session.
-    reported: HashSet<u32>,
+    /// Ended jobs and steps already reported on the current session.
+    reported: HashSet<Unit>,
 }
 
 /// Runs the agent for `node` until SIGTERM/SIGINT. Jobs keep running when it stops.
@@ -81,7 +84,7 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
     let _ = std::fs::remove_file(&sock_path);
     let listener = tokio::net::UnixListener::bind(&sock_path)
         .map_err(|source| NodeError::Spool { path: sock_path.display().to_string(), source })?;
-    let (wake_tx, mut wake_rx) = mpsc::unbounded_channel::<u32>();
+    let (wake_tx, mut wake_rx) = mpsc::unbounded_channel::<Unit>();
     tokio::spawn(async move {
         while let Ok((mut s, _)) = listener.accept().await {
             let tx = wake_tx.clone();
@@ -89,8 +92,8 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
                 use tokio::io::AsyncReadExt;
                 let mut line = String::new();
                 let _ = s.read_to_string(&mut line).await;
-                if let Some(id) = spool::job_of_dir(line.trim()) {
-                    let _ = tx.send(id);
+                if let Some(unit) = spool::unit_of_dir(line.trim()) {
+                    let _ = tx.send(unit);
                 }
             });
         }
@@ -130,13 +133,13 @@ impl Agent {
         scan_spool(&self.spool)
     }
 
-    async fn session(&mut self, wake_rx: &mut mpsc::UnboundedReceiver<u32>, confinement: &str) -> Result<(), String> {
+    async fn session(&mut self, wake_rx: &mut mpsc::UnboundedReceiver<Unit>, confinement: &str) -> Result<(), String> {
         let addr = self.cfg.controller_addr();
         let chan = drover_proto::connect_tcp(&addr).await.map_err(|e| e.to_string())?;
         let mut client = NodeLinkClient::new(chan);
         let (tx, rx) = mpsc::unbounded_channel::<v1::NodeToController>();
         let (running, ended) = self.scan();
-        self.reported = ended.iter().map(|e| e.job_id).collect();
+        self.reported = ended.iter().map(|e| (e.job_id, e.step_id)).collect();
         let conf = self.cfg.node(&self.name).cloned().ok_or("node vanished from config")?;
         let uname = nix::sys::utsname::uname().ok();
         let reg = v1::Register {
@@ -182,7 +185,7 @@ impl Agent {
                         Err(e) => return Err(e.message().to_string()),
                     }
                 }
-                Some(id) = wake_rx.recv() => self.report_if_ended(id, &tx),
+                Some(unit) = wake_rx.recv() => self.report_if_ended(unit, &tx),
                 _ = hb.tick() => {
                     let st = v1::NodeStatus { cpu_load: load_avg(), free_mem_mb: free_mem_mb() };
                     if tx.send(v1::NodeToController { msg: Some(node_to_controller::Msg::Heartbeat(st)) }).is_err() {
@@ -195,7 +198,7 @@ impl Agent {
                     let spool = self.spool.clone();
                     let (_, ended) = tokio::task::spawn_blocking(move || scan_spool(&spool)).await.unwrap_or_default();
                     for e in ended {
-                        if self.reported.insert(e.job_id) {
+                        if self.reported.insert((e.job_id, e.step_id)) {
                             let _ = tx.send(v1::NodeToController { msg: Some(node_to_controller::Msg::Ended(e)) });
                         }
                     }
@@ -204,12 +207,21 @@ impl Agent {
         }
     }
 
-    fn report_if_ended(&mut self, id: u32, tx: &mpsc::UnboundedSender<v1::NodeToController>) {
-        let dir = spool::job_dir(&self.spool, id);
+    fn report_if_ended(&mut self, unit: Unit, tx: &mpsc::UnboundedSender<v1::NodeToController>) {
+        let dir = spool::unit_dir(&self.spool, unit.0, unit.1);
         if let Some(st) = spool::read_status(&dir) {
-            if self.reported.insert(id) {
-                let _ = tx.send(v1::NodeToController { msg: Some(node_to_controller::Msg::Ended(ended_msg(id, st))) });
+            if self.reported.insert(unit) {
+                let msg = node_to_controller::Msg::Ended(ended_msg(unit, st));
+                let _ = tx.send(v1::NodeToController { msg: Some(msg) });
             }
+        }
+    }
+
+    /// Sends a request line to the supervisor of `dir`; false when none listens there.
+    fn tell(dir: &Path, line: &str) -> bool {
+        match std::os::unix::net::UnixStream::connect(dir.join(spool::SV_SOCK)) {
+            Ok(mut c) => c.write_all(line.as_bytes()).is_ok(),
+            Err(_) => false,
         }
     }
 
@@ -219,14 +231,20 @@ impl Agent {
                 let Some(id) = l.job.as_ref().map(|j| j.job_id) else {
                     return;
                 };
-                let dir = spool::job_dir(&self.spool, id);
+                let step = l.step.as_ref().and_then(|s| s.step.as_ref()).map(|s| s.step_id);
+                let unit = (id, step);
+                let dir = spool::unit_dir(&self.spool, id, step);
                 if dir.exists() {
                     // A repeated launch (after a reconnect): the job is already here.
-                    self.report_if_ended(id, tx);
+                    self.report_if_ended(unit, tx);
                     return;
                 }
                 if let Err(e) = self.launch(&dir, &l) {
-                    log(&self.name, &format!("job {id}: launch failed: {e}"));
+                    let what = match step {
+                        Some(s) => format!("step {id}.{s}"),
+                        None => format!("job {id}"),
+                    };
+                    log(&self.name, &format!("{what}: launch failed: {e}"));
                     let st = spool::EndStatus {
                         exit_status: 1 << 8,
                         how: "FAILED_LAUNCH".into(),
@@ -235,43 +253,62 @@ impl Agent {
                     };
                     let _ = std::fs::create_dir_all(&dir);
                     let _ = spool::write_status(&dir, &st);
-                    self.report_if_ended(id, tx);
+                    self.report_if_ended(unit, tx);
                 }
             }
             controller_to_node::Msg::Signal(s) => {
-                let dir = spool::job_dir(&self.spool, s.job_id);
+                if let Some(step) = s.step_id {
+                    // One step: scancel kills it at once, as Slurm does; srun ending it
+                    // (signal SIGTERM) gives its tasks KillWait to go.
+                    let line = match (s.terminate, s.signal) {
+                        (true, 0) => "kill".to_string(),
+                        (true, _) => "term".to_string(),
+                        (false, sig) => format!("sig {sig} all"),
+                    };
+                    let dir = spool::step_dir(&self.spool, s.job_id, step);
+                    if !Self::tell(&dir, &line) {
+                        self.reported.remove(&(s.job_id, Some(step)));
+                        self.report_if_ended((s.job_id, Some(step)), tx);
+                    }
+                    return;
+                }
                 let line = if s.terminate {
                     "term".to_string()
                 } else {
                     format!("sig {} {}", s.signal, if s.batch_only { "batch" } else { "all" })
                 };
-                match std::os::unix::net::UnixStream::connect(dir.join(spool::SV_SOCK)) {
-                    Ok(mut c) => {
-                        let _ = c.write_all(line.as_bytes());
+                // The batch script's supervisor, and (unless only the batch shell is meant)
+                // every step of the job here.
+                let dir = spool::job_dir(&self.spool, s.job_id);
+                let told_job = Self::tell(&dir, &line);
+                let mut told_steps = false;
+                if !s.batch_only {
+                    for d in spool::step_dirs_of(&self.spool, s.job_id) {
+                        told_steps |= Self::tell(&d, &line);
                     }
-                    Err(_) => {
-                        if s.terminate && !dir.join(spool::STATUS).exists() {
-                            // Nothing runs here for that job: say it is over.
-                            let _ = std::fs::create_dir_all(&dir);
-                            let st = spool::EndStatus {
-                                exit_status: 0,
-                                how: "CANCELLED".into(),
-                                end_time: now(),
-                                message: String::new(),
-                            };
-                            let _ = spool::write_status(&dir, &st);
-                        }
-                        self.reported.remove(&s.job_id);
-                        self.report_if_ended(s.job_id, tx);
+                }
+                if !told_job {
+                    if s.terminate && !told_steps && !dir.join(spool::STATUS).exists() {
+                        // Nothing runs here for that job: say it is over.
+                        let _ = std::fs::create_dir_all(&dir);
+                        let st = spool::EndStatus {
+                            exit_status: 0,
+                            how: "CANCELLED".into(),
+                            end_time: now(),
+                            message: String::new(),
+                        };
+                        let _ = spool::write_status(&dir, &st);
                     }
+                    self.reported.remove(&(s.job_id, None));
+                    self.report_if_ended((s.job_id, None), tx);
                 }
             }
             controller_to_node::Msg::EndedAck(a) => {
-                let dir = spool::job_dir(&self.spool, a.job_id);
+                let dir = spool::unit_dir(&self.spool, a.job_id, a.step_id);
                 if dir.join(spool::STATUS).exists() {
                     let _ = std::fs::remove_dir_all(&dir);
                 }
-                self.reported.remove(&a.job_id);
+                self.reported.remove(&(a.job_id, a.step_id));
             }
         }
     }
@@ -307,16 +344,16 @@ fn scan_spool(spool: &Path) -> (Vec<v1::RunningJob>, Vec<v1::EndedJob>) {
     let mut ended = Vec::new();
     if let Ok(rd) = std::fs::read_dir(spool) {
         for e in rd.flatten() {
-            let Some(id) = spool::job_of_dir(&e.file_name().to_string_lossy()) else {
+            let Some((id, step_id)) = spool::unit_of_dir(&e.file_name().to_string_lossy()) else {
                 continue;
             };
             let dir = e.path();
             if let Some(st) = spool::read_status(&dir) {
-                ended.push(ended_msg(id, st));
+                ended.push(ended_msg((id, step_id), st));
             } else if spool::supervisor_alive(&dir)
                 || !dir.join(spool::PID).exists() && dir.join(spool::LAUNCH).exists()
             {
-                running.push(v1::RunningJob { job_id: id });
+                running.push(v1::RunningJob { job_id: id, step_id });
             } else {
                 // The supervisor died without a word (killed): the job is lost.
                 ended.push(v1::EndedJob {
@@ -325,6 +362,7 @@ fn scan_spool(spool: &Path) -> (Vec<v1::RunningJob>, Vec<v1::EndedJob>) {
                     how: "NODE_FAIL".into(),
                     end_time: now(),
                     message: "job supervisor died".into(),
+                    step_id,
                 });
             }
         }
@@ -332,8 +370,15 @@ fn scan_spool(spool: &Path) -> (Vec<v1::RunningJob>, Vec<v1::EndedJob>) {
     (running, ended)
 }
 
-fn ended_msg(id: u32, st: spool::EndStatus) -> v1::EndedJob {
-    v1::EndedJob { job_id: id, exit_status: st.exit_status, how: st.how, end_time: st.end_time, message: st.message }
+fn ended_msg(unit: Unit, st: spool::EndStatus) -> v1::EndedJob {
+    v1::EndedJob {
+        job_id: unit.0,
+        exit_status: st.exit_status,
+        how: st.how,
+        end_time: st.end_time,
+        message: st.message,
+        step_id: unit.1,
+    }
 }
 
 fn boot_time() -> i64 {

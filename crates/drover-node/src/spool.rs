@@ -1,5 +1,6 @@
-//! The node's spool directory: one `job<N>` directory per job the node runs, shared by the
-//! agent and the job's supervisor. It is what lets a restarted agent find its jobs again.
+//! The node's spool directory: one `job<N>` directory per batch job the node runs and one
+//! `job<N>.<S>` directory per job step, each shared by the agent and that job's or step's
+//! supervisor. It is what lets a restarted agent find its jobs and steps again.
 
 use std::path::{Path, PathBuf};
 
@@ -22,8 +23,39 @@ pub fn job_dir(spool: &Path, job: u32) -> PathBuf {
     spool.join(format!("job{job}"))
 }
 
+pub fn step_dir(spool: &Path, job: u32, step: u32) -> PathBuf {
+    spool.join(format!("job{job}.{step}"))
+}
+
+/// The directory of a job (`step: None`) or of one of its steps.
+pub fn unit_dir(spool: &Path, job: u32, step: Option<u32>) -> PathBuf {
+    match step {
+        Some(s) => step_dir(spool, job, s),
+        None => job_dir(spool, job),
+    }
+}
+
 pub fn job_of_dir(name: &str) -> Option<u32> {
     name.strip_prefix("job")?.parse().ok()
+}
+
+/// The job and step a spool directory belongs to: `job12` → (12, None), `job12.3` → (12, Some(3)).
+pub fn unit_of_dir(name: &str) -> Option<(u32, Option<u32>)> {
+    let rest = name.strip_prefix("job")?;
+    match rest.split_once('.') {
+        Some((j, s)) => Some((j.parse().ok()?, Some(s.parse().ok()?))),
+        None => Some((rest.parse().ok()?, None)),
+    }
+}
+
+/// The step directories of `job` in the spool.
+pub fn step_dirs_of(spool: &Path, job: u32) -> Vec<PathBuf> {
+    let prefix = format!("job{job}.");
+    std::fs::read_dir(spool)
+        .map(|rd| {
+            rd.flatten().filter(|e| e.file_name().to_string_lossy().starts_with(&prefix)).map(|e| e.path()).collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The node name is kept beside the job dirs so the supervisor knows where it runs.
@@ -61,5 +93,22 @@ pub fn supervisor_alive(dir: &Path) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => !stat.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')),
         Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dirs_name_jobs_and_steps() {
+        assert_eq!(unit_of_dir("job12"), Some((12, None)));
+        assert_eq!(unit_of_dir("job12.3"), Some((12, Some(3))));
+        assert_eq!(unit_of_dir("job12.x"), None);
+        assert_eq!(unit_of_dir("agent.sock"), None);
+        assert_eq!(job_of_dir("job12.3"), None);
+        let p = Path::new("/s");
+        assert_eq!(unit_dir(p, 4, Some(1)), Path::new("/s/job4.1"));
+        assert_eq!(unit_dir(p, 4, None), Path::new("/s/job4"));
     }
 }

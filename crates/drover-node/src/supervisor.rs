@@ -1,5 +1,8 @@
-//! The per-job supervisor (the `slurmstepd` analogue): `drover supervise JOBDIR`, started by
-//! the node agent in its own session so that it outlives a restart of the agent.
+//! The per-job and per-step supervisor (the `slurmstepd` analogue): `drover supervise DIR`,
+//! started by the node agent in its own session so that it outlives a restart of the agent.
+//! It runs either a batch script (`DIR` = `job<N>`) or this node's tasks of a job step
+//! (`DIR` = `job<N>.<S>`, launched by `srun` inside the allocation), whose I/O it streams to
+//! srun or into the step's output files.
 //!
 //! It is single-threaded on purpose: it forks the job's processes and drops privileges in the
 //! child (initgroups, setgid, setuid, then chdir as the user) before exec. It becomes the
@@ -8,7 +11,7 @@
 //! terminate requests from the agent on `JOBDIR/sv.sock`, writes `JOBDIR/status` when the job
 //! is over and tells the agent on its socket.
 
-use crate::env::{batch_env, task_env, EnvCtx};
+use crate::env::{batch_env, step_task_env, EnvCtx};
 use crate::spool::{self, EndStatus};
 use drover_model::job::{expand_pattern, PatternVars};
 use drover_proto::v1;
@@ -109,6 +112,7 @@ fn run(dir: &Path) -> Result<(), String> {
         launch: &launch,
         job: &job,
         spec: &spec,
+        step: launch.step.as_ref(),
         user,
         node: node.clone(),
         main: HashMap::new(),
@@ -118,28 +122,21 @@ fn run(dir: &Path) -> Result<(), String> {
         how: String::new(),
         stderr_path: None,
     };
-    if spec.batch {
+    if let Some(step) = launch.step.as_ref() {
+        sv.start_step(&ctx, step)?;
+    } else if spec.batch {
         let pid = sv.start_batch(dir, batch_env(&ctx))?;
         sv.main.insert(pid, 0);
     } else {
-        sv.start_tasks(&ctx)?;
+        return Err("an allocation without a batch script runs nothing until a step is launched in it".into());
     }
     sv.wait_loop(&rpipe, &listener)?;
-    let exit_status = sv.statuses.values().copied().max_by_key(|s| exit_rank(*s)).unwrap_or(0);
+    let exit_status = sv.statuses.values().copied().max_by_key(|s| drover_model::job::exit_rank(*s)).unwrap_or(0);
     let end = EndStatus { exit_status, how: sv.how.clone(), end_time: now(), message: String::new() };
     spool::write_status(dir, &end).map_err(|e| format!("writing status: {e}"))?;
     let _ = std::fs::remove_file(&sock_path);
     notify_agent(dir);
     Ok(())
-}
-
-fn exit_rank(status: i32) -> i64 {
-    let sig = status & 0x7f;
-    if sig != 0 {
-        1000 + i64::from(sig)
-    } else {
-        i64::from((status >> 8) & 0xff)
-    }
 }
 
 fn notify_agent(dir: &Path) {
@@ -168,6 +165,8 @@ struct Supervisor<'a> {
     launch: &'a v1::Launch,
     job: &'a v1::JobInfo,
     spec: &'a v1::JobSpec,
+    /// The step this supervisor runs (none: the batch script).
+    step: Option<&'a v1::StepLaunch>,
     user: User,
     node: String,
     /// Direct children we wait for: pid → task id.
@@ -227,6 +226,18 @@ fn reset_signals() {
 }
 
 impl Supervisor<'_> {
+    /// `JOB 12` or `STEP 12.0`, as Slurm's cancel and time limit lines name what ends.
+    fn unit(&self) -> String {
+        match self.step.and_then(|s| s.step.as_ref()) {
+            Some(st) => format!("STEP {}.{}", self.job.job_id, st.step_id),
+            None => format!("JOB {}", self.job.job_id),
+        }
+    }
+
+    fn step_spec(&self) -> Option<&v1::StepSpec> {
+        self.step.and_then(|s| s.spec.as_ref())
+    }
+
     fn pattern(&self, p: &str, task: Option<u32>) -> String {
         let v = PatternVars {
             job_id: self.job.job_id,
@@ -237,13 +248,14 @@ impl Supervisor<'_> {
             node: &self.node,
             node_index: self.launch.node_index,
             task,
-            step: None,
+            step: self.step.and_then(|s| s.step.as_ref()).map(|s| s.step_id),
         };
         let s = expand_pattern(p, &v);
+        let work = self.step_spec().map_or(self.spec.work_dir.as_str(), |s| s.work_dir.as_str());
         if s.starts_with('/') {
             s
         } else {
-            format!("{}/{}", self.spec.work_dir.trim_end_matches('/'), s)
+            format!("{}/{}", work.trim_end_matches('/'), s)
         }
     }
 
@@ -313,24 +325,59 @@ impl Supervisor<'_> {
         }
     }
 
-    fn start_tasks(&mut self, ctx: &EnvCtx<'_>) -> Result<(), String> {
-        let addr = self.launch.io_addr.clone();
-        let (host, port) = addr.rsplit_once(':').map(|(h, p)| (h.to_string(), p.to_string())).unwrap_or_default();
+    /// Starts this node's tasks of a step. Their output goes to srun over one connection
+    /// (the step's `io_addr`), or into the files `srun -o/-e` named.
+    fn start_step(&mut self, ctx: &EnvCtx<'_>, sl: &v1::StepLaunch) -> Result<(), String> {
+        let spec = sl.spec.as_ref().ok_or("step launch without its request")?;
+        let argv: Vec<CString> = spec.argv.iter().map(|a| cstr(a)).collect();
+        if argv.is_empty() {
+            return Err("nothing to run".into());
+        }
+        // srun hears every task's exit status over this connection, and its output unless
+        // that goes to files.
+        let addr = spec.io_addr.clone();
         let mut io = std::net::TcpStream::connect(&addr).map_err(|e| format!("connecting to srun at {addr}: {e}"))?;
         let _ = io.set_nodelay(true);
         drover_proto::io::write_frame(&mut io, drover_proto::io::HELLO, 0, self.node.as_bytes())
             .map_err(|e| e.to_string())?;
         self.io = Some(io);
-        let argv: Vec<CString> = self.spec.argv.iter().map(|a| cstr(a)).collect();
-        if argv.is_empty() {
-            return Err("nothing to run".into());
+        let out_path = |sv: &Self, t: u32| spec.stdout.as_deref().map(|p| sv.pattern(p, Some(t)));
+        let err_path = |sv: &Self, t: u32| spec.stderr.as_deref().map(|p| sv.pattern(p, Some(t)));
+        let in_path = |sv: &Self, t: u32| spec.stdin.as_deref().map(|p| sv.pattern(p, Some(t)));
+        // Several tasks may share a file: it is truncated once, before any of them writes.
+        if !spec.open_mode_append {
+            let mut files: Vec<String> = Vec::new();
+            for &t in &self.launch.task_ids {
+                for p in [out_path(self, t), err_path(self, t)].into_iter().flatten() {
+                    if !files.contains(&p) {
+                        files.push(p);
+                    }
+                }
+            }
+            self.truncate_as_user(&files)?;
+        }
+        if let Some(first) = self.launch.task_ids.first() {
+            if let Some(p) = err_path(self, *first).or_else(|| out_path(self, *first)) {
+                self.stderr_path = Some(PathBuf::from(p));
+            }
         }
         for (local, &task) in self.launch.task_ids.iter().enumerate() {
-            let env = task_env(ctx, task, local as u32, &host, &port);
-            let mut envc = env_c(&env);
-            let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
-            let (err_r, err_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
-            let work = self.spec.work_dir.clone();
+            let mut envc = env_c(&step_task_env(ctx, sl, task, local as u32));
+            let out_file = out_path(self, task);
+            let err_file = err_path(self, task).or_else(|| out_file.clone());
+            let in_file = in_path(self, task).unwrap_or_else(|| "/dev/null".into());
+            let mut pipes = Vec::new();
+            let out_pipe = if out_file.is_none() {
+                Some(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?)
+            } else {
+                None
+            };
+            let err_pipe = if err_file.is_none() {
+                Some(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?)
+            } else {
+                None
+            };
+            let work = spec.work_dir.clone();
             let user = &self.user;
             // SAFETY: single-threaded process; the child only sets up and execs.
             match unsafe { nix::unistd::fork() }.map_err(|e| format!("fork: {e}"))? {
@@ -344,16 +391,35 @@ impl Supervisor<'_> {
                     if nix::unistd::chdir(work.as_str()).is_err() {
                         let _ = nix::unistd::chdir("/tmp");
                     }
-                    let i = nix::fcntl::open("/dev/null", nix::fcntl::OFlag::O_RDONLY, nix::sys::stat::Mode::empty())
-                        .unwrap_or_else(|e| child_fail(&e.to_string()));
+                    let i =
+                        nix::fcntl::open(in_file.as_str(), nix::fcntl::OFlag::O_RDONLY, nix::sys::stat::Mode::empty())
+                            .unwrap_or_else(|e| child_fail(&format!("cannot open {in_file}: {e}")));
                     let _ = nix::unistd::dup2_stdin(&i);
-                    let _ = nix::unistd::dup2_stdout(&out_w);
-                    let _ = nix::unistd::dup2_stderr(&err_w);
+                    match (&out_pipe, &out_file) {
+                        (Some((_, w)), _) => {
+                            let _ = nix::unistd::dup2_stdout(w);
+                        }
+                        (None, Some(p)) => {
+                            let o = open_out(p, true).unwrap_or_else(|e| child_fail(&e));
+                            let _ = nix::unistd::dup2_stdout(&o);
+                        }
+                        (None, None) => {}
+                    }
+                    match (&err_pipe, &err_file) {
+                        (Some((_, w)), _) => {
+                            let _ = nix::unistd::dup2_stderr(w);
+                        }
+                        (None, Some(p)) => {
+                            let e = open_out(p, true).unwrap_or_else(|e| child_fail(&e));
+                            let _ = nix::unistd::dup2_stderr(&e);
+                        }
+                        (None, None) => {}
+                    }
                     let err = nix::unistd::execvpe(&argv[0], &argv, &envc).err();
                     let _ = std::io::stderr().write_all(
                         format!(
                             "slurmstepd: error: execve(): {}: {}\n",
-                            self.spec.argv[0],
+                            spec.argv[0],
                             err.map(|e| e.desc()).unwrap_or("failed")
                         )
                         .as_bytes(),
@@ -362,15 +428,50 @@ impl Supervisor<'_> {
                     unsafe { libc::_exit(2) }
                 }
                 ForkResult::Parent { child } => {
-                    drop(out_w);
-                    drop(err_w);
                     self.main.insert(child.as_raw(), task);
-                    self.outputs.insert(out_r.as_raw_fd(), (task, drover_proto::io::STDOUT, out_r));
-                    self.outputs.insert(err_r.as_raw_fd(), (task, drover_proto::io::STDERR, err_r));
+                    for (pipe, kind) in [(out_pipe, drover_proto::io::STDOUT), (err_pipe, drover_proto::io::STDERR)] {
+                        if let Some((r, w)) = pipe {
+                            drop(w);
+                            pipes.push((r, kind));
+                        }
+                    }
+                    for (r, kind) in pipes {
+                        self.outputs.insert(r.as_raw_fd(), (task, kind, r));
+                    }
                 }
             }
         }
         Ok(())
+    }
+
+    /// Creates (or empties) `files` as the job's user, before tasks append to them.
+    fn truncate_as_user(&self, files: &[String]) -> Result<(), String> {
+        if files.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: single-threaded process; the child only opens files and exits.
+        match unsafe { nix::unistd::fork() }.map_err(|e| format!("fork: {e}"))? {
+            ForkResult::Child => {
+                if drop_privileges(&self.user).is_err() {
+                    // SAFETY: _exit in the forked child.
+                    unsafe { libc::_exit(1) }
+                }
+                let _ = nix::unistd::chdir(self.step_spec().map_or("/", |s| s.work_dir.as_str()));
+                let mut code = 0;
+                for f in files {
+                    if let Err(e) = open_out(f, false) {
+                        let _ = std::io::stderr().write_all(format!("{e}\n").as_bytes());
+                        code = 1;
+                    }
+                }
+                // SAFETY: _exit in the forked child.
+                unsafe { libc::_exit(code) }
+            }
+            ForkResult::Parent { child } => match waitpid(child, None) {
+                Ok(WaitStatus::Exited(_, 0)) => Ok(()),
+                _ => Err(format!("cannot create the step's output files {}", files.join(", "))),
+            },
+        }
     }
 
     /// Every live descendant of this supervisor (the job's whole process tree).
@@ -424,6 +525,12 @@ impl Supervisor<'_> {
     }
 
     fn note_stderr(&self, msg: &str) {
+        // A step's line is written once, by the node of its first task, on that task's
+        // stderr (srun labels it `0: `).
+        let first = self.launch.task_ids.first().copied().unwrap_or(0);
+        if self.step.is_some() && first != 0 {
+            return;
+        }
         let line = format!("slurmstepd-{}: error: {msg}\n", self.node);
         if let Some(p) = &self.stderr_path {
             if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(p) {
@@ -433,15 +540,22 @@ impl Supervisor<'_> {
         }
         if let Some(io) = self.io.as_ref() {
             let mut io = io;
-            let _ = drover_proto::io::write_frame(&mut io, drover_proto::io::STDERR, 0, line.as_bytes());
+            let _ = drover_proto::io::write_frame(&mut io, drover_proto::io::STDERR, first, line.as_bytes());
         }
     }
 
     fn wait_loop(&mut self, wake: &OwnedFd, listener: &UnixListener) -> Result<(), String> {
-        let deadline = self
-            .job
-            .time_limit_secs
-            .map(|t| Instant::now() + Duration::from_secs((self.job.start_time + t as i64 - now()).max(0) as u64));
+        // The job's limit, and a step's own (`srun -t`) when it ends earlier.
+        let job_end = self.job.time_limit_secs.map(|t| self.job.start_time + t as i64);
+        let step_end = self
+            .step
+            .and_then(|s| s.step.as_ref())
+            .and_then(|st| self.step_spec()?.time_limit_secs.map(|t| st.start_time + t as i64));
+        let end = match (job_end, step_end) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let deadline = end.map(|e| Instant::now() + Duration::from_secs((e - now()).max(0) as u64));
         let kill_wait = Duration::from_secs(u64::from(self.launch.kill_wait.max(1)));
         let mut kill_at: Option<Instant> = None;
         let mut buf = [0u8; 65536];
@@ -480,8 +594,8 @@ impl Supervisor<'_> {
                 if now_i >= d && self.how.is_empty() {
                     self.how = "TIMEOUT".into();
                     self.note_stderr(&format!(
-                        "*** JOB {} ON {} CANCELLED AT {} DUE TO TIME LIMIT ***",
-                        self.job.job_id,
+                        "*** {} ON {} CANCELLED AT {} DUE TO TIME LIMIT ***",
+                        self.unit(),
                         self.node,
                         slurm_time(now())
                     ));
@@ -560,7 +674,9 @@ impl Supervisor<'_> {
     fn reaped(&mut self, pid: i32, status: i32) {
         if let Some(task) = self.main.remove(&pid) {
             self.statuses.insert(task, status);
-            if !self.spec.batch && status != 0 && self.spec.argv.is_empty() {
+            // --kill-on-bad-exit: one failed task ends the others here (srun ends the
+            // step on the other nodes).
+            if status != 0 && self.step_spec().is_some_and(|s| s.kill_on_bad_exit) {
                 self.signal_all(Signal::SIGKILL);
             }
         }
@@ -576,8 +692,8 @@ impl Supervisor<'_> {
                     self.how = if requeue { "REQUEUE".into() } else { "CANCELLED".into() };
                     if !requeue {
                         self.note_stderr(&format!(
-                            "*** JOB {} ON {} CANCELLED AT {} ***",
-                            self.job.job_id,
+                            "*** {} ON {} CANCELLED AT {} ***",
+                            self.unit(),
                             self.node,
                             slurm_time(now())
                         ));
@@ -586,6 +702,20 @@ impl Supervisor<'_> {
                 self.signal_all(Signal::SIGCONT);
                 self.signal_all(Signal::SIGTERM);
                 Some(Duration::from_secs(u64::from(self.launch.kill_wait.max(1))))
+            }
+            Some("kill") => {
+                // A cancelled step is killed at once.
+                if self.how.is_empty() {
+                    self.how = "CANCELLED".into();
+                    self.note_stderr(&format!(
+                        "*** {} ON {} CANCELLED AT {} ***",
+                        self.unit(),
+                        self.node,
+                        slurm_time(now())
+                    ));
+                }
+                self.signal_all(Signal::SIGKILL);
+                None
             }
             Some("sig") => {
                 let sig = it.next().and_then(|s| s.parse::<i32>().ok()).and_then(|s| Signal::try_from(s).ok());

@@ -3,6 +3,7 @@
 use crate::v1;
 use drover_model::alloc::{Allocation, NodeAlloc};
 use drover_model::job::{fmt_dependency, parse_dependency, JobSpec};
+use drover_model::step::{Distribution, StepLayout, StepNode, StepShape};
 
 pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
     v1::JobSpec {
@@ -109,6 +110,54 @@ pub fn alloc_from_wire(partition: &str, nodes: &[v1::NodeAlloc]) -> Allocation {
             .iter()
             .map(|n| NodeAlloc { node: n.node.clone(), cpu_ids: n.cpu_ids.clone(), mem_mb: n.mem_mb, tasks: n.tasks })
             .collect(),
+    }
+}
+
+/// The resource part of a step request.
+pub fn step_shape_from_wire(w: &v1::StepSpec) -> Result<StepShape, String> {
+    Ok(StepShape {
+        ntasks: w.ntasks,
+        min_nodes: w.min_nodes,
+        max_nodes: w.max_nodes,
+        ntasks_per_node: w.ntasks_per_node,
+        cpus_per_task: w.cpus_per_task.max(1),
+        mem_per_node_mb: w.mem_per_node_mb,
+        mem_per_cpu_mb: w.mem_per_cpu_mb,
+        nodelist: w.nodelist.clone(),
+        exclude: w.exclude.clone(),
+        exact: w.exact,
+        overlap: w.overlap,
+        distribution: Distribution::parse(&w.distribution)?,
+    })
+}
+
+pub fn step_nodes_to_wire(l: &StepLayout) -> Vec<v1::StepNode> {
+    l.nodes
+        .iter()
+        .map(|n| v1::StepNode {
+            node: n.node.clone(),
+            cpu_ids: n.cpu_ids.clone(),
+            mem_mb: n.mem_mb,
+            task_ids: n.task_ids.clone(),
+        })
+        .collect()
+}
+
+/// A step's placement from its wire form (`distribution` as `StepInfo` carries it).
+pub fn step_layout_from_wire(s: &v1::StepInfo) -> StepLayout {
+    StepLayout {
+        nodes: s
+            .nodes
+            .iter()
+            .map(|n| StepNode {
+                node: n.node.clone(),
+                cpu_ids: n.cpu_ids.clone(),
+                mem_mb: n.mem_mb,
+                task_ids: n.task_ids.clone(),
+            })
+            .collect(),
+        distribution: Distribution::parse(&s.distribution).ok().flatten().unwrap_or_default(),
+        overlap: s.overlap,
     }
 }
 

@@ -19,6 +19,7 @@
 
 mod core;
 pub mod plan;
+pub mod step;
 
 pub use crate::core::{
     Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, SchedArray, SchedJob, SchedMore, SubmitCheck,

@@ -82,7 +82,7 @@ impl Cluster {
         let bin = dir.path().join("bin");
         std::fs::create_dir_all(&bin).expect("bin dir");
         std::fs::create_dir_all(dir.path().join("log")).expect("log dir");
-        for c in ["sbatch", "srun", "squeue", "sinfo", "scancel", "scontrol", "drover"] {
+        for c in ["sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "drover"] {
             std::os::unix::fs::symlink(exe, bin.join(c)).expect("command link");
         }
         let node_names: Vec<String> = (1..=o.nodes).map(|i| format!("node{i}")).collect();
@@ -151,9 +151,13 @@ impl Cluster {
         self.command(prog, args).output().expect("run a command")
     }
 
+    /// A command as a user of this cluster runs it: its commands first on `PATH` (jobs
+    /// inherit it, so `srun` in a batch script is this cluster's), its `SLURM_CONF`.
     pub fn command(&self, prog: &str, args: &[&str]) -> Command {
         let mut cmd = Command::new(self.bin.join(prog));
+        let path = std::env::var("PATH").unwrap_or_default();
         cmd.args(args)
+            .env("PATH", format!("{}:{path}", self.bin.display()))
             .env("SLURM_CONF", &self.conf)
             .env_remove("SLURM_JOB_ID")
             .env_remove("SLURM_JOBID")
@@ -332,4 +336,27 @@ pub fn processes_with(needle: &str) -> Vec<i32> {
         }
     }
     out
+}
+
+/// Pids of processes whose argv[0] is `name` (set with `exec -a NAME`): unlike
+/// [`processes_with`], not the shells or `srun`s whose command lines merely mention it.
+pub fn processes_named(name: &str) -> Vec<i32> {
+    processes_with(name)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| c.split(|b| *b == 0).next() == Some(name.as_bytes()))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// A sample of real Slurm 22.05's output from `../shared/compat/slurm-22.05/` (or below
+/// `$DROVER_SHARED`), for golden tests.
+pub fn compat(name: &str) -> String {
+    let base = std::env::var_os("DROVER_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
+    let p = base.join("compat/slurm-22.05").join(name);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }

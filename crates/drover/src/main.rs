@@ -14,7 +14,7 @@ fn usage() -> i32 {
          \x20 install-links DIR                              create sbatch, squeue, ... links\n\
          \x20 bench [--quick] [--only NAME]                  measure speed and memory on a local cluster\n\
          \x20 sim TRACE.swf[.gz] --procs N --policy P       replay a workload trace through the scheduler\n\
-         \x20 sbatch|srun|squeue|sinfo|scancel|scontrol ...  run a command\n\
+         \x20 sbatch|srun|salloc|squeue|sinfo|scancel|scontrol ... run a command\n\
          \x20 version"
     );
     2

@@ -2,21 +2,12 @@
 //! on the same "lab" cluster shape. Only ids, times, dates, PIDs, ports and paths are
 //! normalised; everything else must match byte for byte.
 
-use drover_testkit::{Cluster, Options};
+use drover_testkit::{compat, Cluster, Options};
 use regex::Regex;
-use std::path::PathBuf;
 use std::time::Duration;
 
 const EXE: &str = env!("CARGO_BIN_EXE_drover");
 const LAB_WORK: &str = "/srv/slurm-lab/work/samples";
-
-fn compat(name: &str) -> String {
-    let base = std::env::var_os("DROVER_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
-    let p = base.join("compat/slurm-22.05").join(name);
-    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
 
 fn lab() -> Cluster {
     Cluster::start(

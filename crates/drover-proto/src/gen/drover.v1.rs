@@ -194,6 +194,150 @@ pub struct JobInfo {
     pub planned_start: i64,
     #[prost(string, tag = "30")]
     pub sched_nodes: ::prost::alloc::string::String,
+    /// The job's steps that have not ended (srun inside the allocation).
+    #[prost(message, repeated, tag = "31")]
+    pub steps: ::prost::alloc::vec::Vec<StepInfo>,
+}
+/// A job step's request: `srun` inside an allocation (or the step of a standalone srun).
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct StepSpec {
+    #[prost(uint32, tag = "1")]
+    pub job_id: u32,
+    #[prost(string, tag = "2")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(uint32, optional, tag = "3")]
+    pub ntasks: ::core::option::Option<u32>,
+    #[prost(uint32, optional, tag = "4")]
+    pub min_nodes: ::core::option::Option<u32>,
+    #[prost(uint32, optional, tag = "5")]
+    pub max_nodes: ::core::option::Option<u32>,
+    #[prost(uint32, optional, tag = "6")]
+    pub ntasks_per_node: ::core::option::Option<u32>,
+    /// 0: not given (one CPU per task).
+    #[prost(uint32, tag = "7")]
+    pub cpus_per_task: u32,
+    #[prost(uint64, optional, tag = "8")]
+    pub mem_per_node_mb: ::core::option::Option<u64>,
+    #[prost(uint64, optional, tag = "9")]
+    pub mem_per_cpu_mb: ::core::option::Option<u64>,
+    #[prost(string, repeated, tag = "10")]
+    pub nodelist: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "11")]
+    pub exclude: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(bool, tag = "12")]
+    pub exact: bool,
+    #[prost(bool, tag = "13")]
+    pub overlap: bool,
+    #[prost(uint64, optional, tag = "14")]
+    pub time_limit_secs: ::core::option::Option<u64>,
+    /// As given to -m (`block`, `cyclic`, `plane=4`, `block:cyclic`); empty: Slurm's default.
+    #[prost(string, tag = "15")]
+    pub distribution: ::prost::alloc::string::String,
+    #[prost(string, repeated, tag = "16")]
+    pub argv: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The tasks' environment as srun exports it (--export).
+    #[prost(message, repeated, tag = "17")]
+    pub environment: ::prost::alloc::vec::Vec<KeyValue>,
+    #[prost(string, tag = "18")]
+    pub work_dir: ::prost::alloc::string::String,
+    /// Where the tasks' I/O streams to (srun's listener).
+    #[prost(string, tag = "19")]
+    pub io_addr: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "20")]
+    pub stdout: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "21")]
+    pub stderr: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "22")]
+    pub stdin: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(bool, tag = "23")]
+    pub open_mode_append: bool,
+    #[prost(bool, tag = "24")]
+    pub kill_on_bad_exit: bool,
+    #[prost(string, tag = "25")]
+    pub srun_host: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "26")]
+    pub srun_pid: u32,
+    /// --cpu-bind as given.
+    #[prost(string, tag = "27")]
+    pub cpu_bind: ::prost::alloc::string::String,
+    /// The tasks see the job's environment variables for a standalone srun (no batch script
+    /// exported them first).
+    #[prost(bool, tag = "28")]
+    pub standalone: bool,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct StepCreateRequest {
+    #[prost(message, optional, tag = "1")]
+    pub spec: ::core::option::Option<StepSpec>,
+    /// Busy (resources held by other steps): wait until they are free instead of answering
+    /// RESOURCE_EXHAUSTED at once.
+    #[prost(bool, tag = "2")]
+    pub wait: bool,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct StepNode {
+    #[prost(string, tag = "1")]
+    pub node: ::prost::alloc::string::String,
+    #[prost(uint32, repeated, tag = "2")]
+    pub cpu_ids: ::prost::alloc::vec::Vec<u32>,
+    #[prost(uint64, tag = "3")]
+    pub mem_mb: u64,
+    #[prost(uint32, repeated, tag = "4")]
+    pub task_ids: ::prost::alloc::vec::Vec<u32>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct StepInfo {
+    #[prost(uint32, tag = "1")]
+    pub job_id: u32,
+    #[prost(uint32, tag = "2")]
+    pub step_id: u32,
+    #[prost(string, tag = "3")]
+    pub name: ::prost::alloc::string::String,
+    /// RUNNING, or the state it ended in.
+    #[prost(string, tag = "4")]
+    pub state: ::prost::alloc::string::String,
+    #[prost(int64, tag = "5")]
+    pub start_time: i64,
+    /// Absent: UNLIMITED.
+    #[prost(uint64, optional, tag = "6")]
+    pub time_limit_secs: ::core::option::Option<u64>,
+    #[prost(message, repeated, tag = "7")]
+    pub nodes: ::prost::alloc::vec::Vec<StepNode>,
+    /// block, cyclic, plane.
+    #[prost(string, tag = "8")]
+    pub distribution: ::prost::alloc::string::String,
+    #[prost(bool, tag = "9")]
+    pub overlap: bool,
+    #[prost(string, tag = "10")]
+    pub srun_host: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "11")]
+    pub srun_pid: u32,
+    #[prost(int32, tag = "12")]
+    pub exit_status: i32,
+    #[prost(int64, tag = "13")]
+    pub end_time: i64,
+    /// Cancelled (scancel of the step or of its job) and ending.
+    #[prost(bool, tag = "14")]
+    pub cancelled: bool,
+    /// Why it failed, when a node could not run it.
+    #[prost(string, tag = "15")]
+    pub message: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct StepCreateReply {
+    #[prost(message, optional, tag = "1")]
+    pub step: ::core::option::Option<StepInfo>,
+    #[prost(message, optional, tag = "2")]
+    pub job: ::core::option::Option<JobInfo>,
+}
+/// The holder of an allocation (standalone srun, salloc) is done with it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CompleteRequest {
+    #[prost(uint32, tag = "1")]
+    pub job_id: u32,
+    /// Raw wait(2) status of what ran in it.
+    #[prost(int32, tag = "2")]
+    pub exit_status: i32,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct NodeInfo {
@@ -368,6 +512,10 @@ pub struct CancelRequest {
     /// Array elements (`N_M`, `N_\[1-3\]`) and whole jobs, beside job_ids.
     #[prost(message, repeated, tag = "11")]
     pub targets: ::prost::alloc::vec::Vec<JobTarget>,
+    /// Steps among the targets end as srun ends them (--kill-on-bad-exit, Ctrl-C twice):
+    /// SIGTERM, then SIGKILL after KillWait. Otherwise a cancelled step is killed at once.
+    #[prost(bool, tag = "12")]
+    pub step_terminate: bool,
 }
 /// A job, or some tasks of an array: `tasks` is an array expression (`3`, `1-3`).
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -376,6 +524,9 @@ pub struct JobTarget {
     pub job_id: u32,
     #[prost(string, optional, tag = "2")]
     pub tasks: ::core::option::Option<::prost::alloc::string::String>,
+    /// `N.S`: one step of the job.
+    #[prost(uint32, optional, tag = "3")]
+    pub step_id: ::core::option::Option<u32>,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct CancelResult {
@@ -432,16 +583,22 @@ pub struct WatchRequest {
     #[prost(uint32, tag = "1")]
     pub job_id: u32,
 }
-/// Sent when the job starts and when it ends.
+/// Sent when the job starts and when it ends (`job`), and when one of its steps is
+/// cancelled or ends (`step`).
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct JobEvent {
     #[prost(message, optional, tag = "1")]
     pub job: ::core::option::Option<JobInfo>,
+    #[prost(message, optional, tag = "2")]
+    pub step: ::core::option::Option<StepInfo>,
 }
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct RunningJob {
     #[prost(uint32, tag = "1")]
     pub job_id: u32,
+    /// A step's supervisor, not the batch script's.
+    #[prost(uint32, optional, tag = "2")]
+    pub step_id: ::core::option::Option<u32>,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct EndedJob {
@@ -456,6 +613,8 @@ pub struct EndedJob {
     pub end_time: i64,
     #[prost(string, tag = "5")]
     pub message: ::prost::alloc::string::String,
+    #[prost(uint32, optional, tag = "6")]
+    pub step_id: ::core::option::Option<u32>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct Register {
@@ -529,6 +688,16 @@ pub struct Launch {
     /// Tasks on this node: global ids.
     #[prost(uint32, repeated, tag = "8")]
     pub task_ids: ::prost::alloc::vec::Vec<u32>,
+    /// A job step (srun inside the allocation) instead of the batch script.
+    #[prost(message, optional, tag = "9")]
+    pub step: ::core::option::Option<StepLaunch>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct StepLaunch {
+    #[prost(message, optional, tag = "1")]
+    pub step: ::core::option::Option<StepInfo>,
+    #[prost(message, optional, tag = "2")]
+    pub spec: ::core::option::Option<StepSpec>,
 }
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct Signal {
@@ -541,11 +710,16 @@ pub struct Signal {
     /// Terminate: SIGTERM, then SIGKILL after KillWait; the job ends CANCELLED.
     #[prost(bool, tag = "4")]
     pub terminate: bool,
+    /// Only this step (a job-wide signal reaches the batch script and every step).
+    #[prost(uint32, optional, tag = "5")]
+    pub step_id: ::core::option::Option<u32>,
 }
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct Ack {
     #[prost(uint32, tag = "1")]
     pub job_id: u32,
+    #[prost(uint32, optional, tag = "2")]
+    pub step_id: ::core::option::Option<u32>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ControllerToNode {
@@ -854,6 +1028,53 @@ pub mod controller_client {
                 .insert(GrpcMethod::new("drover.v1.Controller", "WatchJob"));
             self.inner.server_streaming(req, path, codec).await
         }
+        /// A step in a running job's allocation (srun inside a job).
+        pub async fn create_step(
+            &mut self,
+            request: impl tonic::IntoRequest<super::StepCreateRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::StepCreateReply>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/drover.v1.Controller/CreateStep",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("drover.v1.Controller", "CreateStep"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Ends an allocation that has no batch script (standalone srun, salloc).
+        pub async fn complete_job(
+            &mut self,
+            request: impl tonic::IntoRequest<super::CompleteRequest>,
+        ) -> std::result::Result<tonic::Response<super::Empty>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/drover.v1.Controller/CompleteJob",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("drover.v1.Controller", "CompleteJob"));
+            self.inner.unary(req, path, codec).await
+        }
         pub async fn shutdown(
             &mut self,
             request: impl tonic::IntoRequest<super::Empty>,
@@ -940,6 +1161,16 @@ pub mod controller_server {
             &self,
             request: tonic::Request<super::WatchRequest>,
         ) -> std::result::Result<tonic::Response<Self::WatchJobStream>, tonic::Status>;
+        /// A step in a running job's allocation (srun inside a job).
+        async fn create_step(
+            &self,
+            request: tonic::Request<super::StepCreateRequest>,
+        ) -> std::result::Result<tonic::Response<super::StepCreateReply>, tonic::Status>;
+        /// Ends an allocation that has no batch script (standalone srun, salloc).
+        async fn complete_job(
+            &self,
+            request: tonic::Request<super::CompleteRequest>,
+        ) -> std::result::Result<tonic::Response<super::Empty>, tonic::Status>;
         async fn shutdown(
             &self,
             request: tonic::Request<super::Empty>,
@@ -1414,6 +1645,96 @@ pub mod controller_server {
                                 max_encoding_message_size,
                             );
                         let res = grpc.server_streaming(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/drover.v1.Controller/CreateStep" => {
+                    #[allow(non_camel_case_types)]
+                    struct CreateStepSvc<T: Controller>(pub Arc<T>);
+                    impl<
+                        T: Controller,
+                    > tonic::server::UnaryService<super::StepCreateRequest>
+                    for CreateStepSvc<T> {
+                        type Response = super::StepCreateReply;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::StepCreateRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Controller>::create_step(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = CreateStepSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/drover.v1.Controller/CompleteJob" => {
+                    #[allow(non_camel_case_types)]
+                    struct CompleteJobSvc<T: Controller>(pub Arc<T>);
+                    impl<
+                        T: Controller,
+                    > tonic::server::UnaryService<super::CompleteRequest>
+                    for CompleteJobSvc<T> {
+                        type Response = super::Empty;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::CompleteRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Controller>::complete_job(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = CompleteJobSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
                         Ok(res)
                     };
                     Box::pin(fut)

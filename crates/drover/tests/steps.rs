@@ -1,0 +1,316 @@
+//! Job steps on real clusters: `srun` inside batch jobs and `salloc`, parallel steps sharing
+//! an allocation, step cancellation, and the environment every task sees (compared with real
+//! Slurm 22.05's, captured in `../shared/compat/`).
+
+use drover_testkit::{compat, processes_named, Cluster, Options};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const EXE: &str = env!("CARGO_BIN_EXE_drover");
+
+fn cluster(nodes: u32, cpus: u32) -> Cluster {
+    Cluster::start(EXE, Options { nodes, cpus, ..Default::default() })
+}
+
+/// The lab's shape (`../shared/compat/slurm-22.05/conf/slurm.conf`): four 2-CPU nodes, `cpu`
+/// the default partition.
+fn lab() -> Cluster {
+    Cluster::start(
+        EXE,
+        Options {
+            nodes: 4,
+            cpus: 2,
+            partitions: "PartitionName=cpu Nodes=node[1-4] Default=YES MaxTime=INFINITE State=UP\n".into(),
+            ..Default::default()
+        },
+    )
+}
+
+fn text(o: &std::process::Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).to_string(), String::from_utf8_lossy(&o.stderr).to_string())
+}
+
+fn write_script(c: &Cluster, name: &str, body: &str) -> String {
+    let p = c.path().join(name);
+    std::fs::write(&p, body).unwrap();
+    p.display().to_string()
+}
+
+fn output(c: &Cluster, id: u32) -> String {
+    std::fs::read_to_string(c.path().join(format!("slurm-{id}.out"))).unwrap_or_default()
+}
+
+/// An environment dump as key → value, with the values that differ from run to run (ids,
+/// ports, pids, paths, the cluster's name and address) replaced by placeholders.
+fn env_map(text: &str) -> BTreeMap<String, String> {
+    const VOLATILE: &[&str] = &[
+        "SLURM_JOBID",
+        "SLURM_JOB_ID",
+        "SLURM_CLUSTER_NAME",
+        "SLURM_CONF",
+        "SLURM_SUBMIT_DIR",
+        "SLURM_SUBMIT_HOST",
+        "SLURM_TASK_PID",
+        "SLURM_SRUN_COMM_PORT",
+        "SLURM_STEP_LAUNCHER_PORT",
+        "SLURM_WORKING_CLUSTER",
+        "SLURM_LAUNCH_NODE_IPADDR",
+        "SLURM_SRUN_COMM_HOST",
+    ];
+    // Drover's documented additions (Slurm 23.02's variables), and CPU binding, which
+    // arrives with --cpu-bind and cgroup confinement.
+    const NOT_COMPARED: &[&str] = &[
+        "SLURM_JOB_START_TIME",
+        "SLURM_JOB_END_TIME",
+        "SLURM_RESTART_COUNT",
+        "SLURM_CPU_BIND",
+        "SLURM_CPU_BIND_LIST",
+        "SLURM_CPU_BIND_TYPE",
+        "SLURM_CPU_BIND_VERBOSE",
+    ];
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        // The captures hold the `SLURM_` variables.
+        .filter(|(k, _)| k.starts_with("SLURM_") && !NOT_COMPARED.contains(k))
+        .map(|(k, v)| {
+            let v = if VOLATILE.contains(&k) { "<V>".to_string() } else { v.to_string() };
+            (k.to_string(), v)
+        })
+        .collect()
+}
+
+#[test]
+fn every_task_sees_the_environment_slurm_gives_it() {
+    let c = lab();
+    let script = write_script(
+        &c,
+        "envtest.sh",
+        "#!/bin/bash\nenv > batch-env.txt\nsrun bash -c 'env > step-env-$SLURM_PROCID.txt'\n",
+    );
+    let id = c.submit(&["-N2", "-n4", "-J", "envtest", &script]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
+    let read = |n: &str| std::fs::read_to_string(c.path().join(n)).unwrap_or_else(|e| panic!("{n}: {e}"));
+    assert_eq!(env_map(&read("batch-env.txt")), env_map(&compat("env-batch.txt")), "the batch script's");
+    for t in 0..4 {
+        let ours = env_map(&read(&format!("step-env-{t}.txt")));
+        assert_eq!(ours, env_map(&compat(&format!("env-srun-task{t}.txt"))), "task {t} of a step in a batch job");
+    }
+    // A standalone srun: its own allocation, job name from the command.
+    let out = c.run("srun", &["-N2", "-n4", "bash", "-c", "env > direct-env-$SLURM_PROCID.txt"]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    for t in 0..4 {
+        let ours = env_map(&read(&format!("direct-env-{t}.txt")));
+        assert_eq!(ours, env_map(&compat(&format!("env-srun-direct-task{t}.txt"))), "task {t} of a standalone srun");
+    }
+}
+
+#[test]
+fn steps_share_a_batch_jobs_allocation_as_in_slurm() {
+    let c = cluster(4, 2);
+    let script = write_script(
+        &c,
+        "steps.sh",
+        "#!/bin/bash\n\
+         srun -l hostname | sort\n\
+         srun -n1 bash -c 'echo one $SLURM_STEP_ID $SLURM_STEP_NUM_TASKS'\n\
+         srun -N1 true\n\
+         srun -n1 sleep 3 &\n\
+         sleep 0.5\n\
+         srun -n1 bash -c 'echo second $SLURM_STEP_ID $SLURM_STEP_NODELIST'\n\
+         squeue -h -s -o '%i %j %N'\n\
+         wait\n\
+         srun -n9 true\n\
+         srun -N3 true\n\
+         srun -w node4 true\n\
+         srun -n3 -l bash -c 'echo $SLURM_STEP_TASKS_PER_NODE $SLURM_NODEID' | sort\n",
+    );
+    let id = c.submit(&["-N2", "-n4", &script]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(60));
+    let out = output(&c, id);
+    let host =
+        String::from_utf8_lossy(&std::process::Command::new("hostname").output().unwrap().stdout).trim().to_string();
+    let expected = format!(
+        "0: {host}\n1: {host}\n2: {host}\n3: {host}\n\
+         srun: Warning: can't run 1 processes on 2 nodes, setting nnodes to 1\n\
+         one 1 1\n\
+         srun: error: Unable to create step for job {id}: More processors requested than permitted\n\
+         srun: Warning: can't run 1 processes on 2 nodes, setting nnodes to 1\n\
+         srun: Warning: can't run 1 processes on 2 nodes, setting nnodes to 1\n\
+         second 3 node2\n\
+         {id}.2 sleep node1\n\
+         {id}.batch batch node1\n\
+         srun: error: Unable to create step for job {id}: More processors requested than permitted\n\
+         srun: error: Only allocated 2 nodes asked for 3\n\
+         srun: error: Unable to create step for job {id}: Requested node configuration is not available\n\
+         0: 2,1 0\n1: 2,1 0\n2: 2,1 1\n"
+    );
+    assert_eq!(out, expected);
+}
+
+#[test]
+fn a_step_waits_for_the_cpus_another_step_holds() {
+    let c = cluster(1, 2);
+    let script = write_script(
+        &c,
+        "block.sh",
+        "#!/bin/bash\n\
+         srun sleep 2 &\n\
+         sleep 0.5\n\
+         srun bash -c 'echo second $SLURM_STEP_ID'\n\
+         srun --overlap bash -c 'echo overlap $SLURM_STEP_ID'\n\
+         wait\n\
+         srun -n1 -c1 sleep 2 &\n\
+         sleep 0.5\n\
+         srun -n1 -c1 bash -c 'echo exact $SLURM_STEP_ID $SLURM_CPUS_ON_NODE'\n\
+         scontrol show step $SLURM_JOB_ID.3 | head -1 | cut -d' ' -f1\n\
+         wait\n",
+    );
+    let id = c.submit(&["-N1", "-n2", &script]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(60));
+    assert_eq!(
+        output(&c, id),
+        format!(
+            "srun: Job {id} step creation temporarily disabled, retrying (Requested nodes are busy)\n\
+             srun: Step created for job {id}\n\
+             second 1\nsecond 1\noverlap 2\noverlap 2\nexact 4 1\nStepId={id}.3\n"
+        )
+    );
+}
+
+#[test]
+fn scancel_of_a_step_kills_it_and_the_job_goes_on() {
+    let c = cluster(2, 1);
+    let marker = format!("drover-step-{}", std::process::id());
+    let script = write_script(
+        &c,
+        "cancel.sh",
+        &format!(
+            "#!/bin/bash\nsrun -l bash -c 'exec -a {marker} sleep 300'\necho after $?\nsrun -n1 true\necho done\n"
+        ),
+    );
+    let id = c.submit(&["-N2", &script]);
+    c.wait_until("the step's two tasks", Duration::from_secs(20), || processes_named(&marker).len() == 2);
+    let steps = c.ok("squeue", &["-h", "-s", &format!("{id}.0"), "-o", "%i %A %N"]);
+    assert_eq!(steps, format!("{id}.0 2 node[1-2]\n"));
+    // A step that does not exist: Slurm's words and exit status.
+    let o = c.run("scancel", &[&format!("{id}.7")]);
+    assert_eq!(o.status.code(), Some(225));
+    assert_eq!(text(&o).1, format!("scancel: error: Kill job error on job step id {id}: Invalid job id specified\n"));
+    c.ok("scancel", &[&format!("{id}.0")]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
+    assert!(processes_named(&marker).is_empty());
+    let out = output(&c, id);
+    let lines: Vec<&str> = out.lines().collect();
+    let cancelled = format!("0: slurmstepd-node1: error: *** STEP {id}.0 ON node1 CANCELLED AT ");
+    assert_eq!(lines.iter().filter(|l| l.starts_with(&cancelled)).count(), 1, "{out}");
+    assert!(lines.contains(&"srun: Job step aborted: Waiting up to 4 seconds for job step to finish."), "{out}");
+    assert!(lines.contains(&"srun: error: node1: task 0: Killed"), "{out}");
+    assert!(lines.contains(&"srun: error: node2: task 1: Killed"), "{out}");
+    assert!(
+        out.ends_with("after 137\nsrun: Warning: can't run 1 processes on 2 nodes, setting nnodes to 1\ndone\n"),
+        "{out}"
+    );
+    assert!(!out.contains("Force Terminated"), "{out}");
+}
+
+#[test]
+fn cancelling_a_job_ends_its_steps_on_every_node() {
+    let c = cluster(2, 1);
+    let marker = format!("drover-jobsteps-{}", std::process::id());
+    let id = c.submit(&["-N2", "--wrap", &format!("srun bash -c 'exec -a {marker} sleep 300'")]);
+    c.wait_until("the step's tasks", Duration::from_secs(20), || processes_named(&marker).len() == 2);
+    c.ok("scancel", &[&id.to_string()]);
+    c.wait_state(id, &["CANCELLED"], Duration::from_secs(30));
+    c.wait_until("no task left", Duration::from_secs(15), || processes_named(&marker).is_empty());
+    assert_eq!(c.ok("squeue", &["-h", "-s"]), "");
+}
+
+#[test]
+fn salloc_runs_its_command_in_the_allocation() {
+    let c = cluster(2, 2);
+    let out = c.run(
+        "salloc",
+        &[
+            "-N2",
+            "-n2",
+            "bash",
+            "-c",
+            "echo $SLURM_JOB_NODELIST $SLURM_NTASKS; srun -l hostname | cut -d: -f1 | sort; exit 3",
+        ],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert_eq!(stdout, "node[1-2] 2\n0\n1\n");
+    let id: u32 = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("salloc: Granted job allocation "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert_eq!(stderr, format!("salloc: Granted job allocation {id}\nsalloc: Relinquishing job allocation {id}\n"));
+    let job = c.ok("scontrol", &["show", "job", &id.to_string()]);
+    assert!(job.contains("JobName=interactive"), "{job}");
+    assert!(job.contains("JobState=FAILED Reason=NonZeroExitCode"), "{job}");
+    assert!(job.contains("ExitCode=3:0"), "{job}");
+    // A cancelled allocation is revoked under its command.
+    let child = c.command("salloc", &["-N1", "sleep", "30"]).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    c.wait_until("the allocation", Duration::from_secs(20), || c.ok("squeue", &["-h", "-o", "%T"]).trim() == "RUNNING");
+    let id = c.ok("squeue", &["-h", "-o", "%i"]).trim().to_string();
+    c.ok("scancel", &[&id]);
+    c.wait_state(id.parse().unwrap(), &["CANCELLED"], Duration::from_secs(10));
+    // The command goes on after the revocation (no --kill-command): end it.
+    let _ = std::process::Command::new("pkill").args(["-TERM", "-P", &child.id().to_string(), "sleep"]).status();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("salloc: Job allocation {id} has been revoked.\n")), "{stderr}");
+}
+
+#[test]
+fn a_running_step_survives_a_controller_restart() {
+    let mut c = cluster(2, 1);
+    let id = c.submit(&["-N2", "--wrap", "srun -l bash -c 'sleep 4; echo done'; echo rc=$?"]);
+    c.wait_until("the step", Duration::from_secs(20), || c.ok("squeue", &["-h", "-s", "-o", "%i"]).contains(".0"));
+    c.kill_controller();
+    std::thread::sleep(Duration::from_millis(300));
+    c.start_controller();
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(40));
+    let out = output(&c, id);
+    assert!(out.contains("0: done\n") && out.contains("1: done\n") && out.ends_with("rc=0\n"), "{out}");
+    // A standalone srun too: the allocation is released after the restart.
+    let child = c
+        .command("srun", &["-N2", "bash", "-c", "sleep 3; echo fine"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.wait_until("the standalone step", Duration::from_secs(20), || {
+        c.ok("squeue", &["-h", "-s", "-o", "%i"]).contains(".0")
+    });
+    c.kill_controller();
+    std::thread::sleep(Duration::from_millis(300));
+    c.start_controller();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "fine\nfine\n");
+    c.wait_until("the allocation to end", Duration::from_secs(20), || {
+        c.ok("squeue", &["-h", "-t", "all", "-o", "%j %T"]).lines().any(|l| l == "bash COMPLETED")
+    });
+}
+
+#[test]
+fn a_failed_task_with_kill_on_bad_exit_ends_the_step() {
+    let c = cluster(2, 1);
+    let out = c.run("srun", &["-N2", "-K", "bash", "-c", "if [ $SLURM_PROCID = 1 ]; then exit 4; fi; sleep 30"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(143), "{stderr}");
+    let id = c.ok("squeue", &["-h", "-t", "all", "-o", "%i"]).trim().to_string();
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 5, "{stderr}");
+    assert_eq!(lines[0], "srun: error: node2: task 1: Exited with exit code 4");
+    assert_eq!(lines[1], format!("srun: launch/slurm: _step_signal: Terminating StepId={id}.0"));
+    assert!(
+        lines[2].starts_with(&format!("slurmstepd-node1: error: *** STEP {id}.0 ON node1 CANCELLED AT ")),
+        "{stderr}"
+    );
+    assert_eq!(lines[3], "srun: error: node1: task 0: Terminated");
+    assert_eq!(lines[4], format!("srun: Force Terminated StepId={id}.0"));
+    assert!(c.ok("scontrol", &["show", "job", &id]).contains("JobState=FAILED"));
+}
