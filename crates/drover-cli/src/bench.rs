@@ -14,6 +14,9 @@
 //!                   half of 10k and of 100k jobs; runs shows [marginal, total/jobs] (KB)
 //!   array-submit    `sbatch --array=0-9999` answered (ms)
 //!   array-mem       controller resident memory per pending 1,000,000-task array (KB)
+//!   step-launch     `srun -n1 true` inside a running job's allocation, whole command (ms)
+//!   srun-n64        standalone `srun -N4 -n64 true`, allocation to release (ms; a second
+//!                   cluster of four 16-CPU nodes)
 //! ```
 
 use crate::common;
@@ -60,11 +63,11 @@ struct BenchCluster {
 }
 
 impl BenchCluster {
-    fn start(nodes: u32) -> Result<BenchCluster, String> {
+    fn start(nodes: u32, cpus: u32) -> Result<BenchCluster, String> {
         let dir = tempfile::Builder::new().prefix("drover-bench-").tempdir().map_err(|e| e.to_string())?;
         let up = crate::up::UpArgs {
             nodes,
-            cpus_per_node: Some(2),
+            cpus_per_node: Some(cpus),
             mem_per_node: Some("4G".into()),
             partition: "debug".into(),
             state_dir: Some(dir.path().to_path_buf()),
@@ -177,12 +180,24 @@ fn report(name: &str, value: f64, unit: &str, runs: &[f64], target: &str) {
 pub fn main(a: BenchArgs) -> i32 {
     let want = |n: &str| a.only.as_deref().is_none_or(|o| o == n);
     let rt = common::runtime();
-    let c = match BenchCluster::start(a.nodes) {
+    let c = match BenchCluster::start(a.nodes, 2) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("drover bench: error: {e}");
             return 1;
         }
+    };
+    // srun -n64 needs 64 CPUs: a second cluster of four 16-CPU nodes.
+    let big = if want("srun-n64") {
+        match BenchCluster::start(4, 16) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                eprintln!("drover bench: error: {e}");
+                return 1;
+            }
+        }
+    } else {
+        None
     };
     let runs = a.runs.max(1);
     let scale = if a.quick { 10 } else { 1 };
@@ -308,6 +323,53 @@ pub fn main(a: BenchArgs) -> i32 {
             }
             report("array-mem", median(v.clone()), "KB", &v, "<= 10");
             c.drain().await?;
+        }
+        if want("step-launch") {
+            // One running job; each `srun --jobid` is a new step in it.
+            let out = c
+                .cmd("sbatch")
+                .args(["--parsable", "-N1", "-n1", "--wrap", "sleep 600"])
+                .stdout(Stdio::piped())
+                .output()
+                .map_err(|e| e.to_string())?;
+            let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            let mut waited = 0;
+            while !c
+                .cmd("squeue")
+                .args(["-h", "-t", "R", "-j", &id])
+                .stdout(Stdio::piped())
+                .output()
+                .is_ok_and(|o| !o.stdout.is_empty())
+            {
+                waited += 1;
+                if waited > 400 {
+                    return Err("the step benchmark's job did not start".into());
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            let mut v = Vec::new();
+            for _ in 0..runs * 8 {
+                let t = Instant::now();
+                let st = c.cmd("srun").args(["--jobid", &id, "-n1", "true"]).status().map_err(|e| e.to_string())?;
+                v.push(t.elapsed().as_secs_f64() * 1000.0);
+                if !st.success() {
+                    return Err("srun in the allocation failed".into());
+                }
+            }
+            report("step-launch", median(v.clone()), "ms", &v, "<= 20");
+            c.drain().await?;
+        }
+        if let Some(big) = &big {
+            let mut v = Vec::new();
+            for _ in 0..runs * 4 {
+                let t = Instant::now();
+                let st = big.cmd("srun").args(["-N4", "-n64", "true"]).status().map_err(|e| e.to_string())?;
+                v.push(t.elapsed().as_secs_f64() * 1000.0);
+                if !st.success() {
+                    return Err("srun -N4 -n64 failed".into());
+                }
+            }
+            report("srun-n64", median(v.clone()), "ms", &v, "<= 150");
         }
         for (name, count, target) in [("squeue-10k", 10_000usize, "<= 20"), ("squeue-100k", 100_000, "<= 150")] {
             let measure_mem = want("mem-per-job");

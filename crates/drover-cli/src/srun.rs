@@ -329,6 +329,12 @@ async fn standalone_run(
 async fn run_step(client: &mut common::Client, spec: v1::StepSpec, io: &IoServer, opts: &StepOpts) -> (i32, i32) {
     let (kill_wait, standalone) = (opts.kill_wait, opts.standalone);
     let job = spec.job_id;
+    let timing = std::env::var_os("DROVER_TIMING").map(|_| Instant::now());
+    let phase = |what: &str| {
+        if let Some(t0) = timing {
+            eprintln!("srun timing: {what} at {:.1} ms", t0.elapsed().as_secs_f64() * 1000.0);
+        }
+    };
     // Watch first, so that no event of the step can be missed.
     let mut events = match client.watch_job(v1::WatchRequest { job_id: job }).await {
         Ok(s) => Some(s.into_inner()),
@@ -367,6 +373,7 @@ async fn run_step(client: &mut common::Client, spec: v1::StepSpec, io: &IoServer
             return (1, 1 << 8);
         }
     };
+    phase("step created");
     let step = reply.step.unwrap_or_default();
     let step_id = step.step_id;
     let label = format!("StepId={job}.{step_id}");
@@ -413,6 +420,7 @@ async fn run_step(client: &mut common::Client, spec: v1::StepSpec, io: &IoServer
         reported = exits.len();
         let done = io.progress().1;
         if reported >= ntasks && done >= nnodes {
+            phase("every task reported");
             break;
         }
         if let Some(e) = &ended {
@@ -481,7 +489,7 @@ async fn run_step(client: &mut common::Client, spec: v1::StepSpec, io: &IoServer
             sig = signals.next() => {
                 let _ = client.cancel(signal_step(sig)).await;
             }
-            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = io.changed.notified() => {}
         }
     }
     if reported == 0 {
@@ -553,6 +561,9 @@ async fn futures_select_all<F: std::future::Future<Output = i32> + Unpin>(futs: 
 struct IoServer {
     addr: String,
     collected: Arc<Mutex<Collected>>,
+    /// Woken by the connection threads on every exit and closed stream, so the step's loop
+    /// reacts at once instead of polling.
+    changed: Arc<tokio::sync::Notify>,
 }
 
 impl IoServer {
@@ -561,15 +572,16 @@ impl IoServer {
         let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?.to_string();
         let collected = Arc::new(Mutex::new(Collected::default()));
-        let c = collected.clone();
+        let changed = Arc::new(tokio::sync::Notify::new());
+        let (c, n) = (collected.clone(), changed.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
-                let c = c.clone();
-                std::thread::spawn(move || serve_node(conn, c, label));
+                let (c, n) = (c.clone(), n.clone());
+                std::thread::spawn(move || serve_node(conn, c, n, label));
             }
         });
-        Ok(IoServer { addr, collected })
+        Ok(IoServer { addr, collected, changed })
     }
 
     /// (tasks that reported an exit, nodes whose stream ended)
@@ -584,14 +596,15 @@ impl IoServer {
 
     /// Waits up to `limit` for every node's stream to end; true when they all did.
     async fn settle(&self, nodes: usize, limit: Duration) -> bool {
-        let until = Instant::now() + limit;
-        while Instant::now() < until {
+        let until = tokio::time::Instant::now() + limit;
+        loop {
             if self.progress().1 >= nodes {
                 return true;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            if tokio::time::timeout_at(until, self.changed.notified()).await.is_err() {
+                return self.progress().1 >= nodes;
+            }
         }
-        false
     }
 
     /// `tasks 0-1: running` / `task 2: exited`, as srun reports on a first Ctrl-C.
@@ -631,7 +644,12 @@ fn fmt_ids(ids: &[u32]) -> String {
     out.join(",")
 }
 
-fn serve_node(mut conn: std::net::TcpStream, collected: Arc<Mutex<Collected>>, label: bool) {
+fn serve_node(
+    mut conn: std::net::TcpStream,
+    collected: Arc<Mutex<Collected>>,
+    changed: Arc<tokio::sync::Notify>,
+    label: bool,
+) {
     let mut node = String::new();
     let mut pending: std::collections::HashMap<(u32, u8), Vec<u8>> = std::collections::HashMap::new();
     while let Ok(Some(f)) = read_frame(&mut conn) {
@@ -652,6 +670,7 @@ fn serve_node(mut conn: std::net::TcpStream, collected: Arc<Mutex<Collected>>, l
                 if let Ok(mut c) = collected.lock() {
                     c.exits.push((f.task, node.clone(), st));
                 }
+                changed.notify_one();
             }
             _ => {}
         }
@@ -662,6 +681,7 @@ fn serve_node(mut conn: std::net::TcpStream, collected: Arc<Mutex<Collected>>, l
     if let Ok(mut c) = collected.lock() {
         c.nodes_done += 1;
     }
+    changed.notify_one();
 }
 
 /// How srun names a signal that ended a task (`Killed`, `Terminated`, ...).
