@@ -391,12 +391,7 @@ impl JobArgs {
 }
 
 fn validate_signal(s: &str) -> Result<(), String> {
-    let (sig, _) = s.split_once('@').unwrap_or((s, ""));
-    let sig = sig.trim_start_matches("B:").trim_start_matches("R:").trim_start_matches("RB:");
-    if crate::scancel::parse_signal(sig).is_none() {
-        return Err(format!("Invalid signal specification: {s}"));
-    }
-    Ok(())
+    drover_model::signal::SignalSpec::parse(s).map(|_| ())
 }
 
 /// `--export` for a new job: as [`exported_env`], without the variables that name an

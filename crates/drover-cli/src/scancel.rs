@@ -44,12 +44,7 @@ struct Args {
 
 /// A signal by name (`TERM`, `SIGUSR1`) or number.
 pub fn parse_signal(s: &str) -> Option<i32> {
-    if let Ok(n) = s.parse::<i32>() {
-        return nix::sys::signal::Signal::try_from(n).ok().map(|x| x as i32);
-    }
-    let up = s.to_ascii_uppercase();
-    let name = if up.starts_with("SIG") { up } else { format!("SIG{up}") };
-    name.parse::<nix::sys::signal::Signal>().ok().map(|x| x as i32)
+    drover_model::signal::signal_number(s)
 }
 
 pub fn main(args: Vec<String>) -> i32 {

@@ -779,7 +779,7 @@ impl Owner {
     fn signal_node(&mut self, node: &str, job: JobId, step: Option<StepId>, signal: i32, terminate: bool) {
         let batch_only = step == Some(BATCH_STEP);
         let step_id = step.filter(|s| *s != BATCH_STEP);
-        let msg = v1::Signal { job_id: job, signal, batch_only, terminate, step_id };
+        let msg = v1::Signal { job_id: job, signal, batch_only, terminate, step_id, ..Default::default() };
         self.outbox.push((node.to_string(), controller_to_node::Msg::Signal(msg)));
     }
 
@@ -1021,7 +1021,7 @@ impl Owner {
         }
         let state = match step.how.as_str() {
             _ if step.cancelled => JobState::Cancelled,
-            "CANCELLED" => JobState::Cancelled,
+            "CANCELLED" | "REQUEUE" => JobState::Cancelled,
             "TIMEOUT" => JobState::Timeout,
             "NODE_FAIL" => JobState::NodeFail,
             "OUT_OF_MEMORY" => JobState::OutOfMemory,
@@ -1390,7 +1390,8 @@ impl Owner {
                 st.state_desc = "REQUEUE".into();
                 self.set_status(id, st);
                 for n in Self::busy_nodes(&j) {
-                    self.signal_node(&n, id, None, 0, true);
+                    let msg = v1::Signal { job_id: id, terminate: true, requeue: true, ..Default::default() };
+                    self.outbox.push((n, controller_to_node::Msg::Signal(msg)));
                 }
             }
             "update" => self.update_job(&j, st, &req.fields, caller)?,
@@ -1473,7 +1474,22 @@ impl Owner {
             }
         }
         let id = j.id;
+        let new_end = (st.state == JobState::Running && st.time_limit != j.status.time_limit)
+            .then(|| st.time_limit.map_or(0, |l| st.start_time + l as i64));
         self.record(Record::Update { id, spec, status: st });
+        if let Some(end) = new_end {
+            // The supervisors enforce the limit (and --signal before it): tell them; an
+            // allocation without a batch script is timed here.
+            let job = self.durable.jobs[&id].clone();
+            self.deadlines.retain(|&(_, j)| j != id);
+            if let Some(d) = Self::deadline(&job) {
+                self.deadlines.insert((d, id));
+            }
+            for n in Self::busy_nodes(&job) {
+                let msg = v1::Signal { job_id: id, end_time: Some(end), ..Default::default() };
+                self.outbox.push((n, controller_to_node::Msg::Signal(msg)));
+            }
+        }
         if let (Some(throttle), Some(a)) = (throttle, &j.array) {
             let array = a.array_job_id;
             self.record(Record::ArrayThrottle { array, throttle });

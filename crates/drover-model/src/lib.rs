@@ -15,6 +15,7 @@ pub mod duration;
 pub mod hostlist;
 pub mod job;
 pub mod memsize;
+pub mod signal;
 pub mod state;
 pub mod step;
 

@@ -257,6 +257,15 @@ impl Agent {
                 }
             }
             controller_to_node::Msg::Signal(s) => {
+                if let Some(end) = s.end_time {
+                    // A new time limit: every supervisor of the job here re-arms.
+                    let line = format!("limit {end}");
+                    Self::tell(&spool::job_dir(&self.spool, s.job_id), &line);
+                    for d in spool::step_dirs_of(&self.spool, s.job_id) {
+                        Self::tell(&d, &line);
+                    }
+                    return;
+                }
                 if let Some(step) = s.step_id {
                     // One step: scancel kills it at once, as Slurm does; srun ending it
                     // (signal SIGTERM) gives its tasks KillWait to go.
@@ -273,7 +282,7 @@ impl Agent {
                     return;
                 }
                 let line = if s.terminate {
-                    "term".to_string()
+                    if s.requeue { "term requeue" } else { "term" }.to_string()
                 } else {
                     format!("sig {} {}", s.signal, if s.batch_only { "batch" } else { "all" })
                 };

@@ -545,17 +545,29 @@ impl Supervisor<'_> {
     }
 
     fn wait_loop(&mut self, wake: &OwnedFd, listener: &UnixListener) -> Result<(), String> {
-        // The job's limit, and a step's own (`srun -t`) when it ends earlier.
-        let job_end = self.job.time_limit_secs.map(|t| self.job.start_time + t as i64);
+        // The job's limit (which `scontrol update` may move), and a step's own (`srun -t`)
+        // when it ends earlier.
+        let mut job_end = self.job.time_limit_secs.map(|t| self.job.start_time + t as i64);
         let step_end = self
             .step
             .and_then(|s| s.step.as_ref())
             .and_then(|st| self.step_spec()?.time_limit_secs.map(|t| st.start_time + t as i64));
-        let end = match (job_end, step_end) {
+        let at = |e: i64| Instant::now() + Duration::from_secs((e - now()).max(0) as u64);
+        let end_of = |job_end: Option<i64>| match (job_end, step_end) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let deadline = end.map(|e| Instant::now() + Duration::from_secs((e - now()).max(0) as u64));
+        let mut deadline = end_of(job_end).map(at);
+        // --signal=[B:]SIG@secs: the batch shell alone with B:, otherwise every step's tasks
+        // but not the batch shell (as in Slurm), that long before the job's end.
+        let warn = self
+            .spec
+            .signal
+            .as_deref()
+            .and_then(|s| drover_model::signal::SignalSpec::parse(s).ok())
+            .filter(|w| w.batch_only == self.step.is_none());
+        let warn_time = |job_end: Option<i64>| warn.and_then(|w| job_end.map(|e| at(e - i64::from(w.secs))));
+        let mut warn_at = warn_time(job_end);
         let kill_wait = Duration::from_secs(u64::from(self.launch.kill_wait.max(1)));
         let mut kill_at: Option<Instant> = None;
         let mut buf = [0u8; 65536];
@@ -607,8 +619,22 @@ impl Supervisor<'_> {
             if kill_at.is_some_and(|k| now_i >= k) {
                 self.signal_all(Signal::SIGKILL);
             }
+            if let (Some(w), Some(t)) = (warn, warn_at) {
+                if now_i >= t {
+                    warn_at = None;
+                    if let Ok(sig) = Signal::try_from(w.signal) {
+                        if self.step.is_some() {
+                            self.signal_all(sig);
+                        } else {
+                            for &pid in self.main.keys() {
+                                let _ = kill(Pid::from_raw(pid), sig);
+                            }
+                        }
+                    }
+                }
+            }
             let mut timeout = Duration::from_millis(1000);
-            for t in [deadline, kill_at].into_iter().flatten() {
+            for t in [deadline, kill_at, warn_at].into_iter().flatten() {
                 if t > now_i {
                     timeout = timeout.min(t - now_i);
                 } else {
@@ -637,6 +663,19 @@ impl Supervisor<'_> {
                     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
                     let mut line = String::new();
                     let _ = s.read_to_string(&mut line);
+                    if let Some(end) = line.trim().strip_prefix("limit ").and_then(|e| e.parse::<i64>().ok()) {
+                        // The job's time limit changed: re-arm (a signal already sent stays sent).
+                        job_end = (end > 0).then_some(end);
+                        if self.how.is_empty() {
+                            deadline = end_of(job_end).map(at);
+                        }
+                        if warn_at.is_some()
+                            || warn.is_some_and(|w| job_end.is_some_and(|e| e - i64::from(w.secs) > now()))
+                        {
+                            warn_at = warn_time(job_end);
+                        }
+                        continue;
+                    }
                     if let Some(k) = self.command(line.trim()) {
                         kill_at = Some(Instant::now() + kill_wait.min(k));
                     }
@@ -690,14 +729,13 @@ impl Supervisor<'_> {
                 if self.how.is_empty() {
                     let requeue = it.next() == Some("requeue");
                     self.how = if requeue { "REQUEUE".into() } else { "CANCELLED".into() };
-                    if !requeue {
-                        self.note_stderr(&format!(
-                            "*** {} ON {} CANCELLED AT {} ***",
-                            self.unit(),
-                            self.node,
-                            slurm_time(now())
-                        ));
-                    }
+                    let why = if requeue { " DUE TO JOB REQUEUE" } else { "" };
+                    self.note_stderr(&format!(
+                        "*** {} ON {} CANCELLED AT {}{why} ***",
+                        self.unit(),
+                        self.node,
+                        slurm_time(now())
+                    ));
                 }
                 self.signal_all(Signal::SIGCONT);
                 self.signal_all(Signal::SIGTERM);

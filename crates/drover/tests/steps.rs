@@ -314,3 +314,63 @@ fn a_failed_task_with_kill_on_bad_exit_ends_the_step() {
     assert_eq!(lines[4], format!("srun: Force Terminated StepId={id}.0"));
     assert!(c.ok("scontrol", &["show", "job", &id]).contains("JobState=FAILED"));
 }
+
+#[test]
+fn signal_arrives_before_the_time_limit() {
+    let c = cluster(2, 1);
+    // B: the batch shell alone, 55 s before a 1-minute limit.
+    let batch = c.submit(&[
+        "-t",
+        "1",
+        "--signal=B:USR1@55",
+        "--wrap",
+        "s=$(date +%s); trap 'echo batch got USR1 after $(( $(date +%s) - s )) s; exit 0' USR1; sleep 100 & wait",
+    ]);
+    // Without B: the job's steps, not its batch shell.
+    let steps = c.submit(&[
+        "-t",
+        "1",
+        "--signal=USR2@55",
+        "--wrap",
+        "trap 'echo the shell got USR2' USR2; srun bash -c 'trap \"echo step got USR2; exit 0\" USR2; sleep 100 & wait'; echo srun done",
+    ]);
+    c.wait_state(batch, &["COMPLETED"], Duration::from_secs(30));
+    c.wait_state(steps, &["COMPLETED"], Duration::from_secs(30));
+    let out = output(&c, batch);
+    let secs: u32 = out
+        .trim()
+        .strip_prefix("batch got USR1 after ")
+        .and_then(|r| r.strip_suffix(" s"))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!((4..=7).contains(&secs), "{out}");
+    assert_eq!(output(&c, steps), "step got USR2\nsrun done\n");
+}
+
+#[test]
+fn a_new_time_limit_reaches_the_running_job() {
+    let c = cluster(1, 1);
+    // The signal is due 10 s in, until the limit shrinks to a minute: then it is due at once.
+    let id =
+        c.submit(&["-t", "2", "--signal=B:USR1@110", "--wrap", "trap 'echo got USR1; exit 0' USR1; sleep 100 & wait"]);
+    c.wait_state(id, &["RUNNING"], Duration::from_secs(20));
+    c.ok("scontrol", &["update", &format!("JobId={id}"), "TimeLimit=1"]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(8));
+    assert_eq!(output(&c, id), "got USR1\n");
+    assert!(c.ok("scontrol", &["show", "job", &id.to_string()]).contains("TimeLimit=00:01:00"));
+}
+
+#[test]
+fn a_job_requeues_itself_and_runs_again() {
+    let c = cluster(1, 1);
+    let id = c.submit(&[
+        "--wrap",
+        "echo run $SLURM_RESTART_COUNT; if [ $SLURM_RESTART_COUNT = 0 ]; then scontrol requeue $SLURM_JOB_ID; sleep 30; fi; echo done",
+    ]);
+    c.wait_until("the second run to end", Duration::from_secs(30), || {
+        c.ok("scontrol", &["show", "job", &id.to_string()]).contains("JobState=COMPLETED")
+    });
+    let job = c.ok("scontrol", &["show", "job", &id.to_string()]);
+    assert!(job.contains("Restarts=1"), "{job}");
+    assert_eq!(output(&c, id), "run 1\ndone\n");
+}

@@ -713,6 +713,12 @@ pub struct Signal {
     /// Only this step (a job-wide signal reaches the batch script and every step).
     #[prost(uint32, optional, tag = "5")]
     pub step_id: ::core::option::Option<u32>,
+    /// Not a signal: the job's time limit changed and it now ends at this time (0: never).
+    #[prost(int64, optional, tag = "6")]
+    pub end_time: ::core::option::Option<i64>,
+    /// The termination requeues the job (`scontrol requeue`).
+    #[prost(bool, tag = "7")]
+    pub requeue: bool,
 }
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct Ack {
