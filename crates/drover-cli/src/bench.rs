@@ -69,6 +69,7 @@ impl BenchCluster {
             nodes,
             cpus_per_node: Some(cpus),
             mem_per_node: Some("4G".into()),
+            gpus_per_node: 0,
             partition: "debug".into(),
             state_dir: Some(dir.path().to_path_buf()),
             port: None,

@@ -228,8 +228,6 @@ pub fn env_args(prefix: &str) -> Vec<String> {
 /// What a user asked for, validated.
 pub struct Validated {
     pub spec: JobSpec,
-    /// The job asks for GRES/GPUs (scheduled from the execution issue on).
-    pub gres: bool,
 }
 
 fn num<T: std::str::FromStr>(v: &str, what: &str) -> Result<T, String> {
@@ -377,16 +375,21 @@ impl JobArgs {
         if let Some(i) = &self.immediate {
             spec.immediate = Some(if i.is_empty() { 0 } else { num(i, "immediate")? });
         }
-        let gres = self.gres.as_deref().is_some_and(|g| !g.is_empty() && g != "none")
-            || self.gpus.is_some()
-            || self.gpus_per_node.is_some()
-            || self.gpus_per_task.is_some();
+        let bad_gres = |_| "Invalid generic resource (gres) specification".to_string();
+        if let Some(g) = &self.gres {
+            spec.gres = drover_model::gres::parse_gres_request(g).map_err(bad_gres)?;
+        }
+        spec.gpus_per_node =
+            self.gpus_per_node.as_deref().map(drover_model::gres::parse_gpus).transpose().map_err(bad_gres)?;
+        spec.gpus = self.gpus.as_deref().map(drover_model::gres::parse_gpus).transpose().map_err(bad_gres)?;
+        spec.gpus_per_task =
+            self.gpus_per_task.as_deref().map(drover_model::gres::parse_gpus).transpose().map_err(bad_gres)?;
         if let Some(a) = &self.array {
             let a = drover_model::array::ArraySpec::parse(a).map_err(|e| e.to_string())?;
             spec.array = Some(a.canonical());
         }
         spec.submit_host = crate::common::hostname();
-        Ok(Validated { spec, gres })
+        Ok(Validated { spec })
     }
 }
 

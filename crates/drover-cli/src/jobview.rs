@@ -186,6 +186,22 @@ pub fn reason_or_nodes(j: &v1::JobInfo) -> String {
     }
 }
 
+/// `TresPerNode` (`gres:gpu:2`): the GRES asked for per node.
+pub fn tres_per_node(j: &v1::JobInfo) -> Option<String> {
+    let s = spec(j);
+    let all: Vec<String> = s.gres.iter().chain(s.gpus_per_node.iter()).map(|g| format!("gres:{g}")).collect();
+    (!all.is_empty()).then(|| all.join(","))
+}
+
+/// `TresPerJob` (`--gpus`) and `TresPerTask` (`--gpus-per-task`).
+pub fn tres_per_job(j: &v1::JobInfo) -> Option<String> {
+    spec(j).gpus.as_ref().map(|g| format!("gres:{g}"))
+}
+
+pub fn tres_per_task(j: &v1::JobInfo) -> Option<String> {
+    spec(j).gpus_per_task.as_ref().map(|g| format!("gres:{g}"))
+}
+
 pub fn tres(j: &v1::JobInfo) -> String {
     let cpus = num_cpus(j);
     let nodes = num_nodes(j);
@@ -282,7 +298,7 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> Cow<'_, str> {
         'A' => j.job_id.to_string(),
         'i' => job_id_text(j),
         'F' => array_job_id(j).to_string(),
-        'b' => "N/A".into(),
+        'b' => tres_per_node(j).unwrap_or_else(|| "N/A".into()),
         'B' => {
             if j.batch_host.is_empty() {
                 "n/a".into()

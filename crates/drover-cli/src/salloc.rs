@@ -49,10 +49,6 @@ pub fn main(args: Vec<String>) -> i32 {
             return 1;
         }
     };
-    if validated.gres {
-        eprintln!("salloc: error: Unable to allocate resources: Invalid generic resource (gres) specification");
-        return 1;
-    }
     let kill_signal = match a.kill_command.as_deref().map(crate::scancel::parse_signal) {
         None => None,
         Some(Some(s)) => Some(s),

@@ -175,11 +175,6 @@ pub fn main(args: Vec<String>) -> i32 {
     spec.argv =
         std::iter::once(command.clone().unwrap_or_default()).chain(cli.script.iter().skip(1).cloned()).collect();
     spec.submit_line = std::iter::once("sbatch".to_string()).chain(args.iter().cloned()).collect::<Vec<_>>().join(" ");
-    if validated.gres && !cli.test_only {
-        // GRES scheduling arrives with the execution issue; refusing is honest, ignoring is not.
-        eprintln!("sbatch: error: Batch job submission failed: Invalid generic resource (gres) specification");
-        return 1;
-    }
     let cfg = match common::load_config() {
         Ok(c) => c,
         Err(e) => {

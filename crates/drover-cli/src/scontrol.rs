@@ -278,7 +278,7 @@ fn show(rest: &[String], o: &Opts) -> i32 {
             }
             let mut out = String::new();
             for n in nodes {
-                out.push_str(&node_text(n, o.oneliner));
+                out.push_str(&node_text(n, o.oneliner, o.details));
             }
             print!("{out}");
             0
@@ -494,13 +494,22 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
         lines.push(format!("StdOut={}", jobview::std_path(j, 'o')));
     }
     lines.push("Power=".into());
+    for (k, v) in [
+        ("TresPerJob", jobview::tres_per_job(j)),
+        ("TresPerNode", jobview::tres_per_node(j)),
+        ("TresPerTask", jobview::tres_per_task(j)),
+    ] {
+        if let Some(v) = v {
+            lines.push(format!("{k}={v}"));
+        }
+    }
     if let Some(m) = &s.mail_user {
         let _ = m;
     }
     block(&lines, oneliner, "   \n\n")
 }
 
-fn node_text(n: &v1::NodeInfo, oneliner: bool) -> String {
+fn node_text(n: &v1::NodeInfo, oneliner: bool, details: bool) -> String {
     let feats = if n.features.is_empty() { "(null)".to_string() } else { n.features.join(",") };
     let mut lines = vec![
         format!(
@@ -513,6 +522,12 @@ fn node_text(n: &v1::NodeInfo, oneliner: bool) -> String {
         format!("AvailableFeatures={feats}"),
         format!("ActiveFeatures={feats}"),
         format!("Gres={}", if n.gres.is_empty() { "(null)" } else { &n.gres }),
+    ];
+    if details && !n.gres.is_empty() {
+        lines.push("GresDrained=N/A".into());
+        lines.push(format!("GresUsed={}", n.gres_used));
+    }
+    lines.extend(vec![
         format!(
             "NodeAddr={} NodeHostName={} Port={} Version={}",
             n.addr,
@@ -559,7 +574,7 @@ fn node_text(n: &v1::NodeInfo, oneliner: bool) -> String {
         "CapWatts=n/a".into(),
         "CurrentWatts=0 AveWatts=0".into(),
         "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s".into(),
-    ];
+    ]);
     if !n.reason.is_empty() {
         lines.push(format!("Reason={} [{}@{}]", n.reason, common::user_name(n.reason_uid), fmt_time(n.reason_time)));
     }

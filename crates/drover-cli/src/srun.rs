@@ -264,6 +264,16 @@ fn step_spec(a: &SrunArgs, standalone: bool) -> Result<v1::StepSpec, String> {
         Some(v) => v != "0",
         None => env_flag("SLURM_KILL_BAD_EXIT"),
     };
+    // GRES of the step (its own, from the command line; none given: the job's).
+    if let Some(g) = &j.gres {
+        let reqs =
+            drover_model::gres::parse_gres_request(g).map_err(|_| "Invalid generic resource (gres) specification")?;
+        s.gres = if reqs.is_empty() { vec!["none".into()] } else { reqs.iter().map(|r| r.text()).collect() };
+    }
+    if let Some(g) = &j.gpus_per_node {
+        let r = drover_model::gres::parse_gpus(g).map_err(|_| "Invalid generic resource (gres) specification")?;
+        s.gres.push(r.text());
+    }
     s.srun_host = common::hostname();
     s.srun_pid = std::process::id();
     s.cpu_bind = a.cpu_bind.clone().unwrap_or_default();
@@ -288,10 +298,6 @@ async fn standalone_run(
             return 1;
         }
     };
-    if validated.gres {
-        eprintln!("srun: error: Unable to allocate resources: Invalid generic resource (gres) specification");
-        return 1;
-    }
     let mut spec = validated.spec;
     spec.name = step.name.clone();
     spec.argv = a.command.clone();
@@ -614,7 +620,7 @@ impl IoServer {
         let running: Vec<u32> = all.iter().copied().filter(|t| !exited.contains(t)).collect();
         let part = |ids: &[u32], what: &str| {
             let word = if ids.len() == 1 { "task" } else { "tasks" };
-            format!("{word} {}: {what}", fmt_ids(ids))
+            format!("{word} {}: {what}", drover_model::gres::fmt_indices(ids))
         };
         let mut out = Vec::new();
         if !running.is_empty() {
@@ -625,23 +631,6 @@ impl IoServer {
         }
         out.join(", ")
     }
-}
-
-/// Task ids as ranges: `0-2,5`.
-fn fmt_ids(ids: &[u32]) -> String {
-    let mut ids = ids.to_vec();
-    ids.sort_unstable();
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < ids.len() {
-        let mut j = i;
-        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
-            j += 1;
-        }
-        out.push(if i == j { ids[i].to_string() } else { format!("{}-{}", ids[i], ids[j]) });
-        i = j + 1;
-    }
-    out.join(",")
 }
 
 fn serve_node(

@@ -211,7 +211,12 @@ mod tests {
                 name: "sleep".into(),
                 state: "RUNNING".into(),
                 start_time: 100,
-                nodes: vec![v1::StepNode { node: "node1".into(), cpu_ids: vec![0], mem_mb: 0, task_ids: vec![0] }],
+                nodes: vec![v1::StepNode {
+                    node: "node1".into(),
+                    cpu_ids: vec![0],
+                    task_ids: vec![0],
+                    ..Default::default()
+                }],
                 distribution: "cyclic".into(),
                 srun_host: "vm".into(),
                 srun_pid: 15704,

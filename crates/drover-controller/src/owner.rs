@@ -216,13 +216,9 @@ impl Owner {
     fn load_config(&mut self) {
         let names: Vec<String> = self.cfg.nodes.iter().map(|n| n.name.clone()).collect();
         for n in &self.cfg.nodes {
-            self.core.handle(Event::NodeDefined(NodeRes::new(
-                &n.name,
-                n.cpus,
-                n.real_memory_mb,
-                n.features.clone(),
-                n.weight,
-            )));
+            self.core.handle(Event::NodeDefined(
+                NodeRes::new(&n.name, n.cpus, n.real_memory_mb, n.features.clone(), n.weight).with_gres(&n.gres_list),
+            ));
             let admin = self.durable.nodes.entry(n.name.clone()).or_insert_with(|| NodeAdmin {
                 drain: n.state == "DRAIN",
                 down: n.state == "DOWN",
@@ -483,9 +479,35 @@ impl Owner {
                     task: a.task_id,
                     pending: a.pending.clone(),
                 }),
+                gres: Self::gres_needs(s),
             }
             .boxed(),
         }
+    }
+
+    /// A request's GRES as the scheduler places them: per node, and per task. `--gpus` (for
+    /// the whole job) is spread evenly over the job's minimum node count.
+    fn gres_needs(s: &JobSpec) -> Vec<drover_sched::gres::GresNeed> {
+        use drover_sched::gres::GresNeed;
+        let mut out: Vec<GresNeed> = s
+            .gres
+            .iter()
+            .chain(s.gpus_per_node.iter())
+            .map(|g| GresNeed { name: g.name.clone(), kind: g.kind.clone(), per_node: g.count, per_task: 0 })
+            .collect();
+        if let Some(g) = &s.gpus {
+            let nodes = u64::from(s.min_nodes.unwrap_or(1).max(1));
+            out.push(GresNeed {
+                name: g.name.clone(),
+                kind: g.kind.clone(),
+                per_node: g.count.div_ceil(nodes),
+                per_task: 0,
+            });
+        }
+        if let Some(g) = &s.gpus_per_task {
+            out.push(GresNeed { name: g.name.clone(), kind: g.kind.clone(), per_node: 0, per_task: g.count });
+        }
+        out
     }
 
     fn submit(&mut self, mut spec: JobSpec, caller: Caller, test_only: bool) -> Result<v1::SubmitReply, Status> {
@@ -516,6 +538,11 @@ impl Owner {
             if Constraint::parse(c).is_err() {
                 return Err(Status::invalid_argument("Invalid feature specification"));
             }
+        }
+        let asked =
+            spec.gres.iter().chain(spec.gpus.iter()).chain(spec.gpus_per_task.iter()).chain(spec.gpus_per_node.iter());
+        if asked.clone().any(|g| !self.cfg.gres_types.contains(&g.name)) {
+            return Err(Status::invalid_argument("Invalid generic resource (gres) specification"));
         }
         for n in spec.nodelist.iter().chain(spec.exclude.iter()) {
             if self.cfg.node(n).is_none() {
@@ -1815,6 +1842,7 @@ impl Owner {
                     os: live.map(|l| l.os.clone()).unwrap_or_default(),
                     arch: live.map(|l| l.arch.clone()).unwrap_or_default(),
                     confinement: live.map(|l| l.confinement.clone()).unwrap_or_default(),
+                    gres_used: res.map(|r| r.gres.used_text()).unwrap_or_default(),
                 }
             })
             .collect();

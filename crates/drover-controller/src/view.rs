@@ -25,6 +25,7 @@ pub struct NodeLiveView {
     pub os: String,
     pub arch: String,
     pub confinement: String,
+    pub gres_used: String,
 }
 
 pub struct View {
@@ -232,6 +233,7 @@ pub fn state_reply(view: &View, req: &v1::StateRequest, now: i64) -> v1::StateRe
                     free_mem_mb: n.free_mem_mb,
                     cpu_load: n.cpu_load,
                     confinement: n.confinement.clone(),
+                    gres_used: n.gres_used.clone(),
                 }
             })
             .collect();

@@ -10,6 +10,16 @@ pub struct NodeAlloc {
     pub cpu_ids: Vec<u32>,
     pub mem_mb: u64,
     pub tasks: u32,
+    /// GRES held on the node (GPU device indices, counts).
+    #[serde(default)]
+    pub gres: Vec<crate::gres::GresAlloc>,
+}
+
+impl NodeAlloc {
+    /// GPU device indices held on this node.
+    pub fn gpus(&self) -> Vec<u32> {
+        self.gres.iter().filter(|g| g.name == "gpu").flat_map(|g| g.indices.iter().copied()).collect()
+    }
 }
 
 /// A job's whole allocation, nodes in selection order.

@@ -67,7 +67,9 @@ pub struct NodeConf {
     pub real_memory_mb: u64,
     pub tmp_disk_mb: u64,
     pub features: Vec<String>,
+    /// `Gres=` as written, and parsed.
     pub gres: String,
+    pub gres_list: Vec<crate::gres::NodeGres>,
     pub weight: u32,
     /// `State=` from the file (`UNKNOWN`, `DOWN`, `DRAIN`, `FUTURE`, `CLOUD`...), upper-cased.
     pub state: String,
@@ -122,6 +124,8 @@ pub struct Config {
     pub bf_window_min: u32,
     /// `SchedulerParameters=bf_interval=SECONDS` (Drover's default 5; Slurm's is 30).
     pub bf_interval: u32,
+    /// `GresTypes`: the GRES names nodes may have.
+    pub gres_types: Vec<String>,
     pub nodes: Vec<NodeConf>,
     pub partitions: Vec<PartitionConf>,
     pub unsupported: Vec<Unsupported>,
@@ -159,6 +163,7 @@ impl Default for Config {
             min_job_age: 300,
             return_to_service: 0,
             enforce_part_limits: EnforcePartLimits::No,
+            gres_types: Vec::new(),
             nodes: Vec::new(),
             partitions: Vec::new(),
             unsupported: Vec::new(),
@@ -216,6 +221,7 @@ const SUPPORTED: &[&str] = &[
     "enforcepartlimits",
     "schedulerparameters",
     "schedulertype",
+    "grestypes",
 ];
 
 const NODE_KEYS: &[&str] = &[
@@ -413,6 +419,7 @@ fn parse_bool(v: &str) -> Option<bool> {
 fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
     let mut cfg = Config::default();
     let mut node_default: Vec<(String, String)> = Vec::new();
+    let mut gres_lines: Vec<(String, usize, usize)> = Vec::new();
     let mut part_default: Vec<(String, String)> = Vec::new();
     let mut raw_parts: Vec<(&Line, Vec<(String, String)>)> = Vec::new();
     for l in lines {
@@ -436,6 +443,7 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                 }
             }
             let nodes = parse_nodes(v0, &attrs, cfg.slurmd_port).map_err(err)?;
+            gres_lines.push((l.file.clone(), l.line, nodes.len()));
             cfg.nodes.extend(nodes);
             continue;
         }
@@ -524,6 +532,9 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                         }
                     }
                 }
+                "grestypes" => {
+                    cfg.gres_types = v.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect()
+                }
                 "firstjobid" => cfg.first_job_id = num(v)?,
                 "killwait" => cfg.kill_wait = num(v)?,
                 "slurmdtimeout" => cfg.slurmd_timeout = num(v)?,
@@ -543,6 +554,20 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                 }
             }
         }
+    }
+    // Every GRES a node has must be a declared GresTypes name, as Slurm requires.
+    let mut k = 0;
+    for (file, line, count) in gres_lines {
+        for n in &cfg.nodes[k..k + count] {
+            if let Some(g) = n.gres_list.iter().find(|g| !cfg.gres_types.contains(&g.name)) {
+                return Err(ConfError {
+                    file,
+                    line,
+                    msg: format!("Gres: `{}` is not in GresTypes (add GresTypes={})", g.name, g.name),
+                });
+            }
+        }
+        k += count;
     }
     let all_nodes: Vec<String> = cfg.nodes.iter().map(|n| n.name.clone()).collect();
     for (l, attrs) in raw_parts {
@@ -643,6 +668,8 @@ fn parse_nodes(names: &str, attrs: &[(String, String)], default_port: u16) -> Re
         .map(|f| f.split(',').filter(|s| !s.is_empty()).map(String::from).collect())
         .unwrap_or_default();
     let weight = num("Weight", 1)?;
+    let gres = get(attrs, "Gres").unwrap_or("").to_string();
+    let gres_list = crate::gres::parse_node_gres(&gres).map_err(|e| format!("Gres: {e}"))?;
     let state = get(attrs, "State").unwrap_or("UNKNOWN").to_ascii_uppercase();
     let pick = |list: &Option<Vec<String>>, i: usize, def: &str| -> String {
         match list {
@@ -673,7 +700,8 @@ fn parse_nodes(names: &str, attrs: &[(String, String)], default_port: u16) -> Re
                 real_memory_mb,
                 tmp_disk_mb,
                 features: features.clone(),
-                gres: get(attrs, "Gres").unwrap_or("").to_string(),
+                gres: gres.clone(),
+                gres_list: gres_list.clone(),
                 weight,
                 state: state.clone(),
             }
@@ -751,7 +779,7 @@ fn parse_partition(name: &str, attrs: &[(String, String)], all_nodes: &[String])
 mod tests {
     use super::*;
 
-    const LAB: &str = "ClusterName=lab\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=16817\n\
+    const LAB: &str = "ClusterName=lab\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=16817\nGresTypes=gpu\n\
         NodeName=DEFAULT RealMemory=1000\n\
         NodeName=node[1-4] NodeHostname=localhost NodeAddr=127.0.0.1 Port=17001-17004 CPUs=2 \\\n  Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=4000 Gres=gpu:fake:2 State=UNKNOWN\n\
         PartitionName=cpu Nodes=node[1-4] Default=YES MaxTime=INFINITE State=UP # main\n\
@@ -773,7 +801,10 @@ mod tests {
         assert_eq!(c.partitions[1].max_time, Some(86400));
         assert_eq!(c.unsupported.len(), 1);
         assert_eq!(c.unsupported[0].key, "MpiDefault");
-        assert_eq!(c.unsupported[0].line, 9);
+        assert_eq!(c.unsupported[0].line, 10);
+        assert_eq!(c.nodes[0].gres_list[0].text(), "gpu:fake:2");
+        let e = parse_str("x.conf", "NodeName=n1 Gres=gpu:2\n").unwrap_err();
+        assert!(e.to_string().contains("`gpu` is not in GresTypes"), "{e}");
     }
 
     #[test]

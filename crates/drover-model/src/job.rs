@@ -231,6 +231,14 @@ pub struct JobSpec {
     pub io_addr: Option<String>,
     /// `--array`, canonical (see [`crate::array::ArraySpec::canonical`]).
     pub array: Option<String>,
+    /// GRES per node: `--gres`.
+    pub gres: Vec<crate::gres::GresReq>,
+    /// `--gpus-per-node`.
+    pub gpus_per_node: Option<crate::gres::GresReq>,
+    /// `--gpus`: GPUs for the whole job.
+    pub gpus: Option<crate::gres::GresReq>,
+    /// `--gpus-per-task`.
+    pub gpus_per_task: Option<crate::gres::GresReq>,
 }
 
 impl JobSpec {

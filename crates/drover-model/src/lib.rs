@@ -12,6 +12,7 @@ pub mod alloc;
 pub mod array;
 pub mod conf;
 pub mod duration;
+pub mod gres;
 pub mod hostlist;
 pub mod job;
 pub mod memsize;

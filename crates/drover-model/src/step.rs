@@ -155,6 +155,9 @@ pub struct StepShape {
     /// `--overlap`: shares everything with every other step and holds nothing.
     pub overlap: bool,
     pub distribution: Option<Distribution>,
+    /// GRES per node the step asks for (`srun --gres`, `--gpus-per-node`); `None`: it uses
+    /// the job's on its nodes, shared with the job's other steps.
+    pub gres: Option<Vec<crate::gres::GresReq>>,
 }
 
 /// Where a step runs on one node.
@@ -165,6 +168,8 @@ pub struct StepNode {
     pub mem_mb: u64,
     /// Global task ids (`SLURM_PROCID`) of the tasks on this node.
     pub task_ids: Vec<u32>,
+    /// GRES the step uses on this node (by default the job's).
+    pub gres: Vec<crate::gres::GresAlloc>,
 }
 
 /// A step placed in its job's allocation.
@@ -174,6 +179,9 @@ pub struct StepLayout {
     pub distribution: Distribution,
     /// Held nothing: `--overlap`.
     pub overlap: bool,
+    /// Its GRES were asked for and are its own (other steps may not use them meanwhile).
+    #[serde(default)]
+    pub own_gres: bool,
 }
 
 impl StepLayout {

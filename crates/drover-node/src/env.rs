@@ -97,6 +97,43 @@ fn add_job_vars(c: &EnvCtx<'_>, env: &mut Vec<(String, String)>) {
     if let Some(m) = spec.mem_per_cpu_mb {
         set("SLURM_MEM_PER_CPU", m.to_string());
     }
+    // GPUs: what the job holds here, and what it asked for.
+    set_gpus(&mut set, here.map(|a| gpu_indices(&a.gres)).unwrap_or_default(), "SLURM_JOB_GPUS");
+    for (k, g) in [
+        ("SLURM_GPUS", &spec.gpus),
+        ("SLURM_GPUS_PER_NODE", &spec.gpus_per_node),
+        ("SLURM_GPUS_PER_TASK", &spec.gpus_per_task),
+    ] {
+        if let Some(g) = g {
+            set(k, gpu_request_text(g));
+        }
+    }
+}
+
+/// The GPU variables of a job's (`SLURM_JOB_GPUS`) or a step's (`SLURM_STEP_GPUS`) devices.
+fn set_gpus(set: &mut impl FnMut(&str, String), gpus: Vec<u32>, which: &str) {
+    if gpus.is_empty() {
+        return;
+    }
+    let list = join(&gpus);
+    set("CUDA_VISIBLE_DEVICES", list.clone());
+    set("GPU_DEVICE_ORDINAL", list.clone());
+    set(which, list);
+    set("SLURM_GPUS_ON_NODE", gpus.len().to_string());
+}
+
+/// GPU device indices among held GRES.
+fn gpu_indices(gres: &[v1::GresAlloc]) -> Vec<u32> {
+    gres.iter().filter(|g| g.name == "gpu").flat_map(|g| g.indices.iter().copied()).collect()
+}
+
+fn join(ids: &[u32]) -> String {
+    ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",")
+}
+
+/// `--gpus`-style values as Slurm exports them: `2` or `a100:2`.
+fn gpu_request_text(g: &str) -> String {
+    g.strip_prefix("gpu:").unwrap_or(g).to_string()
 }
 
 /// The batch script's environment.
@@ -179,6 +216,7 @@ pub fn step_task_env(c: &EnvCtx<'_>, sl: &v1::StepLaunch, task: u32, local: u32)
     }
     // What the step daemon sets for each task.
     let mut set = |k: &str, v: String| set_in(&mut env, k, v);
+    set_gpus(&mut set, here.map(|n| gpu_indices(&n.gres)).unwrap_or_default(), "SLURM_STEP_GPUS");
     set("SLURMD_NODENAME", c.node.to_string());
     set("SLURM_CONF", l.conf_path.clone());
     set("SLURM_CPUS_ON_NODE", here.map_or(0, |n| n.cpu_ids.len()).to_string());

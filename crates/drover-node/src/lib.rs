@@ -14,6 +14,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod env;
+pub mod gres;
 pub mod spool;
 pub mod supervisor;
 
@@ -34,6 +35,8 @@ pub enum NodeError {
     UnknownNode(String),
     #[error("spool directory {path}: {source}")]
     Spool { path: String, source: std::io::Error },
+    #[error("{0}")]
+    Gres(String),
 }
 
 fn now() -> i64 {
@@ -102,6 +105,9 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
         "off: cgroup confinement arrives with the execution issue; jobs are tracked as the supervisor's descendants"
             .to_string();
     log(&name, &format!("started ({} CPUs, {} MB); confinement {confinement}", conf.cpus, conf.real_memory_mb));
+    for line in gres::check(conf_path, &conf).map_err(NodeError::Gres)? {
+        log(&name, &line);
+    }
     let exe = std::env::current_exe().map_err(|source| NodeError::Spool { path: "/proc/self/exe".into(), source })?;
     let mut agent = Agent { exe, name: name.clone(), spool, cfg, start_time: now(), reported: HashSet::new() };
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();

@@ -2,6 +2,7 @@
 
 use crate::v1;
 use drover_model::alloc::{Allocation, NodeAlloc};
+use drover_model::gres::{GresAlloc, GresReq};
 use drover_model::job::{fmt_dependency, parse_dependency, JobSpec};
 use drover_model::step::{Distribution, StepLayout, StepNode, StepShape};
 
@@ -48,7 +49,33 @@ pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
         immediate: s.immediate,
         io_addr: s.io_addr.clone(),
         array: s.array.clone(),
+        gres: s.gres.iter().map(|g| g.text()).collect(),
+        gpus: s.gpus.as_ref().map(|g| g.text()),
+        gpus_per_task: s.gpus_per_task.as_ref().map(|g| g.text()),
+        gpus_per_node: s.gpus_per_node.as_ref().map(|g| g.text()),
     }
+}
+
+/// One request read back from its `gpu[:type]:N` text.
+fn gres_one(s: &str) -> Result<GresReq, String> {
+    drover_model::gres::parse_gres_request(s)?.into_iter().next().ok_or_else(|| format!("empty GRES request `{s}`"))
+}
+
+pub fn gres_alloc_to_wire(g: &[GresAlloc]) -> Vec<v1::GresAlloc> {
+    g.iter()
+        .map(|g| v1::GresAlloc {
+            name: g.name.clone(),
+            r#type: g.kind.clone(),
+            indices: g.indices.clone(),
+            count: g.count,
+        })
+        .collect()
+}
+
+pub fn gres_alloc_from_wire(g: &[v1::GresAlloc]) -> Vec<GresAlloc> {
+    g.iter()
+        .map(|g| GresAlloc { name: g.name.clone(), kind: g.r#type.clone(), indices: g.indices.clone(), count: g.count })
+        .collect()
 }
 
 pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
@@ -93,13 +120,23 @@ pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
         immediate: w.immediate,
         io_addr: w.io_addr,
         array: w.array,
+        gres: w.gres.iter().map(|g| gres_one(g)).collect::<Result<_, _>>()?,
+        gpus: w.gpus.as_deref().map(gres_one).transpose()?,
+        gpus_per_task: w.gpus_per_task.as_deref().map(gres_one).transpose()?,
+        gpus_per_node: w.gpus_per_node.as_deref().map(gres_one).transpose()?,
     })
 }
 
 pub fn alloc_to_wire(a: &Allocation) -> Vec<v1::NodeAlloc> {
     a.nodes
         .iter()
-        .map(|n| v1::NodeAlloc { node: n.node.clone(), cpu_ids: n.cpu_ids.clone(), mem_mb: n.mem_mb, tasks: n.tasks })
+        .map(|n| v1::NodeAlloc {
+            node: n.node.clone(),
+            cpu_ids: n.cpu_ids.clone(),
+            mem_mb: n.mem_mb,
+            tasks: n.tasks,
+            gres: gres_alloc_to_wire(&n.gres),
+        })
         .collect()
 }
 
@@ -108,7 +145,13 @@ pub fn alloc_from_wire(partition: &str, nodes: &[v1::NodeAlloc]) -> Allocation {
         partition: partition.to_string(),
         nodes: nodes
             .iter()
-            .map(|n| NodeAlloc { node: n.node.clone(), cpu_ids: n.cpu_ids.clone(), mem_mb: n.mem_mb, tasks: n.tasks })
+            .map(|n| NodeAlloc {
+                node: n.node.clone(),
+                cpu_ids: n.cpu_ids.clone(),
+                mem_mb: n.mem_mb,
+                tasks: n.tasks,
+                gres: gres_alloc_from_wire(&n.gres),
+            })
             .collect(),
     }
 }
@@ -128,6 +171,20 @@ pub fn step_shape_from_wire(w: &v1::StepSpec) -> Result<StepShape, String> {
         exact: w.exact,
         overlap: w.overlap,
         distribution: Distribution::parse(&w.distribution)?,
+        // None: the job's GRES; `none`: no GRES; otherwise the step's own.
+        gres: if w.gres.is_empty() {
+            None
+        } else {
+            Some(
+                w.gres
+                    .iter()
+                    .map(|g| drover_model::gres::parse_gres_request(g))
+                    .collect::<Result<Vec<_>, _>>()?
+                    .into_iter()
+                    .flatten()
+                    .collect(),
+            )
+        },
     })
 }
 
@@ -139,6 +196,7 @@ pub fn step_nodes_to_wire(l: &StepLayout) -> Vec<v1::StepNode> {
             cpu_ids: n.cpu_ids.clone(),
             mem_mb: n.mem_mb,
             task_ids: n.task_ids.clone(),
+            gres: gres_alloc_to_wire(&n.gres),
         })
         .collect()
 }
@@ -154,10 +212,12 @@ pub fn step_layout_from_wire(s: &v1::StepInfo) -> StepLayout {
                 cpu_ids: n.cpu_ids.clone(),
                 mem_mb: n.mem_mb,
                 task_ids: n.task_ids.clone(),
+                gres: gres_alloc_from_wire(&n.gres),
             })
             .collect(),
         distribution: Distribution::parse(&s.distribution).ok().flatten().unwrap_or_default(),
         overlap: s.overlap,
+        own_gres: false,
     }
 }
 

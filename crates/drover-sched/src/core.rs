@@ -1,6 +1,7 @@
 //! The core's state, its events and the scheduling pass.
 
-use crate::plan::{Free, Policy, Reservation, SchedConfig, Timeline, FAR};
+use crate::gres::{GresNeed, NodeGresState};
+use crate::plan::{Free, Policy, Res, Reservation, SchedConfig, Timeline, FAR};
 use drover_model::alloc::{Allocation, NodeAlloc};
 use drover_model::array::TaskSet;
 use drover_model::duration::TimeLimit;
@@ -18,6 +19,8 @@ pub struct NodeRes {
     pub weight: u32,
     /// Up, responding and not drained.
     pub schedulable: bool,
+    /// GPUs and other GRES, and what of them is held.
+    pub gres: NodeGresState,
     used: Vec<bool>,
     used_mem: u64,
     jobs: u32,
@@ -32,10 +35,16 @@ impl NodeRes {
             features,
             weight,
             schedulable: false,
+            gres: NodeGresState::default(),
             used: vec![false; cpus as usize],
             used_mem: 0,
             jobs: 0,
         }
+    }
+    /// The node's GRES (`Gres=` of slurm.conf).
+    pub fn with_gres(mut self, list: &[drover_model::gres::NodeGres]) -> Self {
+        self.gres = NodeGresState::new(list);
+        self
     }
     pub fn alloc_cpus(&self) -> u32 {
         self.used.iter().filter(|u| **u).count() as u32
@@ -118,6 +127,8 @@ pub struct SchedMore {
     /// (the controller, which knows names, lists them).
     pub singleton_after: Vec<JobId>,
     pub array: Option<SchedArray>,
+    /// GPUs and other GRES per node (`--gres`, `--gpus-per-node`, `--gpus-per-task`, ...).
+    pub gres: Vec<GresNeed>,
 }
 
 /// A job's part in an array. The array's pending remainder is one queue entry that starts its
@@ -164,6 +175,7 @@ impl SchedJob {
             dependency: Dependencies { any: false, list: Vec::new() },
             singleton_after: Vec::new(),
             array: None,
+            gres: Vec::new(),
         };
         self.more.as_deref().unwrap_or(&NONE)
     }
@@ -342,6 +354,7 @@ impl Core {
                     n.schedulable = old.schedulable;
                     n.used_mem = old.used_mem;
                     n.jobs = old.jobs;
+                    n.gres.carry_over(&old.gres);
                     let mut used = vec![false; n.cpus as usize];
                     for (k, u) in old.used.iter().enumerate() {
                         if k < used.len() {
@@ -457,6 +470,7 @@ impl Core {
                     }
                 }
                 n.used_mem += na.mem_mb;
+                n.gres.take(&na.gres);
                 n.jobs += 1;
             }
         }
@@ -473,6 +487,7 @@ impl Core {
                     }
                 }
                 n.used_mem = n.used_mem.saturating_sub(na.mem_mb);
+                n.gres.give_back(&na.gres);
                 n.jobs = n.jobs.saturating_sub(1);
             }
         }
@@ -639,6 +654,7 @@ impl Core {
                 let mem = job.mem_per_node_mb.unwrap_or(0).max(job.mem_per_cpu_mb.unwrap_or(0) * cpus as u64);
                 n.cpus >= cpus
                     && n.mem_mb >= mem
+                    && job.more().gres.iter().all(|g| g.for_tasks(per) <= n.gres.total(g))
                     && job.more().constraint.as_ref().is_none_or(|c| c.matches(&n.features))
                     && !job.more().exclude.contains(&n.name)
             };
@@ -752,7 +768,7 @@ impl Core {
                 let end = now.saturating_add(limit.map_or(FAR, |l| l as i64));
                 for na in &alloc.nodes {
                     if let Some(&i) = self.node_idx.get(&na.node) {
-                        tl.hold(i, end, na.cpu_ids.len() as u32, na.mem_mb);
+                        tl.hold(i, end, held(na));
                     }
                 }
                 let split = self.pending.get_mut(&id).and_then(|(j, _)| {
@@ -916,6 +932,8 @@ impl Core {
                     Free {
                         cpus: f.cpus.min(n.cpus - n.alloc_cpus()),
                         mem: f.mem.min(n.mem_mb.saturating_sub(n.used_mem)),
+                        // Exact now: the GPUs of the type the job asks for that are free.
+                        gpus: f.gpus.min(self.gpus_free_for(job, n)),
                         idle: f.idle && n.jobs == 0,
                     }
                 };
@@ -992,7 +1010,7 @@ impl Core {
                 }
                 let free = |i: usize| tl.free_over(i, t, t.saturating_add(d));
                 if let Ok(picks) = self.place(job, part, &free) {
-                    let claims = picks.iter().map(|&(i, tasks)| self.claim(job, i, tasks)).collect();
+                    let claims = picks.iter().map(|&(i, tasks)| (i, self.claim(job, i, tasks))).collect();
                     best = Some(Reservation { job: job.id, start: t, end: t.saturating_add(d), claims });
                     break;
                 }
@@ -1060,10 +1078,11 @@ impl Core {
                 (None, Some(m)) => m * u64::from(cpus),
                 (None, None) => 0,
             };
-            if cpus > n.cpus || mem > n.mem_mb {
+            let gpus = gpu_need(job, tasks);
+            if cpus > n.cpus || mem > n.mem_mb || gpus > n.gres.gpus_total() || !self.gres_could_fit(job, n, tasks) {
                 continue;
             }
-            if let Some(t) = tl.earliest(i, now, Free { cpus, mem, idle: job.exclusive }, d) {
+            if let Some(t) = tl.earliest(i, now, Free { cpus, mem, gpus, idle: job.exclusive }, d) {
                 starts.push(t);
             }
         }
@@ -1074,8 +1093,8 @@ impl Core {
         Some((starts[k - 1], single))
     }
 
-    /// What a job takes of node `i` for `tasks` tasks: (node, cpus, mem).
-    fn claim(&self, job: &SchedJob, i: usize, tasks: u32) -> (usize, u32, u64) {
+    /// What a job takes of node `i` for `tasks` tasks.
+    fn claim(&self, job: &SchedJob, i: usize, tasks: u32) -> Res {
         let n = &self.nodes[i];
         let cpus = if job.exclusive { n.cpus } else { tasks * job.cpus_per_task.max(1) };
         let mem = match (job.mem_per_node_mb, job.mem_per_cpu_mb) {
@@ -1083,7 +1102,22 @@ impl Core {
             (None, Some(m)) => m * u64::from(cpus),
             (None, None) => 0,
         };
-        (i, cpus, if job.exclusive { mem.max(n.mem_mb) } else { mem })
+        let gpus = if job.exclusive { n.gres.gpus_total() } else { gpu_need(job, tasks) };
+        Res { cpus, mem: if job.exclusive { mem.max(n.mem_mb) } else { mem }, gpus }
+    }
+
+    /// GPUs of the type `job` asks for that are free on `n` now (all of them when it asks
+    /// for none, so that its placement is not limited by them).
+    fn gpus_free_for(&self, job: &SchedJob, n: &NodeRes) -> u32 {
+        match job.more().gres.iter().find(|g| g.name == "gpu") {
+            Some(g) => n.gres.free(g).min(u64::from(u32::MAX)) as u32,
+            None => n.gres.gpus_free(),
+        }
+    }
+
+    /// Whether `tasks` tasks of `job` could have their GRES on `n` were it empty.
+    fn gres_could_fit(&self, job: &SchedJob, n: &NodeRes, tasks: u32) -> bool {
+        job.more().gres.iter().all(|g| g.for_tasks(tasks) <= n.gres.total(g))
     }
 
     /// Tasks of `job` that fit in `f`.
@@ -1097,7 +1131,13 @@ impl Core {
             if mem > n.mem_mb {
                 return 0;
             }
-            let cap = n.cpus / cpt;
+            let mut cap = n.cpus / cpt;
+            for g in &job.more().gres {
+                match g.tasks_within(n.gres.total(g)) {
+                    Some(t) => cap = cap.min(t),
+                    None => return 0,
+                }
+            }
             return job.more().ntasks_per_node.map_or(cap, |p| if p <= cap { p } else { 0 });
         }
         let mut cap = f.cpus / cpt;
@@ -1109,6 +1149,15 @@ impl Core {
         if let Some(m) = job.mem_per_cpu_mb {
             if m > 0 {
                 cap = cap.min((f.mem / (m * cpt as u64)) as u32);
+            }
+        }
+        // GRES: GPUs as the timeline (or, now, the node) has them free; other GRES as the
+        // node has them now.
+        for g in &job.more().gres {
+            let avail = if g.name == "gpu" { u64::from(f.gpus).min(n.gres.total(g)) } else { n.gres.free(g) };
+            match g.tasks_within(avail) {
+                Some(t) => cap = cap.min(t),
+                None => return 0,
             }
         }
         match job.more().ntasks_per_node {
@@ -1253,7 +1302,18 @@ impl Core {
                     (None, Some(m)) => m * cpu_ids.len() as u64,
                     (None, None) => 0,
                 };
-                NodeAlloc { node: n.name.clone(), cpu_ids, mem_mb, tasks: t }
+                // An exclusive job holds every GRES of its nodes, as in Slurm.
+                let gres = if job.exclusive {
+                    n.gres.all()
+                } else {
+                    let mut got: Vec<drover_model::gres::GresAlloc> = Vec::new();
+                    for g in &job.more().gres {
+                        // `place` checked there are enough: the pick cannot come up short.
+                        got.extend(n.gres.pick(g, g.for_tasks(t)).unwrap_or_default());
+                    }
+                    got
+                };
+                NodeAlloc { node: n.name.clone(), cpu_ids, mem_mb, tasks: t, gres }
             })
             .collect();
         Allocation { partition: part.name.clone(), nodes }
@@ -1261,13 +1321,15 @@ impl Core {
 
     /// The pass's timeline: every running job holds what it has until its expected end.
     fn timeline(&self, now: i64) -> Timeline {
-        let mut tl = Timeline::new(self.nodes.iter().map(|n| (n.cpus, n.mem_mb)).collect());
+        let mut tl = Timeline::new(
+            self.nodes.iter().map(|n| Res { cpus: n.cpus, mem: n.mem_mb, gpus: n.gres.gpus_total() }).collect(),
+        );
         for (job, alloc) in &self.running {
             // A job past its limit is about to be ended; it still holds what it has now.
             let end = self.ends.get(job).copied().unwrap_or(i64::MAX).max(now + 1);
             for na in &alloc.nodes {
                 if let Some(&i) = self.node_idx.get(&na.node) {
-                    tl.hold(i, end, na.cpu_ids.len() as u32, na.mem_mb);
+                    tl.hold(i, end, held(na));
                 }
             }
         }
@@ -1303,6 +1365,23 @@ impl Core {
             if held != n.alloc_cpus() {
                 return Err(format!("node {} cpu books {} != {}", n.name, n.alloc_cpus(), held));
             }
+            for (name, kind, used, total) in n.gres.usage() {
+                if used > total {
+                    return Err(format!("node {} gres {name}:{kind:?} oversubscribed", n.name));
+                }
+            }
+        }
+        let mut dev_owner: HashMap<(String, String, u32), JobId> = HashMap::new();
+        for (job, alloc) in &self.running {
+            for na in &alloc.nodes {
+                for g in &na.gres {
+                    for &i in &g.indices {
+                        if let Some(other) = dev_owner.insert((na.node.clone(), g.name.clone(), i), *job) {
+                            return Err(format!("{} {} of {} held by {other} and {job}", g.name, i, na.node));
+                        }
+                    }
+                }
+            }
         }
         let unheld = self.pending.values().filter(|(j, _)| j.hold.is_none()).count();
         if self.queue.len() != unheld || self.queue.iter().any(|(_, id)| !self.pending.contains_key(id)) {
@@ -1326,4 +1405,15 @@ fn partition_limit(job: &SchedJob, part: &PartitionRes) -> Option<PendingReason>
         return Some(PendingReason::PartitionNodeLimit);
     }
     None
+}
+
+/// What an allocation holds on a node, as the planner counts it.
+fn held(na: &NodeAlloc) -> Res {
+    Res { cpus: na.cpu_ids.len() as u32, mem: na.mem_mb, gpus: na.gpus().len() as u32 }
+}
+
+/// GPUs `job` needs for `tasks` tasks on one node.
+fn gpu_need(job: &SchedJob, tasks: u32) -> u32 {
+    job.more().gres.iter().filter(|g| g.name == "gpu").map(|g| g.for_tasks(tasks)).sum::<u64>().min(u64::from(u32::MAX))
+        as u32
 }

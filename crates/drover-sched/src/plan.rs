@@ -1,7 +1,7 @@
 //! The backfill planner's timeline: what each node has free at a future time, from the
 //! expected ends of what runs there (start + time limit) and the reservations this pass has
-//! made for waiting jobs. Counts only (cores, memory, whether the node is empty); the core
-//! picks concrete cores when a job starts now.
+//! made for waiting jobs. Counts only (cores, memory, GPUs, whether the node is empty); the
+//! core picks concrete cores and devices when a job starts now.
 //!
 //! ```text
 //!  running jobs ──(end, cpus, mem) per node──► Timeline ◄── reservations (start..end, claims)
@@ -18,17 +18,27 @@ pub const FAR: i64 = 365 * 86400;
 pub struct Free {
     pub cpus: u32,
     pub mem: u64,
+    /// GPUs (consumable `gpu` GRES of any type).
+    pub gpus: u32,
     /// Nothing runs or is reserved there (what `--exclusive` needs).
     pub idle: bool,
 }
 
-/// Resources held from `start` to `end` for a waiting job, node by node: (node, cpus, mem).
+/// Countable resources held or claimed on a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Res {
+    pub cpus: u32,
+    pub mem: u64,
+    pub gpus: u32,
+}
+
+/// Resources held from `start` to `end` for a waiting job, node by node.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reservation {
     pub job: JobId,
     pub start: i64,
     pub end: i64,
-    pub claims: Vec<(usize, u32, u64)>,
+    pub claims: Vec<(usize, Res)>,
 }
 
 /// Backfill policies (`drover sim --policy`, and the controller's scheduler).
@@ -76,19 +86,19 @@ impl Default for SchedConfig {
     }
 }
 
-/// A reservation's claim on one node: (start, end, cpus, mem, job).
-type NodeClaim = (i64, i64, u32, u64, JobId);
+/// A reservation's claim on one node: (start, end, what, job).
+type NodeClaim = (i64, i64, Res, JobId);
 
 /// A node's free space as a step function: (from, what is free from then on).
 type Profile = Vec<(i64, Free)>;
 
 /// One pass's view of the future.
 pub struct Timeline {
-    /// Per node (by index): total cpus and memory.
-    total: Vec<(u32, u64)>,
-    /// Per node: (expected end, cpus, mem) of each job running there.
-    releases: Vec<Vec<(i64, u32, u64)>>,
-    /// Reservations, and per node the (start, end, cpus, mem) of those that claim it.
+    /// Per node (by index): what it has.
+    total: Vec<Res>,
+    /// Per node: (expected end, what it holds) of each job running there.
+    releases: Vec<Vec<(i64, Res)>>,
+    /// Reservations, and per node the (start, end, what) of those that claim it.
     resv: Vec<Reservation>,
     node_resv: Vec<Vec<NodeClaim>>,
     /// Ends of running jobs, sorted (built on first use).
@@ -101,7 +111,7 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    pub fn new(total: Vec<(u32, u64)>) -> Timeline {
+    pub fn new(total: Vec<Res>) -> Timeline {
         let releases = vec![Vec::new(); total.len()];
         let node_resv = vec![Vec::new(); total.len()];
         let profiles = std::cell::RefCell::new(vec![None; total.len()]);
@@ -118,9 +128,9 @@ impl Timeline {
 
     /// Adds a reservation.
     pub fn add(&mut self, r: Reservation) {
-        for &(i, c, m) in &r.claims {
+        for &(i, c) in &r.claims {
             if let Some(v) = self.node_resv.get_mut(i) {
-                v.push((r.start, r.end, c, m, r.job));
+                v.push((r.start, r.end, c, r.job));
             }
             self.dirty(i);
         }
@@ -140,7 +150,7 @@ impl Timeline {
         }
         for &(i, ..) in &r.claims {
             if let Some(v) = self.node_resv.get_mut(i) {
-                v.retain(|e| e.4 != job);
+                v.retain(|e| e.3 != job);
             }
             self.dirty(i);
         }
@@ -150,10 +160,10 @@ impl Timeline {
         &self.resv
     }
 
-    /// A job holds `cpus` and `mem` on node `i` until `end`.
-    pub fn hold(&mut self, i: usize, end: i64, cpus: u32, mem: u64) {
+    /// A job holds `what` on node `i` until `end`.
+    pub fn hold(&mut self, i: usize, end: i64, what: Res) {
         if let Some(r) = self.releases.get_mut(i) {
-            r.push((end, cpus, mem));
+            r.push((end, what));
         }
         self.ends.take();
         self.dirty(i);
@@ -168,37 +178,40 @@ impl Timeline {
     /// Node `i`'s free space over time: running jobs hold until their ends, reservations
     /// from their start to their end.
     fn profile(&self, i: usize) -> Profile {
-        // (time, cpus delta, mem delta, active delta), applied in time order.
-        let mut ev: Vec<(i64, i64, i64, i32)> = Vec::new();
-        let (mut used_c, mut used_m, mut active) = (0i64, 0i64, 0i32);
-        for &(end, c, m) in &self.releases[i] {
-            used_c += i64::from(c);
-            used_m += m as i64;
+        // (time, cpus delta, mem delta, gpus delta, active delta), applied in time order.
+        let mut ev: Vec<(i64, i64, i64, i64, i32)> = Vec::new();
+        let (mut used_c, mut used_m, mut used_g, mut active) = (0i64, 0i64, 0i64, 0i32);
+        for &(end, r) in &self.releases[i] {
+            used_c += i64::from(r.cpus);
+            used_m += r.mem as i64;
+            used_g += i64::from(r.gpus);
             active += 1;
-            ev.push((end, -i64::from(c), -(m as i64), -1));
+            ev.push((end, -i64::from(r.cpus), -(r.mem as i64), -i64::from(r.gpus), -1));
         }
-        for &(start, end, c, m, _) in &self.node_resv[i] {
-            ev.push((start, i64::from(c), m as i64, 1));
-            ev.push((end, -i64::from(c), -(m as i64), -1));
+        for &(start, end, r, _) in &self.node_resv[i] {
+            ev.push((start, i64::from(r.cpus), r.mem as i64, i64::from(r.gpus), 1));
+            ev.push((end, -i64::from(r.cpus), -(r.mem as i64), -i64::from(r.gpus), -1));
         }
         ev.sort_unstable_by_key(|e| e.0);
-        let (tc, tm) = self.total[i];
-        let free = |c: i64, m: i64, a: i32| Free {
-            cpus: (i64::from(tc) - c).clamp(0, i64::from(tc)) as u32,
-            mem: (tm as i64 - m).max(0) as u64,
+        let t = self.total[i];
+        let free = |c: i64, m: i64, g: i64, a: i32| Free {
+            cpus: (i64::from(t.cpus) - c).clamp(0, i64::from(t.cpus)) as u32,
+            mem: (t.mem as i64 - m).max(0) as u64,
+            gpus: (i64::from(t.gpus) - g).clamp(0, i64::from(t.gpus)) as u32,
             idle: a <= 0,
         };
-        let mut out = vec![(i64::MIN, free(used_c, used_m, active))];
+        let mut out = vec![(i64::MIN, free(used_c, used_m, used_g, active))];
         let mut k = 0;
         while k < ev.len() {
-            let t = ev[k].0;
-            while k < ev.len() && ev[k].0 == t {
+            let at = ev[k].0;
+            while k < ev.len() && ev[k].0 == at {
                 used_c += ev[k].1;
                 used_m += ev[k].2;
-                active += ev[k].3;
+                used_g += ev[k].3;
+                active += ev[k].4;
                 k += 1;
             }
-            out.push((t, free(used_c, used_m, active)));
+            out.push((at, free(used_c, used_m, used_g, active)));
         }
         out
     }
@@ -224,7 +237,12 @@ impl Timeline {
             let k = p.partition_point(|s| s.0 <= from).saturating_sub(1);
             let mut f = p[k].1;
             for s in p[k + 1..].iter().take_while(|s| s.0 < to) {
-                f = Free { cpus: f.cpus.min(s.1.cpus), mem: f.mem.min(s.1.mem), idle: f.idle && s.1.idle };
+                f = Free {
+                    cpus: f.cpus.min(s.1.cpus),
+                    mem: f.mem.min(s.1.mem),
+                    gpus: f.gpus.min(s.1.gpus),
+                    idle: f.idle && s.1.idle,
+                };
             }
             f
         })
@@ -233,7 +251,7 @@ impl Timeline {
     /// The earliest moment at or after `from` from which node `i` has `need` free (cores,
     /// memory, and emptiness when `need.idle`) for `d` seconds; `None` if never.
     pub fn earliest(&self, i: usize, from: i64, need: Free, d: i64) -> Option<i64> {
-        let fits = |f: &Free| f.cpus >= need.cpus && f.mem >= need.mem && (!need.idle || f.idle);
+        let fits = |f: &Free| f.cpus >= need.cpus && f.mem >= need.mem && f.gpus >= need.gpus && (!need.idle || f.idle);
         self.with_profile(i, |p| {
             let mut k = p.partition_point(|s| s.0 <= from).saturating_sub(1);
             'start: while k < p.len() {
@@ -290,17 +308,19 @@ mod tests {
 
     #[test]
     fn free_space_follows_ends_and_reservations() {
-        let mut t = Timeline::new(vec![(4, 1000), (4, 1000)]);
-        t.hold(0, 100, 3, 500);
-        assert_eq!(t.free_at(0, 50), Free { cpus: 1, mem: 500, idle: false });
-        assert_eq!(t.free_at(0, 100), Free { cpus: 4, mem: 1000, idle: true });
-        t.add(Reservation { job: 9, start: 100, end: 200, claims: vec![(0, 4, 0)] });
+        let node = Res { cpus: 4, mem: 1000, gpus: 2 };
+        let mut t = Timeline::new(vec![node, node]);
+        t.hold(0, 100, Res { cpus: 3, mem: 500, gpus: 1 });
+        assert_eq!(t.free_at(0, 50), Free { cpus: 1, mem: 500, gpus: 1, idle: false });
+        assert_eq!(t.free_at(0, 100), Free { cpus: 4, mem: 1000, gpus: 2, idle: true });
+        t.add(Reservation { job: 9, start: 100, end: 200, claims: vec![(0, Res { cpus: 4, mem: 0, gpus: 2 })] });
+        assert_eq!(t.free_at(0, 150).gpus, 0);
         assert_eq!(t.free_at(0, 150).cpus, 0);
         // From 50 to 150 the reservation's start binds; from 200 on, nothing.
         assert_eq!(t.free_over(0, 50, 150).cpus, 0);
         assert_eq!(t.free_over(0, 50, 100).cpus, 1);
         assert_eq!(t.free_over(0, 200, 300).cpus, 4);
-        assert_eq!(t.free_over(1, 0, 1000), Free { cpus: 4, mem: 1000, idle: true });
+        assert_eq!(t.free_over(1, 0, 1000), Free { cpus: 4, mem: 1000, gpus: 2, idle: true });
         assert_eq!(t.release_times(0), [100, 200]);
         t.remove(9);
         assert_eq!(t.free_at(0, 150).cpus, 4);

@@ -13,6 +13,7 @@
 //! could never fit is refused with Slurm's message.
 
 use drover_model::alloc::Allocation;
+use drover_model::gres::{GresAlloc, GresReq};
 use drover_model::step::{Distribution, StepLayout, StepNode, StepShape};
 use std::collections::{BTreeSet, HashMap};
 
@@ -29,6 +30,8 @@ pub enum StepRefusal {
     NodeConfig,
     /// More memory than the job holds on a node.
     Memory,
+    /// More GRES than the job holds on a node.
+    Gres,
 }
 
 impl StepRefusal {
@@ -42,6 +45,7 @@ impl StepRefusal {
             StepRefusal::TooManyProcessors => "More processors requested than permitted".into(),
             StepRefusal::NodeConfig => "Requested node configuration is not available".into(),
             StepRefusal::Memory => "Memory required by task is not available".into(),
+            StepRefusal::Gres => "Invalid generic resource (gres) specification".into(),
         }
     }
 }
@@ -52,6 +56,38 @@ struct Free {
     mem: u64,
     /// The job holds memory on this node (a job that asked for none shares the node's).
     tracks_mem: bool,
+    /// The job's GRES here not held by steps that asked for theirs: (name, type, index or
+    /// count-only unit).
+    gres: Vec<GresAlloc>,
+}
+
+/// Units of `r`'s GRES in `free`.
+fn gres_free(free: &[GresAlloc], r: &GresReq) -> u64 {
+    free.iter()
+        .filter(|g| g.name == r.name && r.kind.as_ref().is_none_or(|k| g.kind.as_ref() == Some(k)))
+        .map(|g| if g.indices.is_empty() { g.count } else { g.indices.len() as u64 })
+        .sum()
+}
+
+/// The lowest `n` units of `r`'s GRES in `free`.
+fn gres_pick(free: &[GresAlloc], r: &GresReq, n: u64) -> Vec<GresAlloc> {
+    let mut left = n;
+    let mut out = Vec::new();
+    for g in free.iter().filter(|g| g.name == r.name && r.kind.as_ref().is_none_or(|k| g.kind.as_ref() == Some(k))) {
+        if left == 0 {
+            break;
+        }
+        if g.indices.is_empty() {
+            let take = g.count.min(left);
+            out.push(GresAlloc { indices: Vec::new(), count: take, ..g.clone() });
+            left -= take;
+        } else {
+            let idx: Vec<u32> = g.indices.iter().copied().take(left as usize).collect();
+            left -= idx.len() as u64;
+            out.push(GresAlloc { count: idx.len() as u64, indices: idx, ..g.clone() });
+        }
+    }
+    out
 }
 
 /// Places a step of `shape` in `job`'s allocation, given the steps running in it.
@@ -69,11 +105,15 @@ pub fn place_step(job: &Allocation, running: &[&StepLayout], shape: &StepShape) 
 fn free_of(job: &Allocation, running: &[&StepLayout], overlap: bool) -> Vec<Free> {
     let mut used_cpus: HashMap<&str, BTreeSet<u32>> = HashMap::new();
     let mut used_mem: HashMap<&str, u64> = HashMap::new();
+    let mut used_gres: HashMap<&str, Vec<&GresAlloc>> = HashMap::new();
     if !overlap {
         for s in running.iter().filter(|s| !s.overlap) {
             for n in &s.nodes {
                 used_cpus.entry(n.node.as_str()).or_default().extend(n.cpu_ids.iter().copied());
                 *used_mem.entry(n.node.as_str()).or_default() += n.mem_mb;
+                if s.own_gres {
+                    used_gres.entry(n.node.as_str()).or_default().extend(n.gres.iter());
+                }
             }
         }
     }
@@ -81,10 +121,33 @@ fn free_of(job: &Allocation, running: &[&StepLayout], overlap: bool) -> Vec<Free
         .iter()
         .map(|n| {
             let used = used_cpus.get(n.node.as_str());
+            let held = used_gres.get(n.node.as_str());
+            let gres = n
+                .gres
+                .iter()
+                .map(|g| {
+                    let taken: Vec<&&GresAlloc> = held
+                        .map(|h| h.iter().filter(|x| x.name == g.name && x.kind == g.kind).collect())
+                        .unwrap_or_default();
+                    if g.indices.is_empty() {
+                        let used: u64 = taken.iter().map(|x| x.count).sum();
+                        GresAlloc { count: g.count.saturating_sub(used), ..g.clone() }
+                    } else {
+                        let idx: Vec<u32> = g
+                            .indices
+                            .iter()
+                            .copied()
+                            .filter(|i| !taken.iter().any(|x| x.indices.contains(i)))
+                            .collect();
+                        GresAlloc { count: idx.len() as u64, indices: idx, ..g.clone() }
+                    }
+                })
+                .collect();
             Free {
                 cpus: n.cpu_ids.iter().copied().filter(|c| used.is_none_or(|u| !u.contains(c))).collect(),
                 mem: n.mem_mb.saturating_sub(used_mem.get(n.node.as_str()).copied().unwrap_or(0)),
                 tracks_mem: n.mem_mb > 0,
+                gres,
             }
         })
         .collect()
@@ -137,6 +200,16 @@ fn select(job: &Allocation, free: &[Free], s: &StepShape) -> Result<StepLayout, 
         let mut cap = f.cpus.len() as u32 / cpt;
         if let Some(p) = per_node {
             cap = if cap >= p { p } else { 0 };
+        }
+        if let Some(reqs) = &s.gres {
+            for r in reqs {
+                if gres_free(&job.nodes[i].gres, r) < r.count {
+                    return Err(StepRefusal::Gres);
+                }
+                if gres_free(&f.gres, r) < r.count {
+                    return Ok(0);
+                }
+            }
         }
         if cap > 0 && f.tracks_mem {
             if let Some(m) = mem_need(cap.min(ntasks)) {
@@ -197,10 +270,14 @@ fn select(job: &Allocation, free: &[Free], s: &StepShape) -> Result<StepLayout, 
             let cpu_ids: Vec<u32> =
                 if s.exact { f.cpus.iter().copied().take((count * cpt) as usize).collect() } else { f.cpus.clone() };
             let mem_mb = if f.tracks_mem { mem_need(count).unwrap_or(0) } else { 0 };
-            StepNode { node: job.nodes[i].node.clone(), cpu_ids, mem_mb, task_ids }
+            let gres = match &s.gres {
+                Some(reqs) => reqs.iter().flat_map(|r| gres_pick(&f.gres, r, r.count)).collect(),
+                None => job.nodes[i].gres.clone(),
+            };
+            StepNode { node: job.nodes[i].node.clone(), cpu_ids, mem_mb, task_ids, gres }
         })
         .collect();
-    Ok(StepLayout { nodes, distribution: dist, overlap: s.overlap })
+    Ok(StepLayout { nodes, distribution: dist, overlap: s.overlap, own_gres: s.gres.is_some() })
 }
 
 /// Tasks per node as Slurm's block layout counts them: dealt one at a time over the nodes,
@@ -245,7 +322,13 @@ mod tests {
             partition: "debug".into(),
             nodes: nodes
                 .iter()
-                .map(|&(n, c, m)| NodeAlloc { node: n.into(), cpu_ids: (0..c).collect(), mem_mb: m, tasks: c })
+                .map(|&(n, c, m)| NodeAlloc {
+                    node: n.into(),
+                    cpu_ids: (0..c).collect(),
+                    mem_mb: m,
+                    tasks: c,
+                    gres: Vec::new(),
+                })
                 .collect(),
         }
     }
@@ -350,6 +433,25 @@ mod tests {
         let s = StepShape { distribution: Some(Distribution::Cyclic), ..shape(Some(4), Some(2)) };
         let l = place_step(&j, &[], &s).unwrap();
         assert_eq!(tasks(&l), [("n1".into(), vec![0, 2]), ("n2".into(), vec![1, 3])]);
+    }
+
+    #[test]
+    fn steps_use_the_jobs_gpus() {
+        let mut j = job(&[("n1", 4, 0)]);
+        j.nodes[0].gres =
+            vec![GresAlloc { name: "gpu".into(), kind: Some("fake".into()), indices: vec![0, 1], count: 2 }];
+        let gpu = |n: u64| Some(vec![GresReq { name: "gpu".into(), kind: None, count: n }]);
+        // Without a request a step sees all of them, shared.
+        let all = place_step(&j, &[], &StepShape { exact: true, ..shape(Some(1), None) }).unwrap();
+        assert_eq!(all.nodes[0].gres[0].indices, [0, 1]);
+        let s1 = StepShape { exact: true, gres: gpu(1), ..shape(Some(1), None) };
+        let a = place_step(&j, &[&all], &s1).unwrap();
+        assert_eq!(a.nodes[0].gres[0].indices, [0]);
+        let b = place_step(&j, &[&all, &a], &s1).unwrap();
+        assert_eq!(b.nodes[0].gres[0].indices, [1]);
+        assert_eq!(place_step(&j, &[&a, &b], &s1), Err(StepRefusal::Busy));
+        let s3 = StepShape { gres: gpu(3), ..s1 };
+        assert_eq!(place_step(&j, &[], &s3), Err(StepRefusal::Gres));
     }
 
     proptest::proptest! {

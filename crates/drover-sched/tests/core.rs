@@ -2,6 +2,7 @@
 
 use drover_model::array::ArraySpec;
 use drover_model::state::PendingReason;
+use drover_sched::gres::GresNeed;
 use drover_sched::{Core, Decision, Event, NodeRes, Outcome, PartitionRes, SchedArray, SchedJob, SchedMore};
 use proptest::prelude::*;
 
@@ -558,4 +559,143 @@ fn an_unlimited_job_never_passes_a_reservation_behind_an_unlimited_one() {
     let d = c.schedule(101, &mut no_ids);
     assert!(started(&d).is_empty(), "{d:?}");
     assert_eq!(reason(&d, 3), Some(PendingReason::Priority));
+}
+
+fn gpu_cluster(nodes: u32, cpus: u32, gres: &str) -> Core {
+    let mut c = Core::new();
+    let mut names = Vec::new();
+    let list = drover_model::gres::parse_node_gres(gres).unwrap();
+    for i in 1..=nodes {
+        let name = format!("node{i}");
+        c.handle(Event::NodeDefined(NodeRes::new(&name, cpus, 1000, vec![], 1).with_gres(&list)));
+        c.handle(Event::NodeSchedulable { node: name.clone(), schedulable: true });
+        names.push(name);
+    }
+    c.handle(Event::PartitionDefined(PartitionRes::open("cpu", names)));
+    c
+}
+
+fn gpu_job(id: u32, kind: Option<&str>, per_node: u64, per_task: u64) -> SchedJob {
+    let mut j = job(id);
+    j.more = SchedMore {
+        gres: vec![GresNeed { name: "gpu".into(), kind: kind.map(String::from), per_node, per_task }],
+        ..Default::default()
+    }
+    .boxed();
+    j
+}
+
+fn gpus_of(d: &[Decision], id: u32) -> Vec<(String, Vec<u32>)> {
+    d.iter()
+        .find_map(|d| match d {
+            Decision::Start { job, alloc, .. } if *job == id => {
+                Some(alloc.nodes.iter().map(|n| (n.node.clone(), n.gpus())).collect())
+            }
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn gpu_jobs_get_distinct_devices_and_wait_for_them() {
+    let mut c = gpu_cluster(1, 8, "gpu:fake:2");
+    c.handle(Event::Submitted(gpu_job(1, None, 1, 0)));
+    c.handle(Event::Submitted(gpu_job(2, None, 1, 0)));
+    c.handle(Event::Submitted(gpu_job(3, None, 1, 0)));
+    let d = c.schedule(0, &mut no_ids);
+    assert_eq!(gpus_of(&d, 1), [("node1".to_string(), vec![0])]);
+    assert_eq!(gpus_of(&d, 2), [("node1".to_string(), vec![1])]);
+    // CPUs are free but both GPUs are held: the third waits for resources.
+    assert_eq!(started(&d), [1, 2]);
+    assert_eq!(reason(&d, 3), Some(PendingReason::Resources));
+    c.handle(Event::Ended { job: 1, outcome: Outcome::Succeeded });
+    let d = c.schedule(1, &mut no_ids);
+    assert_eq!(gpus_of(&d, 3), [("node1".to_string(), vec![0])]);
+    assert_eq!(c.check_invariants(), Ok(()));
+}
+
+#[test]
+fn typed_and_per_task_gpu_requests() {
+    let mut c = gpu_cluster(2, 8, "gpu:a100:2,gpu:v100:2");
+    // Two v100s on one node: indices 2-3, as Slurm numbers a node's GPUs across types.
+    c.handle(Event::Submitted(gpu_job(1, Some("v100"), 2, 0)));
+    // Three tasks with a GPU each on one node at most: needs more than one node's a100s.
+    let mut j = gpu_job(2, Some("a100"), 0, 1);
+    j.ntasks = 3;
+    c.handle(Event::Submitted(j));
+    let d = c.schedule(0, &mut no_ids);
+    assert_eq!(gpus_of(&d, 1), [("node1".to_string(), vec![2, 3])]);
+    let got = gpus_of(&d, 2);
+    assert_eq!(got.iter().map(|(_, g)| g.len()).sum::<usize>(), 3, "{got:?}");
+    assert!(got.iter().all(|(_, g)| g.iter().all(|i| *i < 2)), "{got:?}");
+    // Nobody could ever give five a100s to one node: refused at submit.
+    let mut j = gpu_job(3, Some("a100"), 5, 0);
+    j.max_nodes = Some(1);
+    assert_eq!(c.check_submit(&j, false), drover_sched::SubmitCheck::NodeConfigUnavailable);
+    assert_eq!(c.check_invariants(), Ok(()));
+}
+
+#[test]
+fn an_exclusive_job_holds_every_gpu_of_its_nodes() {
+    let mut c = gpu_cluster(1, 4, "gpu:fake:2");
+    let mut j = job(1);
+    j.exclusive = true;
+    c.handle(Event::Submitted(j));
+    c.handle(Event::Submitted(gpu_job(2, None, 1, 0)));
+    let d = c.schedule(0, &mut no_ids);
+    assert_eq!(gpus_of(&d, 1), [("node1".to_string(), vec![0, 1])]);
+    assert_eq!(started(&d), [1]);
+}
+
+#[test]
+fn a_gpu_job_gets_a_reservation_where_gpus_free_up() {
+    let mut c = with_policy(gpu_cluster(2, 8, "gpu:fake:1"), drover_sched::Policy::Conservative);
+    let mut a = gpu_job(1, None, 1, 0);
+    a.time_limit = Some(Some(100));
+    let mut b = gpu_job(2, None, 1, 0);
+    b.time_limit = Some(Some(300));
+    c.handle(Event::Submitted(a));
+    c.handle(Event::Submitted(b));
+    c.schedule(0, &mut no_ids);
+    // Both GPUs held: the next GPU job is planned for when the shorter job ends, while a
+    // CPU-only job starts at once beside them.
+    let mut w = gpu_job(3, None, 1, 0);
+    w.time_limit = Some(Some(50));
+    c.handle(Event::Submitted(w));
+    let mut cpu = job(4);
+    cpu.time_limit = Some(Some(1000));
+    c.handle(Event::Submitted(cpu));
+    let d = c.schedule(10, &mut no_ids);
+    assert_eq!(started(&d), [4]);
+    assert_eq!(planned(&d, 3), Some((Some(100), vec!["node1".to_string()])));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Random GPU jobs never share a device and never hold more than a node has.
+    #[test]
+    fn gpus_are_never_oversubscribed(ops in proptest::collection::vec((0u8..3, 1u32..3, 0u64..3, 0u64..2), 1..60)) {
+        let mut c = gpu_cluster(3, 8, "gpu:a:2,gpu:b:1");
+        let mut next = 1u32;
+        let mut running: Vec<u32> = Vec::new();
+        for (t, (op, tasks, per_node, per_task)) in ops.into_iter().enumerate() {
+            if op < 2 {
+                let mut j = gpu_job(next, if op == 1 { Some("a") } else { None }, per_node, per_task);
+                j.ntasks = tasks;
+                c.handle(Event::Submitted(j));
+                next += 1;
+            } else if let Some(id) = running.pop() {
+                c.handle(Event::Ended { job: id, outcome: Outcome::Succeeded });
+            }
+            for d in c.schedule(t as i64, &mut no_ids) {
+                if let Decision::Start { job, alloc, .. } = d {
+                    for n in &alloc.nodes {
+                        prop_assert!(n.gpus().len() <= 3);
+                    }
+                    running.insert(0, job);
+                }
+            }
+            prop_assert_eq!(c.check_invariants(), Ok(()));
+        }
+    }
 }

@@ -20,6 +20,7 @@ fn lab() -> Cluster {
                  SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=4000 Gres=gpu:fake:2 State=UNKNOWN"
                     .into(),
             ),
+            extra_conf: "GresTypes=gpu\n".into(),
             partitions: "PartitionName=cpu Nodes=node[1-4] Default=YES MaxTime=INFINITE State=UP\n\
                          PartitionName=gpu Nodes=node[1-4] MaxTime=INFINITE State=UP\n"
                 .into(),

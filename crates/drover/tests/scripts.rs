@@ -20,11 +20,17 @@ fn every_real_job_script_is_accepted() {
             nodes: 4,
             cpus: 32,
             mem_mb: 256_000,
+            // GPU nodes: the training scripts ask for up to 8 GPUs per node.
+            extra_conf: "GresTypes=gpu\n".into(),
+            node_line: Some(
+                "NodeName=node[1-4] NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=32 RealMemory=256000 \
+                 Gres=gpu:8 State=UNKNOWN"
+                    .into(),
+            ),
             partitions: "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n\
                          PartitionName=gpu Nodes=ALL MaxTime=INFINITE State=UP\n\
                          PartitionName=learnfair Nodes=ALL MaxTime=INFINITE State=UP\n"
                 .into(),
-            ..Default::default()
         },
     );
     let mut scripts: Vec<PathBuf> = Vec::new();

@@ -12,18 +12,28 @@ fn cluster(nodes: u32, cpus: u32) -> Cluster {
     Cluster::start(EXE, Options { nodes, cpus, ..Default::default() })
 }
 
-/// The lab's shape (`../shared/compat/slurm-22.05/conf/slurm.conf`): four 2-CPU nodes, `cpu`
-/// the default partition.
+/// The lab's shape (`../shared/compat/slurm-22.05/conf/slurm.conf`): four 2-CPU nodes with
+/// two fake GPUs each, `cpu` the default partition and `gpu` the other.
 fn lab() -> Cluster {
-    Cluster::start(
+    let c = Cluster::start(
         EXE,
         Options {
             nodes: 4,
             cpus: 2,
-            partitions: "PartitionName=cpu Nodes=node[1-4] Default=YES MaxTime=INFINITE State=UP\n".into(),
+            extra_conf: "GresTypes=gpu\n".into(),
+            node_line: Some(
+                "NodeName=node[1-4] NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=2 RealMemory=4000 \
+                 Gres=gpu:fake:2 State=UNKNOWN"
+                    .into(),
+            ),
+            partitions: "PartitionName=cpu Nodes=node[1-4] Default=YES MaxTime=INFINITE State=UP\n\
+                         PartitionName=gpu Nodes=node[1-4] MaxTime=INFINITE State=UP\n"
+                .into(),
             ..Default::default()
         },
-    )
+    );
+    std::fs::write(c.path().join("gres.conf"), "NodeName=node[1-4] Name=gpu Type=fake File=/dev/null\n").unwrap();
+    c
 }
 
 fn text(o: &std::process::Output) -> (String, String) {
@@ -70,8 +80,11 @@ fn env_map(text: &str) -> BTreeMap<String, String> {
     ];
     text.lines()
         .filter_map(|l| l.split_once('='))
-        // The captures hold the `SLURM_` variables.
-        .filter(|(k, _)| k.starts_with("SLURM_") && !NOT_COMPARED.contains(k))
+        // The captures hold the `SLURM_` variables and the GPU ones.
+        .filter(|(k, _)| {
+            (k.starts_with("SLURM_") || *k == "CUDA_VISIBLE_DEVICES" || *k == "GPU_DEVICE_ORDINAL")
+                && !NOT_COMPARED.contains(k)
+        })
         .map(|(k, v)| {
             let v = if VOLATILE.contains(&k) { "<V>".to_string() } else { v.to_string() };
             (k.to_string(), v)
@@ -95,6 +108,13 @@ fn every_task_sees_the_environment_slurm_gives_it() {
         let ours = env_map(&read(&format!("step-env-{t}.txt")));
         assert_eq!(ours, env_map(&compat(&format!("env-srun-task{t}.txt"))), "task {t} of a step in a batch job");
     }
+    // A job with GPUs, and a step in it.
+    let script =
+        write_script(&c, "gpuenv.sh", "#!/bin/bash\nenv > gpu-batch-env.txt\nsrun bash -c 'env > gpu-step-env.txt'\n");
+    let id = c.submit(&["-p", "gpu", "--gres=gpu:2", "-w", "node3", "-J", "gpuenv", &script]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
+    assert_eq!(env_map(&read("gpu-batch-env.txt")), env_map(&compat("env-batch-gpu.txt")), "a GPU job's batch script");
+    assert_eq!(env_map(&read("gpu-step-env.txt")), env_map(&compat("env-srun-gpu-task0.txt")), "a step of a GPU job");
     // A standalone srun: its own allocation, job name from the command.
     let out = c.run("srun", &["-N2", "-n4", "bash", "-c", "env > direct-env-$SLURM_PROCID.txt"]);
     assert!(out.status.success(), "{:?}", text(&out));
@@ -373,4 +393,48 @@ fn a_job_requeues_itself_and_runs_again() {
     let job = c.ok("scontrol", &["show", "job", &id.to_string()]);
     assert!(job.contains("Restarts=1"), "{job}");
     assert_eq!(output(&c, id), "run 1\ndone\n");
+}
+
+#[test]
+fn jobs_sharing_a_node_see_only_their_own_gpus() {
+    let c = lab();
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        ids.push(c.submit(&[
+            "-p",
+            "gpu",
+            "-w",
+            "node2",
+            "--gres=gpu:1",
+            "--wrap",
+            "echo $CUDA_VISIBLE_DEVICES $SLURM_JOB_GPUS; sleep 2",
+        ]));
+    }
+    // Both GPUs are held: a third GPU job waits, a CPU job does not.
+    let third = c.submit(&["-p", "gpu", "-w", "node2", "--gpus-per-node=1", "--wrap", "echo $CUDA_VISIBLE_DEVICES"]);
+    for &id in &ids {
+        c.wait_state(id, &["RUNNING", "COMPLETED"], Duration::from_secs(20));
+    }
+    let q = c.ok("squeue", &["-h", "-o", "%i %t %b %r", "-j", &third.to_string()]);
+    assert_eq!(q, format!("{third} PD gres:gpu:1 Resources\n"));
+    let node = c.ok("scontrol", &["-d", "show", "node", "node2"]);
+    assert!(node.contains("   Gres=gpu:fake:2\n   GresDrained=N/A\n   GresUsed=gpu:fake:2(IDX:0-1)\n"), "{node}");
+    for &id in ids.iter().chain([third].iter()) {
+        c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
+    }
+    let mut seen: Vec<String> = ids.iter().map(|&id| output(&c, id)).collect();
+    seen.sort();
+    assert_eq!(seen, ["0 0\n", "1 1\n"]);
+    assert_eq!(output(&c, third).len(), 2);
+    // More GPUs than any node has, or a GRES nobody has: refused at submit.
+    let o = c.run("sbatch", &["--gres=gpu:3", "--wrap", "true"]);
+    assert_eq!(
+        text(&o).1,
+        "sbatch: error: Batch job submission failed: Requested node configuration is not available\n"
+    );
+    let o = c.run("sbatch", &["--gres=nvme:1", "--wrap", "true"]);
+    assert_eq!(
+        text(&o).1,
+        "sbatch: error: Batch job submission failed: Invalid generic resource (gres) specification\n"
+    );
 }

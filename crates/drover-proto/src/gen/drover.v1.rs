@@ -94,6 +94,16 @@ pub struct JobSpec {
     /// --array, in the canonical form of drover_model::array (`0-15:4,20%2`).
     #[prost(string, optional, tag = "41")]
     pub array: ::core::option::Option<::prost::alloc::string::String>,
+    /// GRES per node (`gpu:a100:2`, from --gres).
+    #[prost(string, repeated, tag = "42")]
+    pub gres: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// --gpus (`\[type:\]N` for the whole job) and --gpus-per-task, as `gpu\[:type\]:N`.
+    #[prost(string, optional, tag = "43")]
+    pub gpus: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "44")]
+    pub gpus_per_task: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "45")]
+    pub gpus_per_node: ::core::option::Option<::prost::alloc::string::String>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SubmitRequest {
@@ -114,7 +124,7 @@ pub struct SubmitReply {
     #[prost(string, tag = "4")]
     pub test_partition: ::prost::alloc::string::String,
 }
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct NodeAlloc {
     #[prost(string, tag = "1")]
     pub node: ::prost::alloc::string::String,
@@ -124,6 +134,20 @@ pub struct NodeAlloc {
     pub mem_mb: u64,
     #[prost(uint32, tag = "4")]
     pub tasks: u32,
+    #[prost(message, repeated, tag = "5")]
+    pub gres: ::prost::alloc::vec::Vec<GresAlloc>,
+}
+/// What a job (or step) holds of one GRES on a node.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GresAlloc {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "2")]
+    pub r#type: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(uint32, repeated, tag = "3")]
+    pub indices: ::prost::alloc::vec::Vec<u32>,
+    #[prost(uint64, tag = "4")]
+    pub count: u64,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct JobInfo {
@@ -264,6 +288,9 @@ pub struct StepSpec {
     /// exported them first).
     #[prost(bool, tag = "28")]
     pub standalone: bool,
+    /// GRES the step asks for per node (--gres, --gpus-per-node); none: the job's.
+    #[prost(string, repeated, tag = "29")]
+    pub gres: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct StepCreateRequest {
@@ -274,7 +301,7 @@ pub struct StepCreateRequest {
     #[prost(bool, tag = "2")]
     pub wait: bool,
 }
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct StepNode {
     #[prost(string, tag = "1")]
     pub node: ::prost::alloc::string::String,
@@ -284,6 +311,8 @@ pub struct StepNode {
     pub mem_mb: u64,
     #[prost(uint32, repeated, tag = "4")]
     pub task_ids: ::prost::alloc::vec::Vec<u32>,
+    #[prost(message, repeated, tag = "5")]
+    pub gres: ::prost::alloc::vec::Vec<GresAlloc>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct StepInfo {
@@ -406,6 +435,9 @@ pub struct NodeInfo {
     pub cpu_load: f64,
     #[prost(string, tag = "32")]
     pub confinement: ::prost::alloc::string::String,
+    /// `GresUsed` of `scontrol -d show node`: `gpu:fake:1(IDX:0)`.
+    #[prost(string, tag = "33")]
+    pub gres_used: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct PartitionInfo {

@@ -1,0 +1,315 @@
+//! Generic resources (GRES): what nodes have (`Gres=gpu:a100:4` in slurm.conf, the devices of
+//! `gres.conf`), what jobs ask for (`--gres=gpu:2`, `--gpus-per-node`, `--gpus-per-task`,
+//! `--gpus`), and what a job holds on a node (device indices), in Slurm's text forms.
+
+use serde::{Deserialize, Serialize};
+
+/// One kind of GRES a node has: `gpu:a100:4`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeGres {
+    pub name: String,
+    pub kind: Option<String>,
+    pub count: u64,
+    /// `no_consume`: any number of jobs may use it at once.
+    pub no_consume: bool,
+}
+
+impl NodeGres {
+    /// `gpu:a100:4` (without the `(S:0-1)` socket suffix, which is accepted and dropped).
+    pub fn text(&self) -> String {
+        let mut s = self.name.clone();
+        if let Some(k) = &self.kind {
+            s.push(':');
+            s.push_str(k);
+        }
+        if self.no_consume {
+            s.push_str(":no_consume");
+        }
+        s.push(':');
+        s.push_str(&self.count.to_string());
+        s
+    }
+}
+
+fn count(s: &str) -> Option<u64> {
+    let (num, mult) = match s.as_bytes().last() {
+        Some(b'k' | b'K') => (&s[..s.len() - 1], 1024),
+        Some(b'm' | b'M') => (&s[..s.len() - 1], 1024 * 1024),
+        Some(b'g' | b'G') => (&s[..s.len() - 1], 1024 * 1024 * 1024),
+        _ => (s, 1),
+    };
+    num.parse::<u64>().ok().map(|n| n * mult)
+}
+
+/// Splits a comma list, keeping `(S:0,1)` socket lists together.
+fn items(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out.into_iter().map(str::trim).filter(|x| !x.is_empty()).collect()
+}
+
+/// A node's `Gres=`: `gpu:2`, `gpu:a100:4(S:0-1)`, `gpu:a100:2,gpu:v100:2`,
+/// `bandwidth:no_consume:100`, `nvme` (one).
+pub fn parse_node_gres(s: &str) -> Result<Vec<NodeGres>, String> {
+    let bad = |item: &str| format!("Invalid GRES specification `{item}`");
+    let mut out = Vec::new();
+    if s.eq_ignore_ascii_case("(null)") {
+        return Ok(out);
+    }
+    for item in items(s) {
+        let plain = item.split('(').next().unwrap_or(item);
+        let mut parts: Vec<&str> = plain.split(':').collect();
+        let no_consume = parts.iter().any(|p| p.eq_ignore_ascii_case("no_consume"));
+        parts.retain(|p| !p.eq_ignore_ascii_case("no_consume"));
+        let (name, kind, n) = match parts.as_slice() {
+            [name] => (*name, None, 1),
+            [name, last] => match count(last) {
+                Some(n) => (*name, None, n),
+                None => (*name, Some(*last), 1),
+            },
+            [name, kind, n] => (*name, Some(*kind), count(n).ok_or_else(|| bad(item))?),
+            _ => return Err(bad(item)),
+        };
+        if name.is_empty() || kind.is_some_and(str::is_empty) {
+            return Err(bad(item));
+        }
+        out.push(NodeGres { name: name.to_string(), kind: kind.map(String::from), count: n, no_consume });
+    }
+    Ok(out)
+}
+
+/// A request for some of one GRES: `gpu:a100:2`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GresReq {
+    pub name: String,
+    pub kind: Option<String>,
+    pub count: u64,
+}
+
+impl GresReq {
+    /// `gpu:a100:2`, `gpu:2`.
+    pub fn text(&self) -> String {
+        match &self.kind {
+            Some(k) => format!("{}:{k}:{}", self.name, self.count),
+            None => format!("{}:{}", self.name, self.count),
+        }
+    }
+
+    /// Whether a node's GRES serves this request.
+    pub fn matches(&self, g: &NodeGres) -> bool {
+        g.name == self.name && self.kind.as_ref().is_none_or(|k| g.kind.as_ref() == Some(k))
+    }
+}
+
+/// `--gres`: `gpu`, `gpu:2`, `gpu:a100:2`, comma lists; `none` is no request.
+pub fn parse_gres_request(s: &str) -> Result<Vec<GresReq>, String> {
+    let bad = || "Invalid generic resource (gres) specification".to_string();
+    let mut out = Vec::new();
+    for item in items(s) {
+        if item.eq_ignore_ascii_case("none") {
+            continue;
+        }
+        // Slurm also takes the `gres:` prefix of its own TRES strings.
+        let item = item.strip_prefix("gres:").unwrap_or(item);
+        let parts: Vec<&str> = item.split(':').collect();
+        let (name, kind, n) = match parts.as_slice() {
+            [name] => (*name, None, 1),
+            [name, last] => match count(last) {
+                Some(n) => (*name, None, n),
+                None => (*name, Some(*last), 1),
+            },
+            [name, kind, n] => (*name, Some(*kind), count(n).ok_or_else(bad)?),
+            _ => return Err(bad()),
+        };
+        if name.is_empty() || n == 0 {
+            return Err(bad());
+        }
+        out.push(GresReq { name: name.to_string(), kind: kind.map(String::from), count: n });
+    }
+    Ok(out)
+}
+
+/// `--gpus`, `--gpus-per-node`, `--gpus-per-task`: `[type:]N`.
+pub fn parse_gpus(s: &str) -> Result<GresReq, String> {
+    let bad = || format!("Invalid GPU specification: {s}");
+    let (kind, n) = match s.rsplit_once(':') {
+        Some((k, n)) => (Some(k.to_string()), n),
+        None => (None, s),
+    };
+    let count = n.trim().parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(bad)?;
+    Ok(GresReq { name: "gpu".into(), kind, count })
+}
+
+/// What a job holds of one GRES on one node: device indices (for GRES with devices, as
+/// GPUs) or a count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GresAlloc {
+    pub name: String,
+    pub kind: Option<String>,
+    /// Device indices on the node, numbered per GRES name as in Slurm (`IDX:0-1`).
+    pub indices: Vec<u32>,
+    pub count: u64,
+}
+
+/// Indices as Slurm prints them in `GresUsed` (`0-1,3`).
+pub fn fmt_indices(ids: &[u32]) -> String {
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i;
+        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j { ids[i].to_string() } else { format!("{}-{}", ids[i], ids[j]) });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+/// A `gres.conf` line that applies to a node: its devices or count for one GRES.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GresConfLine {
+    /// `NodeName=` (a hostlist); none: every node.
+    pub nodes: Option<Vec<String>>,
+    pub name: String,
+    pub kind: Option<String>,
+    /// Device files (`File=/dev/nvidia[0-3]` expanded).
+    pub files: Vec<String>,
+    pub count: Option<u64>,
+    /// `Cores=` as written (accepted; placement does not use core affinity yet).
+    pub cores: Option<String>,
+}
+
+/// `gres.conf`: `AutoDetect=`, and lines of `[NodeName=...] Name=... [Type=...] [File=...]
+/// [Count=...] [Cores=...] [Links=...] [Flags=...]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GresConf {
+    pub autodetect: Option<String>,
+    pub lines: Vec<GresConfLine>,
+}
+
+impl GresConf {
+    pub fn parse(text: &str) -> Result<GresConf, String> {
+        let mut conf = GresConf::default();
+        let mut joined = String::new();
+        let mut logical: Vec<(usize, String)> = Vec::new();
+        let mut first = 0;
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.split('#').next().unwrap_or("").trim_end();
+            if joined.is_empty() {
+                first = i + 1;
+            }
+            if let Some(l) = line.strip_suffix('\\') {
+                joined.push_str(l);
+                joined.push(' ');
+                continue;
+            }
+            joined.push_str(line);
+            if !joined.trim().is_empty() {
+                logical.push((first, std::mem::take(&mut joined)));
+            }
+            joined.clear();
+        }
+        for (n, line) in logical {
+            let at = |e: String| format!("gres.conf:{n}: {e}");
+            let mut nodes = None;
+            let (mut name, mut kind, mut files, mut count_v, mut cores) = (None, None, Vec::new(), None, None);
+            for word in line.split_whitespace() {
+                let (k, v) = word.split_once('=').ok_or_else(|| at(format!("expected Key=Value, found `{word}`")))?;
+                match k.to_ascii_lowercase().as_str() {
+                    "autodetect" => conf.autodetect = Some(v.to_ascii_lowercase()),
+                    "nodename" => {
+                        nodes = Some(crate::hostlist::Hostlist::parse(v).map_err(|e| at(e.to_string()))?.names())
+                    }
+                    "name" => name = Some(v.to_string()),
+                    "type" => kind = Some(v.to_string()),
+                    "file" => {
+                        files = crate::hostlist::Hostlist::parse(v).map_err(|e| at(e.to_string()))?.names();
+                    }
+                    "count" => {
+                        count_v = Some(count(v).ok_or_else(|| at(format!("Count: expected a number, found `{v}`")))?)
+                    }
+                    "cores" | "cpus" => cores = Some(v.to_string()),
+                    "links" | "flags" | "multiplefiles" => {}
+                    _ => return Err(at(format!("unknown key `{k}`"))),
+                }
+            }
+            match name {
+                Some(name) => conf.lines.push(GresConfLine { nodes, name, kind, files, count: count_v, cores }),
+                None if line.to_ascii_lowercase().contains("autodetect=")
+                    && !line.to_ascii_lowercase().contains("name=") => {}
+                None => return Err(at("a line without Name=".into())),
+            }
+        }
+        Ok(conf)
+    }
+
+    /// The lines that apply to `node`.
+    pub fn for_node(&self, node: &str) -> Vec<&GresConfLine> {
+        self.lines.iter().filter(|l| l.nodes.as_ref().is_none_or(|n| n.iter().any(|x| x == node))).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_gres_parses_slurm_forms() {
+        let g = parse_node_gres("gpu:fake:2").unwrap();
+        assert_eq!(g, [NodeGres { name: "gpu".into(), kind: Some("fake".into()), count: 2, no_consume: false }]);
+        let g = parse_node_gres("gpu:a100:4(S:0-1),gpu:v100:2,nvme,bandwidth:no_consume:4G").unwrap();
+        assert_eq!(g.len(), 4);
+        assert_eq!(g[0].count, 4);
+        assert_eq!(g[2], NodeGres { name: "nvme".into(), kind: None, count: 1, no_consume: false });
+        assert!(g[3].no_consume && g[3].count == 4 << 30);
+        assert_eq!(g[0].text(), "gpu:a100:4");
+        assert_eq!(parse_node_gres("gpu:2").unwrap()[0].kind, None);
+        assert!(parse_node_gres("gpu:a:b:c").is_err());
+        assert!(parse_node_gres("(null)").unwrap().is_empty());
+    }
+
+    #[test]
+    fn requests_parse_like_sbatch() {
+        let r = parse_gres_request("gpu:a100:2,nvme").unwrap();
+        assert_eq!(r[0], GresReq { name: "gpu".into(), kind: Some("a100".into()), count: 2 });
+        assert_eq!(r[1].count, 1);
+        assert_eq!(parse_gres_request("gres:gpu:1").unwrap()[0].text(), "gpu:1");
+        assert!(parse_gres_request("none").unwrap().is_empty());
+        assert!(parse_gres_request("gpu:0").is_err());
+        assert_eq!(parse_gpus("a100:4").unwrap(), GresReq { name: "gpu".into(), kind: Some("a100".into()), count: 4 });
+        assert!(parse_gpus("x").is_err());
+        let fake = NodeGres { name: "gpu".into(), kind: Some("fake".into()), count: 2, no_consume: false };
+        assert!(parse_gpus("2").unwrap().matches(&fake));
+        assert!(!parse_gpus("a100:2").unwrap().matches(&fake));
+    }
+
+    #[test]
+    fn gres_conf_lines() {
+        let c = GresConf::parse(
+            "# fake GPUs\nAutoDetect=off\nNodeName=node[1-2] Name=gpu Type=fake File=/dev/null\n\
+             NodeName=node3 Name=gpu Type=a100 File=/dev/nvidia[0-3] Cores=0-15\nName=nvme Count=1\n",
+        )
+        .unwrap();
+        assert_eq!(c.autodetect.as_deref(), Some("off"));
+        assert_eq!(c.for_node("node1").len(), 2);
+        let n3 = c.for_node("node3");
+        assert_eq!(n3[0].files, ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2", "/dev/nvidia3"]);
+        assert!(GresConf::parse("Name=gpu Bogus=1").unwrap_err().starts_with("gres.conf:1: unknown key"));
+        assert_eq!(fmt_indices(&[3, 0, 1]), "0-1,3");
+    }
+}
