@@ -438,3 +438,53 @@ fn jobs_sharing_a_node_see_only_their_own_gpus() {
         "sbatch: error: Batch job submission failed: Invalid generic resource (gres) specification\n"
     );
 }
+
+/// A `torch.distributed`-style rendezvous: every task reads its rank and the world size from
+/// Slurm's variables, finds rank 0's node from `SLURM_JOB_NODELIST`, and joins a TCP
+/// all-reduce there.
+const ALLREDUCE: &str = r#"
+import os, socket, subprocess, time
+rank, world = int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])
+first = subprocess.run(["scontrol", "show", "hostnames", os.environ["SLURM_JOB_NODELIST"]],
+                       capture_output=True, text=True).stdout.split()[0]
+show = subprocess.run(["scontrol", "show", "node", first], capture_output=True, text=True).stdout
+addr = show.split("NodeAddr=")[1].split()[0]
+port = 20000 + int(os.environ["SLURM_JOB_ID"]) % 20000
+mine = rank + 1
+if rank == 0:
+    srv = socket.create_server((addr, port))
+    conns = [srv.accept()[0] for _ in range(world - 1)]
+    total = mine + sum(int(c.recv(64)) for c in conns)
+    for c in conns:
+        c.sendall(str(total).encode())
+else:
+    for _ in range(100):
+        try:
+            c = socket.create_connection((addr, port))
+            break
+        except OSError:
+            time.sleep(0.1)
+    c.sendall(str(mine).encode())
+    total = int(c.recv(64))
+print(f"rank {rank}/{world} on {os.environ['SLURMD_NODENAME']}: sum {total}", flush=True)
+"#;
+
+#[test]
+fn tasks_on_two_nodes_rendezvous_and_agree_on_a_sum() {
+    let c = cluster(2, 2);
+    let prog = c.path().join("allreduce.py");
+    std::fs::write(&prog, ALLREDUCE).unwrap();
+    let id = c.submit(&["-N2", "--ntasks-per-node=2", "--wrap", &format!("srun python3 {}", prog.display())]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(60));
+    let mut lines: Vec<String> = output(&c, id).lines().map(String::from).collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "rank 0/4 on node1: sum 10",
+            "rank 1/4 on node1: sum 10",
+            "rank 2/4 on node2: sum 10",
+            "rank 3/4 on node2: sum 10"
+        ]
+    );
+}
