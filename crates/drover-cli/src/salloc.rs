@@ -97,7 +97,7 @@ pub fn main(args: Vec<String>) -> i32 {
                 1 << 8
             }
         };
-        let _ = client.complete_job(v1::CompleteRequest { job_id: id, exit_status: raw }).await;
+        let _ = client.complete_job(v1::CompleteRequest { job_id: id, exit_status: raw, ..Default::default() }).await;
         let sig = raw & 0x7f;
         if sig != 0 {
             128 + sig

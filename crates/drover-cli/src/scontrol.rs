@@ -389,6 +389,7 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
     };
     let reason = match j.state.as_str() {
         "TIMEOUT" => "TimeLimit".to_string(),
+        "OUT_OF_MEMORY" => "OutOfMemory".to_string(),
         // A failed job says why: its exit code, or the signal that killed it.
         "FAILED" if j.exit_status & 0x7f != 0 => {
             let sig = j.exit_status & 0x7f;
@@ -526,6 +527,10 @@ fn node_text(n: &v1::NodeInfo, oneliner: bool, details: bool) -> String {
     if details && !n.gres.is_empty() {
         lines.push("GresDrained=N/A".into());
         lines.push(format!("GresUsed={}", n.gres_used));
+    }
+    // Drover's addition: how the node confines jobs (with -d), and always when it cannot.
+    if !n.confinement.is_empty() && (details || n.confinement.starts_with("off")) {
+        lines.push(format!("Confinement={}", n.confinement));
     }
     lines.extend(vec![
         format!(

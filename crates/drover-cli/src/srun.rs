@@ -14,7 +14,7 @@
 use crate::common::{self, status_msg};
 use crate::jobopts::JobArgs;
 use clap::Parser;
-use drover_proto::io::{read_frame, EXIT, HELLO, STDERR, STDOUT};
+use drover_proto::io::{read_frame, EXIT, HELLO, OOM, STDERR, STDOUT};
 use drover_proto::v1;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -63,6 +63,8 @@ struct Collected {
     /// (task, node, raw wait status)
     exits: Vec<(u32, String, i32)>,
     nodes_done: usize,
+    /// Tasks the out-of-memory killer ended.
+    oom: Vec<u32>,
 }
 
 pub fn main(args: Vec<String>) -> i32 {
@@ -313,11 +315,11 @@ async fn standalone_run(
     step.min_nodes = Some(job.alloc.len() as u32);
     step.max_nodes = step.min_nodes;
     step.nodelist = job.alloc.iter().map(|n| n.node.clone()).collect();
-    let (rc, worst) = run_step(client, step, io, opts).await;
+    let (rc, worst, how) = run_step(client, step, io, opts).await;
     // The allocation must be released even across a controller restart.
     let until = Instant::now() + Duration::from_secs(120);
     loop {
-        match client.complete_job(v1::CompleteRequest { job_id: id, exit_status: worst }).await {
+        match client.complete_job(v1::CompleteRequest { job_id: id, exit_status: worst, how: how.clone() }).await {
             Err(s) if s.code() == tonic::Code::Unavailable && Instant::now() < until => {
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 if let Ok(c) = common::connect_config().await {
@@ -331,8 +333,14 @@ async fn standalone_run(
 }
 
 /// Creates the step (waiting while other steps hold its resources), streams its I/O and
-/// returns srun's exit code and the worst raw task status.
-async fn run_step(client: &mut common::Client, spec: v1::StepSpec, io: &IoServer, opts: &StepOpts) -> (i32, i32) {
+/// returns srun's exit code, the worst raw task status, and how the step ended when that is
+/// more than its tasks' statuses say (`OUT_OF_MEMORY`).
+async fn run_step(
+    client: &mut common::Client,
+    spec: v1::StepSpec,
+    io: &IoServer,
+    opts: &StepOpts,
+) -> (i32, i32, String) {
     let (kill_wait, standalone) = (opts.kill_wait, opts.standalone);
     let job = spec.job_id;
     let timing = std::env::var_os("DROVER_TIMING").map(|_| Instant::now());
@@ -346,7 +354,7 @@ async fn run_step(client: &mut common::Client, spec: v1::StepSpec, io: &IoServer
         Ok(s) => Some(s.into_inner()),
         Err(s) => {
             eprintln!("srun: error: Unable to create step for job {job}: {}", status_msg(&s));
-            return (1, 1 << 8);
+            return (1, 1 << 8, String::new());
         }
     };
     let created = match client.create_step(v1::StepCreateRequest { spec: Some(spec.clone()), wait: false }).await {
@@ -358,7 +366,7 @@ async fn run_step(client: &mut common::Client, spec: v1::StepSpec, io: &IoServer
                 _ = tokio::signal::ctrl_c() => {
                     eprintln!("srun: Cancelled pending job step with signal 2");
                     eprintln!("srun: error: Unable to create step for job {job}: Job/step already completing or completed");
-                    return (1, 1 << 8);
+                    return (1, 1 << 8, String::new());
                 }
             };
             if waited.is_ok() {
@@ -372,11 +380,11 @@ async fn run_step(client: &mut common::Client, spec: v1::StepSpec, io: &IoServer
         Ok(r) => r,
         Err(s) if s.code() == tonic::Code::OutOfRange => {
             eprintln!("srun: error: {}", status_msg(&s));
-            return (1, 1 << 8);
+            return (1, 1 << 8, String::new());
         }
         Err(s) => {
             eprintln!("srun: error: Unable to create step for job {job}: {}", status_msg(&s));
-            return (1, 1 << 8);
+            return (1, 1 << 8, String::new());
         }
     };
     phase("step created");
@@ -410,7 +418,9 @@ async fn run_step(client: &mut common::Client, spec: v1::StepSpec, io: &IoServer
                 worst = *st;
             }
             if sig != 0 {
-                eprintln!("srun: error: {node}: task {task}: {}", signal_text(sig));
+                let oom = io.collected.lock().map(|c| c.oom.contains(task)).unwrap_or(false);
+                let what = if oom { "Out Of Memory".to_string() } else { signal_text(sig) };
+                eprintln!("srun: error: {node}: task {task}: {what}");
                 rc = rc.max(128 + sig);
                 signalled = true;
             } else if code != 0 {
@@ -488,7 +498,7 @@ async fn run_step(client: &mut common::Client, spec: v1::StepSpec, io: &IoServer
                     _ => {
                         eprintln!("srun: forcing job termination");
                         let _ = client.cancel(signal_step(0)).await;
-                        return (1, 9);
+                        return (1, 9, String::new());
                     }
                 }
             }
@@ -511,7 +521,9 @@ async fn run_step(client: &mut common::Client, spec: v1::StepSpec, io: &IoServer
         rc = 1;
         worst = worst.max(1 << 8);
     }
-    (rc, worst)
+    let oom = !io.collected.lock().map(|c| c.oom.is_empty()).unwrap_or(true)
+        || ended.as_ref().is_some_and(|e| e.state == "OUT_OF_MEMORY");
+    (rc, worst, if oom { "OUT_OF_MEMORY".into() } else { String::new() })
 }
 
 /// Signals srun passes on to its tasks (Ctrl-C is handled apart).
@@ -648,6 +660,11 @@ fn serve_node(
                 let buf = pending.entry((f.task, f.kind)).or_default();
                 buf.extend_from_slice(&f.data);
                 emit(buf, f.task, f.kind, label, false);
+            }
+            OOM => {
+                if let Ok(mut c) = collected.lock() {
+                    c.oom.push(f.task);
+                }
             }
             EXIT => {
                 for ((t, k), buf) in pending.iter_mut() {

@@ -1146,7 +1146,14 @@ impl Owner {
         let mut st = j.status.clone();
         st.exit_status = req.exit_status;
         let timed_out = Self::deadline(&j).is_some_and(|d| d <= t);
-        self.finish(j.id, st, if timed_out { "TIMEOUT" } else { "" }, t);
+        let how = if timed_out {
+            "TIMEOUT"
+        } else if req.how == "OUT_OF_MEMORY" {
+            "OUT_OF_MEMORY"
+        } else {
+            ""
+        };
+        self.finish(j.id, st, how, t);
         Ok(v1::Empty {})
     }
 

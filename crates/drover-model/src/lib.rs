@@ -10,6 +10,7 @@
 
 pub mod alloc;
 pub mod array;
+pub mod cgroup_conf;
 pub mod conf;
 pub mod duration;
 pub mod gres;

@@ -9,6 +9,8 @@ pub struct EnvCtx<'a> {
     pub launch: &'a v1::Launch,
     pub node: &'a str,
     pub submit_host: &'a str,
+    /// Only the job's GPUs can be opened (`ConstrainDevices`): CUDA numbers them from 0.
+    pub gpus_isolated: bool,
 }
 
 fn exported(spec: &v1::JobSpec) -> Vec<(String, String)> {
@@ -98,7 +100,7 @@ fn add_job_vars(c: &EnvCtx<'_>, env: &mut Vec<(String, String)>) {
         set("SLURM_MEM_PER_CPU", m.to_string());
     }
     // GPUs: what the job holds here, and what it asked for.
-    set_gpus(&mut set, here.map(|a| gpu_indices(&a.gres)).unwrap_or_default(), "SLURM_JOB_GPUS");
+    set_gpus(&mut set, here.map(|a| gpu_indices(&a.gres)).unwrap_or_default(), "SLURM_JOB_GPUS", c.gpus_isolated);
     for (k, g) in [
         ("SLURM_GPUS", &spec.gpus),
         ("SLURM_GPUS_PER_NODE", &spec.gpus_per_node),
@@ -111,13 +113,15 @@ fn add_job_vars(c: &EnvCtx<'_>, env: &mut Vec<(String, String)>) {
 }
 
 /// The GPU variables of a job's (`SLURM_JOB_GPUS`) or a step's (`SLURM_STEP_GPUS`) devices.
-fn set_gpus(set: &mut impl FnMut(&str, String), gpus: Vec<u32>, which: &str) {
+/// Where only its GPUs can be opened, CUDA sees them numbered from 0, as under Slurm.
+fn set_gpus(set: &mut impl FnMut(&str, String), gpus: Vec<u32>, which: &str, isolated: bool) {
     if gpus.is_empty() {
         return;
     }
     let list = join(&gpus);
-    set("CUDA_VISIBLE_DEVICES", list.clone());
-    set("GPU_DEVICE_ORDINAL", list.clone());
+    let visible = if isolated { join(&(0..gpus.len() as u32).collect::<Vec<_>>()) } else { list.clone() };
+    set("CUDA_VISIBLE_DEVICES", visible.clone());
+    set("GPU_DEVICE_ORDINAL", visible);
     set(which, list);
     set("SLURM_GPUS_ON_NODE", gpus.len().to_string());
 }
@@ -216,7 +220,7 @@ pub fn step_task_env(c: &EnvCtx<'_>, sl: &v1::StepLaunch, task: u32, local: u32)
     }
     // What the step daemon sets for each task.
     let mut set = |k: &str, v: String| set_in(&mut env, k, v);
-    set_gpus(&mut set, here.map(|n| gpu_indices(&n.gres)).unwrap_or_default(), "SLURM_STEP_GPUS");
+    set_gpus(&mut set, here.map(|n| gpu_indices(&n.gres)).unwrap_or_default(), "SLURM_STEP_GPUS", c.gpus_isolated);
     set("SLURMD_NODENAME", c.node.to_string());
     set("SLURM_CONF", l.conf_path.clone());
     set("SLURM_CPUS_ON_NODE", here.map_or(0, |n| n.cpu_ids.len()).to_string());

@@ -13,6 +13,7 @@
 // Daemons never unwrap on input; broken invariants use `expect("invariant: ...")`.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod cgroup;
 pub mod env;
 pub mod gres;
 pub mod spool;
@@ -101,9 +102,16 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
             });
         }
     });
-    let confinement =
-        "off: cgroup confinement arrives with the execution issue; jobs are tracked as the supervisor's descendants"
-            .to_string();
+    let cg_conf = cgroup::conf_for(conf_path).map_err(NodeError::Gres)?;
+    for (line, key) in &cg_conf.unsupported {
+        log(&name, &format!("cgroup.conf:{line}: {key} is not supported by Drover yet and is ignored"));
+    }
+    let cg_dir = cgroup::node_dir(&cfg.cluster_name, conf_path, &name);
+    let confinement = match cgroup::Cgroups::open(cg_conf, &cg_dir) {
+        Ok(cg) => cg.describe(),
+        // Jobs still run: tracked as their supervisor's descendants, without limits.
+        Err(why) => format!("off: {why}; jobs are tracked as their supervisor's descendants, without limits"),
+    };
     log(&name, &format!("started ({} CPUs, {} MB); confinement {confinement}", conf.cpus, conf.real_memory_mb));
     for line in gres::check(conf_path, &conf).map_err(NodeError::Gres)? {
         log(&name, &line);
@@ -130,6 +138,10 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
         backoff = (backoff * 2).min(Duration::from_secs(2));
     }
     log(&name, "stopping; running jobs continue under their supervisors");
+    cgroup::remove_node_dirs(
+        Path::new(&cgroup::conf_for(conf_path).map(|c| c.mountpoint).unwrap_or_default()),
+        &cg_dir,
+    );
     let _ = std::fs::remove_file(&sock_path);
     Ok(())
 }

@@ -107,7 +107,15 @@ fn run(dir: &Path) -> Result<(), String> {
 
     let user = lookup_user(spec.uid, spec.gid)?;
     let node = spool::node_name(dir);
-    let ctx = EnvCtx { launch: &launch, node: &node, submit_host: &spec.submit_host };
+    let (cgroup, gpus_isolated) = match confine(&launch, &job, &node) {
+        Ok(Some((g, iso))) => (Some(g), iso),
+        Ok(None) => (None, false),
+        Err(e) => {
+            eprintln!("drover supervise: cgroup: {e}; this job runs without confinement");
+            (None, false)
+        }
+    };
+    let ctx = EnvCtx { launch: &launch, node: &node, submit_host: &spec.submit_host, gpus_isolated };
     let mut sv = Supervisor {
         launch: &launch,
         job: &job,
@@ -121,6 +129,8 @@ fn run(dir: &Path) -> Result<(), String> {
         io: None,
         how: String::new(),
         stderr_path: None,
+        join: cgroup.as_ref().map(|g| g.procs_files()).unwrap_or_default(),
+        cgroup,
     };
     if let Some(step) = launch.step.as_ref() {
         sv.start_step(&ctx, step)?;
@@ -135,8 +145,53 @@ fn run(dir: &Path) -> Result<(), String> {
     let end = EndStatus { exit_status, how: sv.how.clone(), end_time: now(), message: String::new() };
     spool::write_status(dir, &end).map_err(|e| format!("writing status: {e}"))?;
     let _ = std::fs::remove_file(&sock_path);
+    if let Some(g) = &sv.cgroup {
+        g.remove();
+    }
     notify_agent(dir);
     Ok(())
+}
+
+/// The cgroup this supervisor's processes run in, with the job's limits on this node (and
+/// whether the job's GPUs are the only ones it can open). `Ok(None)`: confinement is off
+/// (the agent logged why when it started).
+fn confine(launch: &v1::Launch, job: &v1::JobInfo, node: &str) -> Result<Option<(crate::cgroup::Group, bool)>, String> {
+    use crate::cgroup::{char_device, gpu_files, host_cpu_ids, Cgroups, Limits};
+    let conf_path = Path::new(&launch.conf_path);
+    let conf = crate::cgroup::conf_for(conf_path)?;
+    let dir = crate::cgroup::node_dir(&launch.cluster_name, conf_path, node);
+    let Ok(cg) = Cgroups::open(conf.clone(), &dir) else { return Ok(None) };
+    let here = job.alloc.iter().find(|a| a.node == node);
+    let mib = 1024.0 * 1024.0;
+    let mut limits = Limits {
+        cpus: here.map(|a| host_cpu_ids(&a.cpu_ids)),
+        mem: here.filter(|a| a.mem_mb > 0).map(|a| (a.mem_mb as f64 * mib * conf.allowed_ram_percent / 100.0) as u64),
+        ..Default::default()
+    };
+    limits.mem_swap =
+        limits.mem.zip(here).map(|(m, a)| m + (a.mem_mb as f64 * mib * conf.allowed_swap_percent / 100.0) as u64);
+    let mut isolated = false;
+    if conf.constrain_devices && cg.version == crate::cgroup::Version::V1 {
+        let held: Vec<u32> = here
+            .map(|a| a.gres.iter().filter(|g| g.name == "gpu").flat_map(|g| g.indices.clone()).collect())
+            .unwrap_or_default();
+        for (i, f) in gpu_files(conf_path, node).iter().enumerate() {
+            if held.contains(&(i as u32)) {
+                continue;
+            }
+            match char_device(f) {
+                // A fake device (`/dev/null`) is nothing to hide: denying it would break jobs.
+                Some(dev) if f.as_str() != "/dev/null" => limits.deny.push(dev),
+                _ => {}
+            }
+        }
+        isolated = true;
+    }
+    let unit = match launch.step.as_ref().and_then(|s| s.step.as_ref()) {
+        Some(st) => st.step_id.to_string(),
+        None => "batch".to_string(),
+    };
+    cg.group(job.job_id, &unit, &limits).map(|g| Some((g, isolated)))
 }
 
 fn notify_agent(dir: &Path) {
@@ -177,6 +232,18 @@ struct Supervisor<'a> {
     io: Option<std::net::TcpStream>,
     how: String,
     stderr_path: Option<PathBuf>,
+    /// The step's cgroup, and the `cgroup.procs` files each task writes itself into.
+    cgroup: Option<crate::cgroup::Group>,
+    join: Vec<PathBuf>,
+}
+
+/// In a forked child, before it drops privileges: into the step's cgroup.
+fn join_cgroup(files: &[PathBuf]) {
+    for f in files {
+        if let Err(e) = std::fs::write(f, "0") {
+            child_fail(&format!("joining the step's cgroup ({}): {e}", f.display()));
+        }
+    }
 }
 
 fn cstr(s: &str) -> CString {
@@ -290,6 +357,7 @@ impl Supervisor<'_> {
             ForkResult::Child => {
                 let _ = nix::unistd::setsid();
                 reset_signals();
+                join_cgroup(&self.join);
                 envc.push(cstr(&format!("SLURM_TASK_PID={}", std::process::id())));
                 if let Err(e) = drop_privileges(&self.user) {
                     child_fail(&e);
@@ -379,11 +447,13 @@ impl Supervisor<'_> {
             };
             let work = spec.work_dir.clone();
             let user = &self.user;
+            let join = &self.join;
             // SAFETY: single-threaded process; the child only sets up and execs.
             match unsafe { nix::unistd::fork() }.map_err(|e| format!("fork: {e}"))? {
                 ForkResult::Child => {
                     let _ = nix::unistd::setsid();
                     reset_signals();
+                    join_cgroup(join);
                     envc.push(cstr(&format!("SLURM_TASK_PID={}", std::process::id())));
                     if let Err(e) = drop_privileges(user) {
                         child_fail(&e);
@@ -522,6 +592,10 @@ impl Supervisor<'_> {
         for pid in Self::descendants() {
             let _ = kill(Pid::from_raw(pid), sig);
         }
+        // And whatever else is in the step's cgroup.
+        for pid in self.cgroup.as_ref().map(|g| g.pids()).unwrap_or_default() {
+            let _ = kill(Pid::from_raw(pid), sig);
+        }
     }
 
     fn note_stderr(&self, msg: &str) {
@@ -586,15 +660,34 @@ impl Supervisor<'_> {
             if self.main.is_empty() && self.outputs.is_empty() {
                 // The job is over: nothing of it may outlive it.
                 self.signal_all(Signal::SIGKILL);
+                if let Some(g) = &self.cgroup {
+                    g.kill_all();
+                }
                 while let Ok(st) = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
                     if matches!(st, WaitStatus::StillAlive) {
                         break;
                     }
                 }
+                let ooms = self.cgroup.as_ref().map_or(0, |g| g.oom_kills());
+                if ooms > 0 && matches!(self.how.as_str(), "" | "TIMEOUT") {
+                    self.how = "OUT_OF_MEMORY".into();
+                    let id = match self.step.and_then(|s| s.step.as_ref()) {
+                        Some(st) => format!("{}.{}", self.job.job_id, st.step_id),
+                        None => format!("{}.batch", self.job.job_id),
+                    };
+                    let s = if ooms == 1 { "" } else { "s" };
+                    self.note_stderr(&format!(
+                        "Detected {ooms} oom_kill event{s} in StepId={id}. Some of the step tasks have been OOM Killed."
+                    ));
+                }
                 if let Some(io) = self.io.as_mut() {
                     let mut tasks: Vec<(&u32, &i32)> = self.statuses.iter().collect();
                     tasks.sort();
                     for (t, s) in tasks {
+                        // A task the OOM killer ended is told as such (`Out Of Memory`).
+                        if ooms > 0 && *s & 0x7f == Signal::SIGKILL as i32 {
+                            let _ = drover_proto::io::write_frame(io, drover_proto::io::OOM, *t, &[]);
+                        }
                         let _ = drover_proto::io::write_frame(io, drover_proto::io::EXIT, *t, &s.to_be_bytes());
                     }
                     let _ = io.flush();

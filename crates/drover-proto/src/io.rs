@@ -9,6 +9,8 @@ pub const STDERR: u8 = 2;
 pub const EXIT: u8 = 3;
 /// Payload: the node name; first frame on a connection.
 pub const HELLO: u8 = 4;
+/// No payload: the task was ended by the out-of-memory killer (sent before its EXIT).
+pub const OOM: u8 = 5;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {

@@ -32,6 +32,9 @@ pub struct Options {
     pub partitions: String,
     /// Replaces the generated `NodeName=` line.
     pub node_line: Option<String>,
+    /// Other files beside `slurm.conf` (`gres.conf`, `cgroup.conf`), written before the
+    /// daemons start: (name, text).
+    pub files: Vec<(String, String)>,
 }
 
 impl Default for Options {
@@ -43,6 +46,7 @@ impl Default for Options {
             extra_conf: String::new(),
             partitions: "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n".into(),
             node_line: None,
+            files: Vec::new(),
         }
     }
 }
@@ -79,6 +83,9 @@ impl Cluster {
         );
         let conf = dir.path().join("slurm.conf");
         std::fs::write(&conf, conf_text).expect("write slurm.conf");
+        for (name, text) in &o.files {
+            std::fs::write(dir.path().join(name), text).expect("write a config file");
+        }
         let bin = dir.path().join("bin");
         std::fs::create_dir_all(&bin).expect("bin dir");
         std::fs::create_dir_all(dir.path().join("log")).expect("log dir");
@@ -274,6 +281,11 @@ impl Drop for Cluster {
                 let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(d), nix::sys::signal::Signal::SIGKILL);
             }
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+        // Their cgroups (empty now) go too.
+        for n in &self.node_names {
+            let dir = drover_model::cgroup_conf::node_dir("test", &self.conf, n);
+            drover_node::cgroup::remove_node_dirs(Path::new("/sys/fs/cgroup"), &dir);
         }
         if std::env::var_os("DROVER_KEEP_TEST_DIR").is_some() {
             let p = self.dir.path().to_path_buf();

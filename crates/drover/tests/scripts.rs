@@ -31,6 +31,7 @@ fn every_real_job_script_is_accepted() {
                          PartitionName=gpu Nodes=ALL MaxTime=INFINITE State=UP\n\
                          PartitionName=learnfair Nodes=ALL MaxTime=INFINITE State=UP\n"
                 .into(),
+            ..Default::default()
         },
     );
     let mut scripts: Vec<PathBuf> = Vec::new();

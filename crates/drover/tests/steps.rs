@@ -135,7 +135,7 @@ fn steps_share_a_batch_jobs_allocation_as_in_slurm() {
          srun -n1 bash -c 'echo one $SLURM_STEP_ID $SLURM_STEP_NUM_TASKS'\n\
          srun -N1 true\n\
          srun -n1 sleep 3 &\n\
-         sleep 0.5\n\
+         until squeue -h -s -o %j | grep -qx sleep; do sleep 0.1; done\n\
          srun -n1 bash -c 'echo second $SLURM_STEP_ID $SLURM_STEP_NODELIST'\n\
          squeue -h -s -o '%i %j %N'\n\
          wait\n\
@@ -175,12 +175,12 @@ fn a_step_waits_for_the_cpus_another_step_holds() {
         "block.sh",
         "#!/bin/bash\n\
          srun sleep 2 &\n\
-         sleep 0.5\n\
+         until squeue -h -s -o %j | grep -qx sleep; do sleep 0.1; done\n\
          srun bash -c 'echo second $SLURM_STEP_ID'\n\
          srun --overlap bash -c 'echo overlap $SLURM_STEP_ID'\n\
          wait\n\
          srun -n1 -c1 sleep 2 &\n\
-         sleep 0.5\n\
+         until squeue -h -s -o %j | grep -qx sleep; do sleep 0.1; done\n\
          srun -n1 -c1 bash -c 'echo exact $SLURM_STEP_ID $SLURM_CPUS_ON_NODE'\n\
          scontrol show step $SLURM_JOB_ID.3 | head -1 | cut -d' ' -f1\n\
          wait\n",
@@ -371,9 +371,10 @@ fn signal_arrives_before_the_time_limit() {
 fn a_new_time_limit_reaches_the_running_job() {
     let c = cluster(1, 1);
     // The signal is due 10 s in, until the limit shrinks to a minute: then it is due at once.
-    let id =
-        c.submit(&["-t", "2", "--signal=B:USR1@110", "--wrap", "trap 'echo got USR1; exit 0' USR1; sleep 100 & wait"]);
-    c.wait_state(id, &["RUNNING"], Duration::from_secs(20));
+    let script = "trap 'echo got USR1; exit 0' USR1; touch trapped; sleep 100 & wait";
+    let id = c.submit(&["-t", "2", "--signal=B:USR1@110", "--wrap", script]);
+    // The shell must have its trap before the signal can come.
+    c.wait_until("the trap", Duration::from_secs(20), || c.path().join("trapped").exists());
     c.ok("scontrol", &["update", &format!("JobId={id}"), "TimeLimit=1"]);
     c.wait_state(id, &["COMPLETED"], Duration::from_secs(8));
     assert_eq!(output(&c, id), "got USR1\n");

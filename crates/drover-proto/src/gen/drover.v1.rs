@@ -360,13 +360,16 @@ pub struct StepCreateReply {
     pub job: ::core::option::Option<JobInfo>,
 }
 /// The holder of an allocation (standalone srun, salloc) is done with it.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct CompleteRequest {
     #[prost(uint32, tag = "1")]
     pub job_id: u32,
     /// Raw wait(2) status of what ran in it.
     #[prost(int32, tag = "2")]
     pub exit_status: i32,
+    /// How its step ended, when not by its exit status alone (`OUT_OF_MEMORY`).
+    #[prost(string, tag = "3")]
+    pub how: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct NodeInfo {

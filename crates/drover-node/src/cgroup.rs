@@ -1,0 +1,406 @@
+//! Job and step cgroups, for cgroup v1 and v2 (detected, or chosen by `cgroup.conf`).
+//!
+//! ```text
+//!  v1: <mount>/{memory,freezer,cpuset?,devices?}/drover/<cluster>/<node>/job_<id>/step_<batch|N>
+//!  v2: <mount>/drover/<cluster>/<node>/job_<id>/step_<batch|N>   (cpuset, memory, pids enabled)
+//! ```
+//!
+//! `<cluster>` is the cluster's name and a digest of its `slurm.conf` path, so that several
+//! clusters on one host (`drover up`, parallel tests) never share a job's cgroup.
+//!
+//! Every process of a step joins its step's cgroup before it execs, so the step's processes
+//! are found (and killed) however they fork; the job's cgroup holds the job's limits on the
+//! node: its cores (`ConstrainCores`), its memory (`ConstrainRAMSpace`, `AllowedRAMSpace`,
+//! swap), and, on v1, its GPUs (`ConstrainDevices`: the node's GPU device files the job does
+//! not hold are denied). Out-of-memory kills are read from the memory controller.
+//! The supervisor calls this module; it is single-threaded and runs as root.
+
+use drover_model::cgroup_conf::{CgroupConf, CgroupPlugin};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    V1,
+    V2,
+}
+
+/// A usable hierarchy and what to constrain with it.
+#[derive(Debug, Clone)]
+pub struct Cgroups {
+    pub version: Version,
+    pub conf: CgroupConf,
+    /// v1: the controller dirs used (memory and freezer always); v2: the unified root.
+    roots: Vec<(String, PathBuf)>,
+    /// `<cluster>/<node>` below `drover/`.
+    node: String,
+}
+
+pub use drover_model::cgroup_conf::node_dir;
+
+/// What the job (or step) may use on this node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Host CPU ids (`ConstrainCores`).
+    pub cpus: Option<Vec<u32>>,
+    /// Bytes of memory, and of memory plus swap.
+    pub mem: Option<u64>,
+    pub mem_swap: Option<u64>,
+    /// Character devices (major, minor) to deny (`ConstrainDevices`, v1).
+    pub deny: Vec<(u64, u64)>,
+}
+
+fn write(path: &Path, value: &str) -> Result<(), String> {
+    std::fs::write(path, value).map_err(|e| format!("writing {value} to {}: {e}", path.display()))
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+impl Cgroups {
+    /// The hierarchy `conf` asks for, checked writable; `Err` says why confinement is off.
+    /// `node` is [`node_dir`]'s.
+    pub fn open(conf: CgroupConf, node: &str) -> Result<Cgroups, String> {
+        let mount = PathBuf::from(&conf.mountpoint);
+        let unified = mount.join("cgroup.controllers").exists();
+        let version = match conf.plugin {
+            CgroupPlugin::V2 => Version::V2,
+            CgroupPlugin::V1 => Version::V1,
+            CgroupPlugin::Autodetect if unified => Version::V2,
+            CgroupPlugin::Autodetect if mount.join("memory").is_dir() => Version::V1,
+            CgroupPlugin::Autodetect => return Err(format!("no cgroup hierarchy at {}", mount.display())),
+        };
+        let mut roots = Vec::new();
+        match version {
+            Version::V2 => {
+                if !unified {
+                    return Err(format!("{} is not a cgroup v2 mount", mount.display()));
+                }
+                let have = read(&mount.join("cgroup.controllers"));
+                let mut want = vec!["memory"];
+                if conf.constrain_cores {
+                    want.push("cpuset");
+                }
+                for w in &want {
+                    if !have.split_whitespace().any(|h| h == *w) {
+                        return Err(format!("the cgroup v2 controller `{w}` is not available at {}", mount.display()));
+                    }
+                }
+                roots.push(("unified".to_string(), mount.clone()));
+            }
+            Version::V1 => {
+                let mut ctrls = vec!["memory", "freezer"];
+                if conf.constrain_cores {
+                    ctrls.push("cpuset");
+                }
+                if conf.constrain_devices {
+                    ctrls.push("devices");
+                }
+                for c in ctrls {
+                    let dir = mount.join(c);
+                    if !dir.join("cgroup.procs").exists() {
+                        return Err(format!("the cgroup v1 controller `{c}` is not mounted at {}", dir.display()));
+                    }
+                    roots.push((c.to_string(), dir));
+                }
+            }
+        }
+        let cg = Cgroups { version, conf, roots, node: node.to_string() };
+        // Writable? The node's own directory is created now.
+        let parts: Vec<&str> = std::iter::once("drover").chain(cg.node.split('/')).collect();
+        for (ctrl, root) in &cg.roots {
+            cg.make_path(ctrl, root, &parts)?;
+        }
+        Ok(cg)
+    }
+
+    /// One line for the node's log and `scontrol -d show node`.
+    pub fn describe(&self) -> String {
+        let v = match self.version {
+            Version::V1 => "cgroup/v1",
+            Version::V2 => "cgroup/v2",
+        };
+        let c = &self.conf;
+        let yn = |b: bool| if b { "yes" } else { "no" };
+        let mut s = format!(
+            "on: {v} at {} (ConstrainCores={} ConstrainRAMSpace={} ConstrainSwapSpace={} ConstrainDevices={})",
+            c.mountpoint,
+            yn(c.constrain_cores),
+            yn(c.constrain_ram),
+            yn(c.constrain_swap),
+            yn(c.constrain_devices)
+        );
+        if c.constrain_devices && self.version == Version::V2 {
+            s.push_str(
+                "; devices are not isolated on cgroup v2 (that needs an eBPF device program, not in this build)",
+            );
+        }
+        s
+    }
+
+    /// Creates `parts` below `root`, enabling what nested groups need on the way.
+    fn make_path(&self, ctrl: &str, root: &Path, parts: &[&str]) -> Result<PathBuf, String> {
+        let mut dir = root.to_path_buf();
+        for p in parts {
+            let parent = dir.clone();
+            if self.version == Version::V2 {
+                // Children get the controllers only if the parent hands them down.
+                let mut enable = vec!["+memory", "+pids"];
+                if self.conf.constrain_cores {
+                    enable.push("+cpuset");
+                }
+                let have = read(&parent.join("cgroup.controllers"));
+                let list: Vec<&str> =
+                    enable.into_iter().filter(|e| have.split_whitespace().any(|h| h == &e[1..])).collect();
+                if !list.is_empty() {
+                    let _ = write(&parent.join("cgroup.subtree_control"), &list.join(" "));
+                }
+            }
+            dir = dir.join(p);
+            match std::fs::create_dir(&dir) {
+                Ok(()) => {
+                    if ctrl == "cpuset" {
+                        // A v1 cpuset is unusable until it has CPUs and memory nodes.
+                        for f in ["cpuset.cpus", "cpuset.mems"] {
+                            write(&dir.join(f), read(&parent.join(f)).trim())?;
+                        }
+                    }
+                    if ctrl == "memory" && self.version == Version::V1 {
+                        let _ = write(&dir.join("memory.use_hierarchy"), "1");
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+            }
+        }
+        Ok(dir)
+    }
+
+    /// Creates the job's and the step's groups (`unit`: `batch` or the step id) with the
+    /// job's limits.
+    pub fn group(&self, job: u32, unit: &str, limits: &Limits) -> Result<Group, String> {
+        let job_part = format!("job_{job}");
+        let step_part = format!("step_{unit}");
+        let mut g = Group { version: self.version, leaves: Vec::new(), jobs: Vec::new() };
+        let base: Vec<&str> = std::iter::once("drover").chain(self.node.split('/')).collect();
+        for (ctrl, root) in &self.roots {
+            let job_dir = self.make_path(ctrl, root, &[base.as_slice(), &[job_part.as_str()]].concat())?;
+            self.apply(ctrl, &job_dir, limits)?;
+            let leaf =
+                self.make_path(ctrl, root, &[base.as_slice(), &[job_part.as_str(), step_part.as_str()]].concat())?;
+            g.jobs.push((ctrl.clone(), job_dir));
+            g.leaves.push((ctrl.clone(), leaf));
+        }
+        Ok(g)
+    }
+
+    fn apply(&self, ctrl: &str, dir: &Path, l: &Limits) -> Result<(), String> {
+        let c = &self.conf;
+        match (self.version, ctrl) {
+            (Version::V1, "cpuset") | (Version::V2, "unified") if c.constrain_cores => {
+                if let Some(cpus) = &l.cpus {
+                    write(&dir.join("cpuset.cpus"), &drover_model::gres::fmt_indices(cpus))?;
+                }
+            }
+            _ => {}
+        }
+        if c.constrain_ram && (ctrl == "memory" || ctrl == "unified") {
+            if let Some(m) = l.mem {
+                match self.version {
+                    Version::V1 => {
+                        write(&dir.join("memory.limit_in_bytes"), &m.to_string())?;
+                        let sw = dir.join("memory.memsw.limit_in_bytes");
+                        if c.constrain_swap && sw.exists() {
+                            write(&sw, &l.mem_swap.unwrap_or(m).to_string())?;
+                        }
+                    }
+                    Version::V2 => {
+                        write(&dir.join("memory.max"), &m.to_string())?;
+                        let sw = dir.join("memory.swap.max");
+                        if c.constrain_swap && sw.exists() {
+                            write(&sw, &l.mem_swap.unwrap_or(m).saturating_sub(m).to_string())?;
+                        }
+                    }
+                }
+            }
+        }
+        if ctrl == "devices" {
+            for (maj, min) in &l.deny {
+                write(&dir.join("devices.deny"), &format!("c {maj}:{min} rwm"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A step's cgroup (and its job's), in every hierarchy used.
+#[derive(Debug, Clone)]
+pub struct Group {
+    version: Version,
+    leaves: Vec<(String, PathBuf)>,
+    jobs: Vec<(String, PathBuf)>,
+}
+
+impl Group {
+    /// The `cgroup.procs` files a task writes itself into (as `0`) before it execs.
+    pub fn procs_files(&self) -> Vec<PathBuf> {
+        self.leaves.iter().map(|(_, d)| d.join("cgroup.procs")).collect()
+    }
+
+    fn dir(&self, ctrl: &str) -> Option<&PathBuf> {
+        self.leaves.iter().find(|(c, _)| c == ctrl).map(|(_, d)| d)
+    }
+
+    fn tracking(&self) -> Option<&PathBuf> {
+        self.dir("memory").or_else(|| self.dir("unified"))
+    }
+
+    /// Every process of the step.
+    pub fn pids(&self) -> Vec<i32> {
+        self.tracking()
+            .map(|d| read(&d.join("cgroup.procs")).lines().filter_map(|l| l.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Kills every process of the step, frozen first on v1 so none can fork away.
+    pub fn kill_all(&self) {
+        match self.version {
+            Version::V2 => {
+                if let Some(d) = self.dir("unified") {
+                    if write(&d.join("cgroup.kill"), "1").is_ok() {
+                        return;
+                    }
+                }
+                self.kill_listed();
+            }
+            Version::V1 => {
+                let freezer = self.dir("freezer").cloned();
+                if let Some(f) = &freezer {
+                    let _ = write(&f.join("freezer.state"), "FROZEN");
+                }
+                self.kill_listed();
+                if let Some(f) = &freezer {
+                    let _ = write(&f.join("freezer.state"), "THAWED");
+                }
+            }
+        }
+    }
+
+    fn kill_listed(&self) {
+        for pid in self.pids() {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+
+    /// Out-of-memory kills in the step so far.
+    pub fn oom_kills(&self) -> u64 {
+        let (d, file) = match self.version {
+            Version::V1 => (self.dir("memory"), "memory.oom_control"),
+            Version::V2 => (self.dir("unified"), "memory.events"),
+        };
+        let Some(d) = d else { return 0 };
+        read(&d.join(file))
+            .lines()
+            .find_map(|l| l.strip_prefix("oom_kill ").and_then(|v| v.trim().parse().ok()))
+            .unwrap_or(0)
+    }
+
+    /// Removes the step's groups, and the job's when no other step uses them any more.
+    pub fn remove(&self) {
+        for (_, d) in self.leaves.iter().chain(self.jobs.iter()) {
+            for _ in 0..50 {
+                match std::fs::remove_dir(d) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                    // A job's group still holding another step's group, or one that another
+                    // supervisor of the job still uses.
+                    Err(_) if self.jobs.iter().any(|(_, j)| j == d) => break,
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+                }
+            }
+        }
+    }
+}
+
+/// The major and minor numbers of a character device.
+pub fn char_device(path: &str) -> Option<(u64, u64)> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let m = std::fs::metadata(path).ok()?;
+    if !m.file_type().is_char_device() {
+        return None;
+    }
+    let rdev = m.rdev();
+    Some((nix::sys::stat::major(rdev), nix::sys::stat::minor(rdev)))
+}
+
+/// `cgroup.conf` beside `slurm.conf` (Slurm's defaults when there is none).
+pub fn conf_for(slurm_conf: &Path) -> Result<CgroupConf, String> {
+    let path = slurm_conf.parent().unwrap_or(Path::new("/")).join("cgroup.conf");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => CgroupConf::parse(&text),
+        Err(_) => Ok(CgroupConf::default()),
+    }
+}
+
+/// The host's online CPUs (`/sys/devices/system/cpu/online`: `0-3,8`).
+fn host_cpus() -> Vec<u32> {
+    let text = read(Path::new("/sys/devices/system/cpu/online"));
+    let mut out = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
+            out.extend(a..=b);
+        }
+    }
+    if out.is_empty() {
+        out.push(0);
+    }
+    out
+}
+
+/// A node's CPU ids as the host's: the same on a real node; on a host that runs several
+/// simulated nodes (`drover up`), folded onto the CPUs the host has.
+pub fn host_cpu_ids(ids: &[u32]) -> Vec<u32> {
+    let host = host_cpus();
+    let mut out: Vec<u32> = ids.iter().map(|i| host[*i as usize % host.len()]).collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The device files of the node's GPUs, by device index (`gres.conf` order).
+pub fn gpu_files(slurm_conf: &Path, node: &str) -> Vec<String> {
+    let path = slurm_conf.parent().unwrap_or(Path::new("/")).join("gres.conf");
+    let Ok(gc) =
+        std::fs::read_to_string(path).map_err(|e| e.to_string()).and_then(|t| drover_model::gres::GresConf::parse(&t))
+    else {
+        return Vec::new();
+    };
+    gc.for_node(node).into_iter().filter(|l| l.name == "gpu").flat_map(|l| l.files.iter().cloned()).collect()
+}
+
+/// Removes a node's (empty) directories below `drover/` in every hierarchy: when its agent
+/// stops, or a test cluster goes.
+pub fn remove_node_dirs(mountpoint: &Path, node_dir: &str) {
+    let Ok(rd) = std::fs::read_dir(mountpoint) else { return };
+    let mut roots: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
+    roots.push(mountpoint.to_path_buf());
+    for root in roots {
+        let top = root.join("drover").join(node_dir);
+        // Depth first: job and step groups the supervisors could not remove, then the node's.
+        let mut stack = vec![top.clone()];
+        let mut order = Vec::new();
+        while let Some(d) = stack.pop() {
+            if let Ok(rd) = std::fs::read_dir(&d) {
+                stack.extend(rd.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()));
+            }
+            order.push(d);
+        }
+        for d in order.iter().rev() {
+            let _ = std::fs::remove_dir(d);
+        }
+        if let Some(cluster) = top.parent() {
+            let _ = std::fs::remove_dir(cluster);
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! cgroup confinement on a real cluster: cores, memory (an out-of-memory kill ends the job
+//! `OUT_OF_MEMORY`) and GPU devices, on whichever hierarchy this host can give (v1, or v2 with
+//! its controllers); where none is writable, jobs still run and the node says why. Needs root.
+
+use drover_testkit::{Cluster, Options};
+use std::time::Duration;
+
+const EXE: &str = env!("CARGO_BIN_EXE_drover");
+
+/// Whether this process can make cgroups with a memory controller (v1, or v2 offering it).
+fn cgroups_writable() -> bool {
+    let probe = |dir: &str| {
+        let p = std::path::Path::new(dir).join(format!("drover-probe-{}", std::process::id()));
+        let ok = std::fs::create_dir(&p).is_ok();
+        let _ = std::fs::remove_dir(&p);
+        ok
+    };
+    let v2 = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").is_ok_and(|c| c.contains("memory"));
+    (v2 && probe("/sys/fs/cgroup")) || probe("/sys/fs/cgroup/memory")
+}
+
+fn v1() -> bool {
+    !std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
+}
+
+fn out(c: &Cluster, id: u32) -> String {
+    std::fs::read_to_string(c.path().join(format!("slurm-{id}.out"))).unwrap_or_default()
+}
+
+#[test]
+fn jobs_are_confined_to_their_cores_memory_and_gpus() {
+    if !nix::unistd::getuid().is_root() {
+        eprintln!("skipped: cgroups need root");
+        return;
+    }
+    // Two fake GPU device files per node, as real character devices the test makes.
+    let devdir = tempfile::Builder::new().prefix("drover-dev-").tempdir().unwrap();
+    for (i, minor) in [(0, 7), (1, 8)] {
+        let p = devdir.path().join(format!("nvidia{i}"));
+        let mode = nix::sys::stat::Mode::from_bits_truncate(0o666);
+        nix::sys::stat::mknod(&p, nix::sys::stat::SFlag::S_IFCHR, mode, nix::sys::stat::makedev(1, minor)).unwrap();
+    }
+    let c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 2,
+            cpus: 2,
+            extra_conf: "GresTypes=gpu\n".into(),
+            node_line: Some(
+                "NodeName=node[1-2] NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=2 RealMemory=2000 Gres=gpu:2 \
+                 State=UNKNOWN"
+                    .into(),
+            ),
+            files: vec![
+                ("cgroup.conf".into(), "ConstrainCores=yes\nConstrainRAMSpace=yes\nConstrainDevices=yes\n".into()),
+                ("gres.conf".into(), format!("Name=gpu File={}/nvidia[0-1]\n", devdir.path().display())),
+            ],
+            ..Default::default()
+        },
+    );
+    let node = c.ok("scontrol", &["-d", "show", "node", "node1"]);
+    if !cgroups_writable() {
+        assert!(node.contains("Confinement=off: "), "{node}");
+        let id = c.submit(&["--wrap", "echo ran"]);
+        c.wait_state(id, &["COMPLETED"], Duration::from_secs(20));
+        return;
+    }
+    assert!(node.contains("Confinement=on: cgroup/v"), "{node}");
+    // Cores: a one-CPU job sees one CPU.
+    let id = c.submit(&["-w", "node1", "-c1", "--wrap", "grep Cpus_allowed_list /proc/self/status | cut -f2"]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(20));
+    assert_eq!(out(&c, id).trim().split([',', '-']).count(), 1, "{}", out(&c, id));
+    // Memory: past --mem, the out-of-memory killer ends it, and Slurm's words say so.
+    let id = c.submit(&["--mem=40", "--wrap", "python3 -c 'x = bytearray(400 * 1024 * 1024)'; echo rc $?"]);
+    c.wait_state(id, &["OUT_OF_MEMORY"], Duration::from_secs(30));
+    let o = out(&c, id);
+    assert!(o.contains("rc 137\n"), "{o}");
+    assert!(
+        o.contains(&format!(
+            "error: Detected 1 oom_kill event in StepId={id}.batch. Some of the step tasks have been OOM Killed."
+        )),
+        "{o}"
+    );
+    let show = c.ok("scontrol", &["show", "job", &id.to_string()]);
+    assert!(show.contains("JobState=OUT_OF_MEMORY Reason=OutOfMemory"), "{show}");
+    // An srun step: `Out Of Memory` for the task.
+    let o = c.run("srun", &["--mem=40", "python3", "-c", "x = bytearray(400 * 1024 * 1024)"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("srun: error: node1: task 0: Out Of Memory"), "{err}");
+    // Devices (cgroup v1): each job can open its own GPU and not the other's; CUDA numbers
+    // the one it sees from 0.
+    if v1() {
+        let probe = format!(
+            "echo $CUDA_VISIBLE_DEVICES $SLURM_JOB_GPUS; for d in {0}/nvidia0 {0}/nvidia1; do \
+             if (head -c0 < $d) 2>/dev/null; then echo open; else echo denied; fi; done; sleep 1",
+            devdir.path().display()
+        );
+        let a = c.submit(&["-w", "node2", "--gres=gpu:1", "--wrap", &probe]);
+        let b = c.submit(&["-w", "node2", "--gres=gpu:1", "--wrap", &probe]);
+        c.wait_state(a, &["COMPLETED"], Duration::from_secs(20));
+        c.wait_state(b, &["COMPLETED"], Duration::from_secs(20));
+        let mut seen = [out(&c, a), out(&c, b)];
+        seen.sort();
+        assert_eq!(seen, ["0 0\nopen\ndenied\n", "0 1\ndenied\nopen\n"]);
+    }
+    // Nothing of this cluster is left behind in the hierarchy.
+    let mine = drover_node::cgroup::node_dir("test", &c.conf, "node1");
+    let cluster = mine.split('/').next().unwrap().to_string();
+    c.wait_until("the job cgroups to go", Duration::from_secs(10), || {
+        let o = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("ls -d /sys/fs/cgroup/*/drover/{cluster}/node*/job_* /sys/fs/cgroup/drover/{cluster}/node*/job_* 2>/dev/null | wc -l"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim() == "0"
+    });
+}
