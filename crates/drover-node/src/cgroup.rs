@@ -11,8 +11,8 @@
 //! Every process of a step joins its step's cgroup before it execs, so the step's processes
 //! are found (and killed) however they fork; the job's cgroup holds the job's limits on the
 //! node: its cores (`ConstrainCores`), its memory (`ConstrainRAMSpace`, `AllowedRAMSpace`,
-//! swap), and, on v1, its GPUs (`ConstrainDevices`: the node's GPU device files the job does
-//! not hold are denied). Out-of-memory kills are read from the memory controller.
+//! swap), and its GPUs (`ConstrainDevices`: the node's GPU device files the job does not hold
+//! are denied, by `devices.deny` on v1 and an eBPF device program on v2, see [`crate::devbpf`]). Out-of-memory kills are read from the memory controller.
 //! The supervisor calls this module; it is single-threaded and runs as root.
 
 use drover_model::cgroup_conf::{CgroupConf, CgroupPlugin};
@@ -33,6 +33,8 @@ pub struct Cgroups {
     roots: Vec<(String, PathBuf)>,
     /// `<cluster>/<node>` below `drover/`.
     node: String,
+    /// Why `ConstrainDevices` cannot be honoured here, if it cannot.
+    devices_off: Option<String>,
 }
 
 pub use drover_model::cgroup_conf::node_dir;
@@ -45,7 +47,8 @@ pub struct Limits {
     /// Bytes of memory, and of memory plus swap.
     pub mem: Option<u64>,
     pub mem_swap: Option<u64>,
-    /// Character devices (major, minor) to deny (`ConstrainDevices`, v1).
+    /// Character devices (major, minor) to deny (`ConstrainDevices`: v1 `devices.deny`, v2
+    /// an eBPF device program).
     pub deny: Vec<(u64, u64)>,
 }
 
@@ -77,7 +80,11 @@ impl Cgroups {
                     return Err(format!("{} is not a cgroup v2 mount", mount.display()));
                 }
                 let have = read(&mount.join("cgroup.controllers"));
-                let mut want = vec!["memory"];
+                // Tracking and killing need no controller on v2; limits need theirs.
+                let mut want = Vec::new();
+                if conf.constrain_ram {
+                    want.push("memory");
+                }
                 if conf.constrain_cores {
                     want.push("cpuset");
                 }
@@ -105,7 +112,12 @@ impl Cgroups {
                 }
             }
         }
-        let cg = Cgroups { version, conf, roots, node: node.to_string() };
+        // v2 devices are refused by an eBPF program: can this host load one?
+        let devices_off = match (version, conf.constrain_devices) {
+            (Version::V2, true) => crate::devbpf::probe().err(),
+            _ => None,
+        };
+        let cg = Cgroups { version, conf, roots, node: node.to_string(), devices_off };
         // Writable? The node's own directory is created now.
         let parts: Vec<&str> = std::iter::once("drover").chain(cg.node.split('/')).collect();
         for (ctrl, root) in &cg.roots {
@@ -130,12 +142,15 @@ impl Cgroups {
             yn(c.constrain_swap),
             yn(c.constrain_devices)
         );
-        if c.constrain_devices && self.version == Version::V2 {
-            s.push_str(
-                "; devices are not isolated on cgroup v2 (that needs an eBPF device program, not in this build)",
-            );
+        if let Some(why) = &self.devices_off {
+            s.push_str(&format!("; devices are not isolated: {why}"));
         }
         s
+    }
+
+    /// Whether jobs' device files are confined (`ConstrainDevices` and a way to do it).
+    pub fn devices_confined(&self) -> bool {
+        self.conf.constrain_devices && self.devices_off.is_none()
     }
 
     /// Creates `parts` below `root`, enabling what nested groups need on the way.
@@ -188,6 +203,10 @@ impl Cgroups {
             self.apply(ctrl, &job_dir, limits)?;
             let leaf =
                 self.make_path(ctrl, root, &[base.as_slice(), &[job_part.as_str(), step_part.as_str()]].concat())?;
+            if ctrl == "unified" && self.devices_confined() && !limits.deny.is_empty() {
+                // On the step's group, which is made once: programs on the job's would pile up.
+                crate::devbpf::deny_devices(&leaf, &limits.deny)?;
+            }
             g.jobs.push((ctrl.clone(), job_dir));
             g.leaves.push((ctrl.clone(), leaf));
         }

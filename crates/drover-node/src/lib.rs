@@ -14,6 +14,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod cgroup;
+pub mod devbpf;
 pub mod env;
 pub mod gres;
 pub mod spool;

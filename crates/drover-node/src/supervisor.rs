@@ -171,7 +171,7 @@ fn confine(launch: &v1::Launch, job: &v1::JobInfo, node: &str) -> Result<Option<
     limits.mem_swap =
         limits.mem.zip(here).map(|(m, a)| m + (a.mem_mb as f64 * mib * conf.allowed_swap_percent / 100.0) as u64);
     let mut isolated = false;
-    if conf.constrain_devices && cg.version == crate::cgroup::Version::V1 {
+    if cg.devices_confined() {
         let held: Vec<u32> = here
             .map(|a| a.gres.iter().filter(|g| g.name == "gpu").flat_map(|g| g.indices.clone()).collect())
             .unwrap_or_default();
