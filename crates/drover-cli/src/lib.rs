@@ -22,6 +22,7 @@ pub mod scontrol;
 pub mod sinfo;
 pub mod squeue;
 pub mod srun;
+pub mod stepio;
 pub mod steps;
 pub mod up;
 

@@ -13,11 +13,9 @@
 
 use crate::common::{self, status_msg};
 use crate::jobopts::JobArgs;
+use crate::stepio::{IoServer, OutputMode};
 use clap::Parser;
-use drover_proto::io::{read_frame, EXIT, HELLO, OOM, STDERR, STDOUT};
 use drover_proto::v1;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
@@ -57,16 +55,6 @@ struct SrunArgs {
     command: Vec<String>,
 }
 
-/// What the supervisors sent back.
-#[derive(Default)]
-struct Collected {
-    /// (task, node, raw wait status)
-    exits: Vec<(u32, String, i32)>,
-    nodes_done: usize,
-    /// Tasks the out-of-memory killer ended.
-    oom: Vec<u32>,
-}
-
 pub fn main(args: Vec<String>) -> i32 {
     let a: SrunArgs = match common::parse_command(
         "srun",
@@ -79,10 +67,6 @@ pub fn main(args: Vec<String>) -> i32 {
     };
     if a.command.is_empty() {
         eprintln!("srun: fatal: No command given to execute.");
-        return 1;
-    }
-    if a.pty {
-        eprintln!("srun: error: --pty is not supported by this Drover release yet; run the command without --pty");
         return 1;
     }
     let cfg = match common::config_for("srun") {
@@ -106,7 +90,11 @@ pub fn main(args: Vec<String>) -> i32 {
             return 1;
         }
     };
-    let io = match IoServer::start(a.label || env_flag("SLURM_LABELIO")) {
+    let mode = OutputMode {
+        label: a.label || env_flag("SLURM_LABELIO"),
+        unbuffered: a.unbuffered || a.pty || env_flag("SLURM_UNBUFFEREDIO"),
+    };
+    let io = match IoServer::start(mode) {
         Ok(io) => io,
         Err(e) => {
             eprintln!("srun: error: cannot listen for task I/O: {e}");
@@ -114,6 +102,19 @@ pub fn main(args: Vec<String>) -> i32 {
         }
     };
     spec.io_addr = io.addr.clone();
+    if a.pty {
+        // Task 0 gets a terminal the size of ours; its size is in the tasks' environment too.
+        let (rows, cols) = crate::stepio::terminal_size().unwrap_or((24, 80));
+        spec.pty = true;
+        (spec.pty_rows, spec.pty_cols) = (rows.into(), cols.into());
+        let port = io.addr.rsplit(':').next().unwrap_or_default().to_string();
+        for (key, value) in
+            [("SLURM_PTY_PORT", port), ("SLURM_PTY_WIN_COL", cols.to_string()), ("SLURM_PTY_WIN_ROW", rows.to_string())]
+        {
+            spec.environment.retain(|kv| kv.key != key);
+            spec.environment.push(v1::KeyValue { key: key.into(), value });
+        }
+    }
     let opts = StepOpts {
         kill_wait: cfg.kill_wait,
         standalone,
@@ -261,6 +262,12 @@ fn step_spec(a: &SrunArgs, standalone: bool) -> Result<v1::StepSpec, String> {
     s.stdout = j.output.clone().filter(is_file);
     s.stderr = j.error.clone().filter(is_file);
     s.stdin = j.input.clone().filter(is_file);
+    let mode = |v: &Option<String>| v.clone().filter(|v| !is_file(v)).unwrap_or_default();
+    (s.output_mode, s.error_mode, s.input_mode) = (mode(&j.output), mode(&j.error), mode(&j.input));
+    if a.pty {
+        // Only task 0 has the terminal, and srun's keys go to it alone.
+        s.input_mode = "0".into();
+    }
     s.open_mode_append = matches!(j.open_mode.as_deref(), Some("append" | "a" | "A"));
     s.kill_on_bad_exit = match &a.kill_on_bad_exit {
         Some(v) => v != "0",
@@ -389,6 +396,15 @@ async fn run_step(
     };
     phase("step created");
     let step = reply.step.unwrap_or_default();
+    // srun's stdin to the tasks -i picks (all by default, as in Slurm; task 0 with --pty),
+    // unless it is a file the tasks read themselves or a terminal we are in the background of.
+    if spec.stdin.is_none() && spec.input_mode != "none" && crate::stepio::stdin_is_ours() {
+        io.forward_stdin(&step, &spec.input_mode);
+    }
+    // --pty: our keys go to task 0's terminal as typed (Ctrl-C too), its size follows ours.
+    let mut raw = spec.pty.then(crate::stepio::RawTerminal::enter).flatten();
+    let mut winch =
+        spec.pty.then(|| tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change()).ok()).flatten();
     let step_id = step.step_id;
     let label = format!("StepId={job}.{step_id}");
     let ntasks: usize = step.nodes.iter().map(|n| n.task_ids.len()).sum();
@@ -411,6 +427,10 @@ async fn run_step(
     loop {
         // Each task's failure is told as it arrives, as srun does.
         let exits = io.exits_in_order();
+        if exits.len() > reported {
+            // Task 0's terminal session is over: ours is a terminal again for what srun says.
+            drop(raw.take());
+        }
         for (task, node, st) in &exits[reported..] {
             let sig = st & 0x7f;
             let code = (st >> 8) & 0xff;
@@ -505,6 +525,16 @@ async fn run_step(
             sig = signals.next() => {
                 let _ = client.cancel(signal_step(sig)).await;
             }
+            _ = async {
+                match winch.as_mut() {
+                    Some(w) => w.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                if let Some(size) = crate::stepio::terminal_size() {
+                    io.send_winsize(&step, size);
+                }
+            }
             _ = io.changed.notified() => {}
         }
     }
@@ -574,122 +604,6 @@ async fn futures_select_all<F: std::future::Future<Output = i32> + Unpin>(futs: 
     .await
 }
 
-/// The listener the step's supervisors connect back to: one connection per node carrying
-/// its tasks' output and exit statuses.
-struct IoServer {
-    addr: String,
-    collected: Arc<Mutex<Collected>>,
-    /// Woken by the connection threads on every exit and closed stream, so the step's loop
-    /// reacts at once instead of polling.
-    changed: Arc<tokio::sync::Notify>,
-}
-
-impl IoServer {
-    fn start(label: bool) -> std::io::Result<IoServer> {
-        // The supervisors reach srun on the controller's network; loopback on one host.
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        let addr = listener.local_addr()?.to_string();
-        let collected = Arc::new(Mutex::new(Collected::default()));
-        let changed = Arc::new(tokio::sync::Notify::new());
-        let (c, n) = (collected.clone(), changed.clone());
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
-                let (c, n) = (c.clone(), n.clone());
-                std::thread::spawn(move || serve_node(conn, c, n, label));
-            }
-        });
-        Ok(IoServer { addr, collected, changed })
-    }
-
-    /// (tasks that reported an exit, nodes whose stream ended)
-    fn progress(&self) -> (usize, usize) {
-        self.collected.lock().map(|c| (c.exits.len(), c.nodes_done)).unwrap_or((0, 0))
-    }
-
-    /// Exits in the order they arrived.
-    fn exits_in_order(&self) -> Vec<(u32, String, i32)> {
-        self.collected.lock().map(|c| c.exits.clone()).unwrap_or_default()
-    }
-
-    /// Waits up to `limit` for every node's stream to end; true when they all did.
-    async fn settle(&self, nodes: usize, limit: Duration) -> bool {
-        let until = tokio::time::Instant::now() + limit;
-        loop {
-            if self.progress().1 >= nodes {
-                return true;
-            }
-            if tokio::time::timeout_at(until, self.changed.notified()).await.is_err() {
-                return self.progress().1 >= nodes;
-            }
-        }
-    }
-
-    /// `tasks 0-1: running` / `task 2: exited`, as srun reports on a first Ctrl-C.
-    fn status_line(&self, step: &v1::StepInfo) -> String {
-        let exited: Vec<u32> = self.exits_in_order().iter().map(|e| e.0).collect();
-        let all: Vec<u32> = step.nodes.iter().flat_map(|n| n.task_ids.iter().copied()).collect();
-        let running: Vec<u32> = all.iter().copied().filter(|t| !exited.contains(t)).collect();
-        let part = |ids: &[u32], what: &str| {
-            let word = if ids.len() == 1 { "task" } else { "tasks" };
-            format!("{word} {}: {what}", drover_model::gres::fmt_indices(ids))
-        };
-        let mut out = Vec::new();
-        if !running.is_empty() {
-            out.push(part(&running, "running"));
-        }
-        if !exited.is_empty() {
-            out.push(part(&exited, "exited"));
-        }
-        out.join(", ")
-    }
-}
-
-fn serve_node(
-    mut conn: std::net::TcpStream,
-    collected: Arc<Mutex<Collected>>,
-    changed: Arc<tokio::sync::Notify>,
-    label: bool,
-) {
-    let mut node = String::new();
-    let mut pending: std::collections::HashMap<(u32, u8), Vec<u8>> = std::collections::HashMap::new();
-    while let Ok(Some(f)) = read_frame(&mut conn) {
-        match f.kind {
-            HELLO => node = String::from_utf8_lossy(&f.data).to_string(),
-            STDOUT | STDERR => {
-                let buf = pending.entry((f.task, f.kind)).or_default();
-                buf.extend_from_slice(&f.data);
-                emit(buf, f.task, f.kind, label, false);
-            }
-            OOM => {
-                if let Ok(mut c) = collected.lock() {
-                    c.oom.push(f.task);
-                }
-            }
-            EXIT => {
-                for ((t, k), buf) in pending.iter_mut() {
-                    if *t == f.task {
-                        emit(buf, *t, *k, label, true);
-                    }
-                }
-                let st = i32::from_be_bytes(f.data.get(..4).and_then(|b| b.try_into().ok()).unwrap_or([0; 4]));
-                if let Ok(mut c) = collected.lock() {
-                    c.exits.push((f.task, node.clone(), st));
-                }
-                changed.notify_one();
-            }
-            _ => {}
-        }
-    }
-    for ((t, k), buf) in pending.iter_mut() {
-        emit(buf, *t, *k, label, true);
-    }
-    if let Ok(mut c) = collected.lock() {
-        c.nodes_done += 1;
-    }
-    changed.notify_one();
-}
-
 /// How srun names a signal that ended a task (`Killed`, `Terminated`, ...).
 pub fn signal_text(sig: i32) -> String {
     match nix::sys::signal::Signal::try_from(sig) {
@@ -698,31 +612,5 @@ pub fn signal_text(sig: i32) -> String {
         Ok(nix::sys::signal::Signal::SIGSEGV) => "Segmentation fault".into(),
         Ok(s) => format!("Killed by signal {}", s as i32),
         Err(_) => format!("Killed by signal {sig}"),
-    }
-}
-
-/// Writes complete lines of a task's output (all of it at the end), labelled with `-l`.
-fn emit(buf: &mut Vec<u8>, task: u32, kind: u8, label: bool, flush_all: bool) {
-    let cut = if flush_all { buf.len() } else { buf.iter().rposition(|b| *b == b'\n').map(|p| p + 1).unwrap_or(0) };
-    if cut == 0 {
-        return;
-    }
-    let chunk: Vec<u8> = buf.drain(..cut).collect();
-    let mut out = Vec::with_capacity(chunk.len() + 16);
-    if label {
-        for line in chunk.split_inclusive(|b| *b == b'\n') {
-            out.extend_from_slice(format!("{task}: ").as_bytes());
-            out.extend_from_slice(line);
-        }
-    } else {
-        out = chunk;
-    }
-    if kind == STDOUT {
-        let mut o = std::io::stdout().lock();
-        let _ = o.write_all(&out);
-        let _ = o.flush();
-    } else {
-        let mut e = std::io::stderr().lock();
-        let _ = e.write_all(&out);
     }
 }

@@ -23,6 +23,16 @@ pub fn step_name(id: StepId) -> String {
 }
 
 /// Parses the part after the dot of `12.0`, `12.batch`, `12.extern`.
+/// srun's `-i/-o/-e` given as `all` (or not given), `none` or a task id: does `task` take
+/// part in that stream?
+pub fn io_mode_includes(mode: &str, task: u32) -> bool {
+    match mode {
+        "" | "all" => true,
+        "none" => false,
+        n => n.parse::<u32>().is_ok_and(|n| n == task),
+    }
+}
+
 pub fn parse_step(s: &str) -> Option<StepId> {
     match s {
         "batch" => Some(BATCH_STEP),
@@ -201,6 +211,13 @@ impl StepLayout {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn io_modes_select_tasks() {
+        assert!(io_mode_includes("", 3) && io_mode_includes("all", 0));
+        assert!(!io_mode_includes("none", 0));
+        assert!(io_mode_includes("2", 2) && !io_mode_includes("2", 0));
+    }
     use super::*;
 
     #[test]

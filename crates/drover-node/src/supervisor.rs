@@ -127,6 +127,9 @@ fn run(dir: &Path) -> Result<(), String> {
         statuses: HashMap::new(),
         outputs: HashMap::new(),
         io: None,
+        io_in: Vec::new(),
+        stdin: HashMap::new(),
+        pty: None,
         how: String::new(),
         stderr_path: None,
         join: cgroup.as_ref().map(|g| g.procs_files()).unwrap_or_default(),
@@ -230,11 +233,55 @@ struct Supervisor<'a> {
     /// Pipes of task output: fd → (task, kind).
     outputs: HashMap<RawFd, (u32, u8, OwnedFd)>,
     io: Option<std::net::TcpStream>,
+    /// Bytes read from srun's stream, not yet a whole frame.
+    io_in: Vec<u8>,
+    /// Where srun's stdin goes: task → its stdin pipe (or `--pty` terminal).
+    stdin: HashMap<u32, StdinSink>,
+    /// The `--pty` terminal's master side, for window size changes.
+    pty: Option<OwnedFd>,
     how: String,
     stderr_path: Option<PathBuf>,
     /// The step's cgroup, and the `cgroup.procs` files each task writes itself into.
     cgroup: Option<crate::cgroup::Group>,
     join: Vec<PathBuf>,
+}
+
+/// A task's stdin as srun feeds it: a non-blocking pipe (or terminal) and what is still to
+/// be written into it.
+struct StdinSink {
+    fd: OwnedFd,
+    pending: Vec<u8>,
+    /// srun's stdin ended: close once `pending` is written.
+    eof: bool,
+}
+
+/// Beyond this much unread stdin for a task, srun's stream is not read until the task
+/// catches up (TCP then holds srun back).
+const STDIN_BACKLOG: usize = 1 << 20;
+
+/// How a task's standard stream is connected.
+enum Stream {
+    /// A pipe to (or from) this supervisor.
+    Pipe,
+    File(String),
+    Null,
+    /// The `--pty` terminal.
+    Pty,
+}
+
+fn set_nonblocking(fd: &OwnedFd) {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    if let Ok(bits) = fcntl(fd, FcntlArg::F_GETFL) {
+        let _ = fcntl(fd, FcntlArg::F_SETFL(OFlag::from_bits_truncate(bits) | OFlag::O_NONBLOCK));
+    }
+}
+
+fn set_winsize(fd: &OwnedFd, rows: u16, cols: u16) {
+    let ws = libc::winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: TIOCSWINSZ reads one `winsize` from the pointer, which lives across the call.
+    unsafe {
+        libc::ioctl(fd.as_raw_fd(), libc::TIOCSWINSZ, &ws);
+    }
 }
 
 /// In a forked child, before it drops privileges: into the step's cgroup.
@@ -429,19 +476,53 @@ impl Supervisor<'_> {
                 self.stderr_path = Some(PathBuf::from(p));
             }
         }
+        // Which streams go where: files, srun (-i/-o/-e modes), or task 0's terminal.
+        let err_mode = if spec.error_mode.is_empty() && spec.stderr.is_none() {
+            spec.output_mode.as_str()
+        } else {
+            spec.error_mode.as_str()
+        };
+        let stream = |file: Option<String>, mode: &str, task: u32| match file {
+            _ if spec.pty && task == 0 => Stream::Pty,
+            // --pty: the other tasks' output goes nowhere.
+            _ if spec.pty => Stream::Null,
+            Some(f) => Stream::File(f),
+            None if drover_model::step::io_mode_includes(mode, task) => Stream::Pipe,
+            None => Stream::Null,
+        };
         for (local, &task) in self.launch.task_ids.iter().enumerate() {
             let mut envc = env_c(&step_task_env(ctx, sl, task, local as u32));
-            let out_file = out_path(self, task);
-            let err_file = err_path(self, task).or_else(|| out_file.clone());
-            let in_file = in_path(self, task).unwrap_or_else(|| "/dev/null".into());
-            let mut pipes = Vec::new();
-            let out_pipe = if out_file.is_none() {
-                Some(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?)
-            } else {
-                None
+            let out = stream(out_path(self, task), &spec.output_mode, task);
+            let err = match stream(err_path(self, task), err_mode, task) {
+                // -e not given: stderr goes with stdout, to the same file.
+                Stream::Pipe | Stream::Null if spec.stderr.is_none() && matches!(out, Stream::File(_)) => {
+                    stream(out_path(self, task), err_mode, task)
+                }
+                e => e,
             };
-            let err_pipe = if err_file.is_none() {
-                Some(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?)
+            let inp = stream(in_path(self, task), &spec.input_mode, task);
+            let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string());
+            let out_pipe = if matches!(out, Stream::Pipe) { Some(pipe()?) } else { None };
+            let err_pipe = if matches!(err, Stream::Pipe) { Some(pipe()?) } else { None };
+            let in_pipe = if matches!(inp, Stream::Pipe) { Some(pipe()?) } else { None };
+            let pty = if matches!(inp, Stream::Pty) {
+                let ws = libc::winsize {
+                    ws_row: spec.pty_rows.clamp(1, 1000) as u16,
+                    ws_col: spec.pty_cols.clamp(1, 1000) as u16,
+                    ws_xpixel: 0,
+                    ws_ypixel: 0,
+                };
+                let p = nix::pty::openpty(Some(&ws), None).map_err(|e| format!("openpty: {e}"))?;
+                // The terminal is the user's, as a login's would be.
+                let _ = nix::unistd::fchown(
+                    &p.slave,
+                    Some(nix::unistd::Uid::from_raw(self.user.uid)),
+                    Some(nix::unistd::Gid::from_raw(self.user.gid)),
+                );
+                for fd in [&p.master, &p.slave] {
+                    let _ = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC));
+                }
+                Some(p)
             } else {
                 None
             };
@@ -455,35 +536,48 @@ impl Supervisor<'_> {
                     reset_signals();
                     join_cgroup(join);
                     envc.push(cstr(&format!("SLURM_TASK_PID={}", std::process::id())));
+                    if let Some(p) = &pty {
+                        // Task 0's controlling terminal, on all three streams.
+                        // SAFETY: TIOCSCTTY takes an int argument; the fd is open.
+                        unsafe {
+                            libc::ioctl(p.slave.as_raw_fd(), libc::TIOCSCTTY, 0);
+                        }
+                        let _ = nix::unistd::dup2_stdin(&p.slave);
+                        let _ = nix::unistd::dup2_stdout(&p.slave);
+                        let _ = nix::unistd::dup2_stderr(&p.slave);
+                    }
                     if let Err(e) = drop_privileges(user) {
                         child_fail(&e);
                     }
                     if nix::unistd::chdir(work.as_str()).is_err() {
                         let _ = nix::unistd::chdir("/tmp");
                     }
-                    let i =
-                        nix::fcntl::open(in_file.as_str(), nix::fcntl::OFlag::O_RDONLY, nix::sys::stat::Mode::empty())
-                            .unwrap_or_else(|e| child_fail(&format!("cannot open {in_file}: {e}")));
-                    let _ = nix::unistd::dup2_stdin(&i);
-                    match (&out_pipe, &out_file) {
-                        (Some((_, w)), _) => {
-                            let _ = nix::unistd::dup2_stdout(w);
+                    let open_in = |f: &str| {
+                        nix::fcntl::open(f, nix::fcntl::OFlag::O_RDONLY, nix::sys::stat::Mode::empty())
+                            .unwrap_or_else(|e| child_fail(&format!("cannot open {f}: {e}")))
+                    };
+                    match (&inp, &in_pipe) {
+                        (_, Some((r, _))) => {
+                            let _ = nix::unistd::dup2_stdin(r);
                         }
-                        (None, Some(p)) => {
-                            let o = open_out(p, true).unwrap_or_else(|e| child_fail(&e));
-                            let _ = nix::unistd::dup2_stdout(&o);
+                        (Stream::File(f), _) => {
+                            let _ = nix::unistd::dup2_stdin(open_in(f));
                         }
-                        (None, None) => {}
+                        (Stream::Pty, _) => {}
+                        _ => {
+                            let _ = nix::unistd::dup2_stdin(open_in("/dev/null"));
+                        }
                     }
-                    match (&err_pipe, &err_file) {
-                        (Some((_, w)), _) => {
-                            let _ = nix::unistd::dup2_stderr(w);
+                    for (st, p, to_stdout) in [(&out, &out_pipe, true), (&err, &err_pipe, false)] {
+                        let target = match (st, p) {
+                            (_, Some((_, w))) => Some(w.try_clone().unwrap_or_else(|e| child_fail(&e.to_string()))),
+                            (Stream::File(f), _) => Some(open_out(f, true).unwrap_or_else(|e| child_fail(&e))),
+                            (Stream::Null, _) => Some(open_out("/dev/null", true).unwrap_or_else(|e| child_fail(&e))),
+                            _ => None,
+                        };
+                        if let Some(t) = target {
+                            let _ = if to_stdout { nix::unistd::dup2_stdout(&t) } else { nix::unistd::dup2_stderr(&t) };
                         }
-                        (None, Some(p)) => {
-                            let e = open_out(p, true).unwrap_or_else(|e| child_fail(&e));
-                            let _ = nix::unistd::dup2_stderr(&e);
-                        }
-                        (None, None) => {}
                     }
                     let err = nix::unistd::execvpe(&argv[0], &argv, &envc).err();
                     let _ = std::io::stderr().write_all(
@@ -502,11 +596,22 @@ impl Supervisor<'_> {
                     for (pipe, kind) in [(out_pipe, drover_proto::io::STDOUT), (err_pipe, drover_proto::io::STDERR)] {
                         if let Some((r, w)) = pipe {
                             drop(w);
-                            pipes.push((r, kind));
+                            self.outputs.insert(r.as_raw_fd(), (task, kind, r));
                         }
                     }
-                    for (r, kind) in pipes {
-                        self.outputs.insert(r.as_raw_fd(), (task, kind, r));
+                    if let Some((r, w)) = in_pipe {
+                        drop(r);
+                        set_nonblocking(&w);
+                        self.stdin.insert(task, StdinSink { fd: w, pending: Vec::new(), eof: false });
+                    }
+                    if let Some(p) = pty {
+                        drop(p.slave);
+                        let m = p.master;
+                        let w = m.try_clone().map_err(|e| format!("dup: {e}"))?;
+                        set_nonblocking(&w);
+                        self.pty = Some(w.try_clone().map_err(|e| format!("dup: {e}"))?);
+                        self.stdin.insert(task, StdinSink { fd: w, pending: Vec::new(), eof: false });
+                        self.outputs.insert(m.as_raw_fd(), (task, drover_proto::io::STDOUT, m));
                     }
                 }
             }
@@ -734,19 +839,38 @@ impl Supervisor<'_> {
                     timeout = timeout.min(Duration::from_millis(100));
                 }
             }
-            let mut fds = vec![
-                nix::poll::PollFd::new(wake.as_fd(), nix::poll::PollFlags::POLLIN),
-                nix::poll::PollFd::new(listener.as_fd(), nix::poll::PollFlags::POLLIN),
-            ];
+            use nix::poll::{PollFd, PollFlags};
+            let mut fds =
+                vec![PollFd::new(wake.as_fd(), PollFlags::POLLIN), PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
             let out_fds: Vec<RawFd> = self.outputs.keys().copied().collect();
             for fd in &out_fds {
                 let b = self.outputs[fd].2.as_fd();
-                fds.push(nix::poll::PollFd::new(b, nix::poll::PollFlags::POLLIN));
+                fds.push(PollFd::new(b, PollFlags::POLLIN));
+            }
+            // srun's stream (stdin, terminal size, or its end), unless a task is behind.
+            let backlog = self.stdin.values().any(|s| s.pending.len() >= STDIN_BACKLOG);
+            let io_at = fds.len();
+            let listen_io = !backlog && self.io.is_some();
+            if let Some(io) = self.io.as_ref().filter(|_| listen_io) {
+                fds.push(PollFd::new(io.as_fd(), PollFlags::POLLIN));
+            }
+            let sinks: Vec<u32> = self.stdin.iter().filter(|(_, s)| !s.pending.is_empty()).map(|(t, _)| *t).collect();
+            let sinks_at = fds.len();
+            for t in &sinks {
+                fds.push(PollFd::new(self.stdin[t].fd.as_fd(), PollFlags::POLLOUT));
             }
             let ms = u16::try_from(timeout.as_millis().max(1)).unwrap_or(1000);
             let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms));
             let ready: Vec<bool> = fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect();
             drop(fds);
+            if listen_io && ready[io_at] {
+                self.read_srun();
+            }
+            for (k, t) in sinks.iter().enumerate() {
+                if ready[sinks_at + k] {
+                    self.feed_stdin(*t);
+                }
+            }
             if ready[0] {
                 let _ = nix::unistd::read(wake, &mut buf);
             }
@@ -800,6 +924,78 @@ impl Supervisor<'_> {
                     }
                 }
             }
+        }
+    }
+
+    /// What srun sent: stdin for tasks, a terminal size; its end means srun is gone.
+    fn read_srun(&mut self) {
+        let Some(io) = self.io.as_ref() else { return };
+        let mut buf = [0u8; 65536];
+        match nix::sys::socket::recv(io.as_raw_fd(), &mut buf, nix::sys::socket::MsgFlags::MSG_DONTWAIT) {
+            Ok(0) => {
+                // srun is gone: the step goes with it.
+                self.io = None;
+                if self.how.is_empty() {
+                    self.how = "CANCELLED".into();
+                }
+                self.signal_all(Signal::SIGKILL);
+                return;
+            }
+            Ok(n) => self.io_in.extend_from_slice(&buf[..n]),
+            Err(_) => return,
+        }
+        let Ok(frames) = drover_proto::io::split_frames(&mut self.io_in) else {
+            self.io_in.clear();
+            return;
+        };
+        for f in frames {
+            match f.kind {
+                drover_proto::io::STDIN => {
+                    if let Some(sink) = self.stdin.get_mut(&f.task) {
+                        if f.data.is_empty() {
+                            sink.eof = true;
+                        } else {
+                            sink.pending.extend_from_slice(&f.data);
+                        }
+                        self.feed_stdin(f.task);
+                    }
+                }
+                drover_proto::io::WINSIZE if f.data.len() == 4 => {
+                    if let Some(m) = &self.pty {
+                        let rows = u16::from_be_bytes([f.data[0], f.data[1]]);
+                        let cols = u16::from_be_bytes([f.data[2], f.data[3]]);
+                        // The kernel tells the terminal's foreground processes (SIGWINCH).
+                        set_winsize(m, rows, cols);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Writes what a task's stdin can take now; closes it at srun's end of input, or when
+    /// the task no longer reads it.
+    fn feed_stdin(&mut self, task: u32) {
+        let Some(sink) = self.stdin.get_mut(&task) else { return };
+        while !sink.pending.is_empty() {
+            match nix::unistd::write(&sink.fd, &sink.pending) {
+                Ok(n) => {
+                    sink.pending.drain(..n);
+                }
+                Err(nix::errno::Errno::EAGAIN) => return,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => {
+                    self.stdin.remove(&task);
+                    return;
+                }
+            }
+        }
+        if sink.eof {
+            if self.pty.is_some() && task == 0 {
+                // A terminal has no end of file: ^D at the start of a line is one.
+                let _ = nix::unistd::write(&sink.fd, &[4u8]);
+            }
+            self.stdin.remove(&task);
         }
     }
 

@@ -1,5 +1,6 @@
 //! The task I/O stream between a job supervisor and `srun`: length-prefixed frames over one
-//! TCP connection per node. `[kind u8][task u32 BE][len u32 BE][bytes]`.
+//! TCP connection per node, both ways (output and exits to srun, stdin and terminal size to
+//! the tasks). `[kind u8][task u32 BE][len u32 BE][bytes]`.
 
 use std::io::{self, Read, Write};
 
@@ -11,6 +12,10 @@ pub const EXIT: u8 = 3;
 pub const HELLO: u8 = 4;
 /// No payload: the task was ended by the out-of-memory killer (sent before its EXIT).
 pub const OOM: u8 = 5;
+/// srun → supervisor: bytes for a task's stdin; an empty payload closes it.
+pub const STDIN: u8 = 6;
+/// srun → supervisor: the terminal's size for a `--pty` task, rows and columns as u16 BE.
+pub const WINSIZE: u8 = 7;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
@@ -49,6 +54,27 @@ pub fn read_frame(r: &mut impl Read) -> io::Result<Option<Frame>> {
     Ok(Some(Frame { kind: head[0], task, data }))
 }
 
+/// Takes every complete frame off the front of `buf` (bytes read so far from a stream).
+pub fn split_frames(buf: &mut Vec<u8>) -> io::Result<Vec<Frame>> {
+    let mut frames = Vec::new();
+    let mut at = 0;
+    while buf.len() - at >= 9 {
+        let h = &buf[at..at + 9];
+        let task = u32::from_be_bytes([h[1], h[2], h[3], h[4]]);
+        let len = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) as usize;
+        if len > 16 << 20 {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "I/O frame too large"));
+        }
+        if buf.len() - at - 9 < len {
+            break;
+        }
+        frames.push(Frame { kind: h[0], task, data: buf[at + 9..at + 9 + len].to_vec() });
+        at += 9 + len;
+    }
+    buf.drain(..at);
+    Ok(frames)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,5 +88,22 @@ mod tests {
         assert_eq!(read_frame(&mut r).unwrap().unwrap(), Frame { kind: STDOUT, task: 3, data: b"hello\n".to_vec() });
         assert_eq!(read_frame(&mut r).unwrap().unwrap().kind, EXIT);
         assert!(read_frame(&mut r).unwrap().is_none());
+    }
+
+    #[test]
+    fn split_frames_keeps_a_partial_frame_for_later() {
+        let mut buf = Vec::new();
+        write_frame(&mut buf, STDIN, 0, b"ab").unwrap();
+        write_frame(&mut buf, STDIN, 1, b"").unwrap();
+        write_frame(&mut buf, WINSIZE, 0, &[0, 24, 0, 80]).unwrap();
+        let whole = buf.clone();
+        buf.truncate(whole.len() - 2);
+        let got = split_frames(&mut buf).unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[1], Frame { kind: STDIN, task: 1, data: vec![] });
+        assert_eq!(buf.len(), 9 + 4 - 2);
+        buf.extend_from_slice(&whole[whole.len() - 2..]);
+        assert_eq!(split_frames(&mut buf).unwrap()[0].data, vec![0, 24, 0, 80]);
+        assert!(buf.is_empty());
     }
 }

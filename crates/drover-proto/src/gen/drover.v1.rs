@@ -291,6 +291,22 @@ pub struct StepSpec {
     /// GRES the step asks for per node (--gres, --gpus-per-node); none: the job's.
     #[prost(string, repeated, tag = "29")]
     pub gres: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// -i/-o/-e when not a file: "" or "all" (every task), "none", or one task id. srun's
+    /// stdin is forwarded to the tasks -i selects; output of the others goes to /dev/null.
+    #[prost(string, tag = "30")]
+    pub input_mode: ::prost::alloc::string::String,
+    #[prost(string, tag = "31")]
+    pub output_mode: ::prost::alloc::string::String,
+    #[prost(string, tag = "32")]
+    pub error_mode: ::prost::alloc::string::String,
+    /// --pty: task 0 runs on a pseudo-terminal of this size (its stdout and stderr are the
+    /// terminal; the other tasks' output goes to /dev/null).
+    #[prost(bool, tag = "33")]
+    pub pty: bool,
+    #[prost(uint32, tag = "34")]
+    pub pty_rows: u32,
+    #[prost(uint32, tag = "35")]
+    pub pty_cols: u32,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct StepCreateRequest {
