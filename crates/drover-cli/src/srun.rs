@@ -83,6 +83,11 @@ pub fn main(args: Vec<String>) -> i32 {
         }
     };
     let standalone = job_id.is_none();
+    if let Some(Err(e)) = a.cpu_bind.as_deref().map(drover_model::cpubind::CpuBind::parse) {
+        eprintln!("srun: error: {e}");
+        eprintln!("srun: fatal: Failed to parse --cpu-bind= values.");
+        return 1;
+    }
     let mut spec = match step_spec(&a, standalone) {
         Ok(s) => s,
         Err(e) => {
@@ -285,7 +290,13 @@ fn step_spec(a: &SrunArgs, standalone: bool) -> Result<v1::StepSpec, String> {
     }
     s.srun_host = common::hostname();
     s.srun_pid = std::process::id();
-    s.cpu_bind = a.cpu_bind.clone().unwrap_or_default();
+    // --cpu-bind, else SLURM_CPU_BIND as an input variable (`verbose` to see every binding).
+    // Inside a step, SLURM_CPU_BIND describes that step's binding and is not an input.
+    s.cpu_bind = a
+        .cpu_bind
+        .clone()
+        .or_else(|| env("SLURM_CPU_BIND").filter(|_| env("SLURM_STEP_ID").is_none()))
+        .unwrap_or_default();
     s.standalone = standalone;
     Ok(s)
 }
@@ -396,6 +407,11 @@ async fn run_step(
     };
     phase("step created");
     let step = reply.step.unwrap_or_default();
+    // A map or mask outside the step's CPUs: the nodes refuse the launch; say why first.
+    let bind_refused = cpu_bind_outside(&spec, &step);
+    if let Some(e) = &bind_refused {
+        eprintln!("srun: error: {e}");
+    }
     // srun's stdin to the tasks -i picks (all by default, as in Slurm; task 0 with --pty),
     // unless it is a file the tasks read themselves or a terminal we are in the background of.
     if spec.stdin.is_none() && spec.input_mode != "none" && crate::stepio::stdin_is_ours() {
@@ -542,6 +558,11 @@ async fn run_step(
         if let Some(e) = ended.as_ref().filter(|e| !e.message.is_empty()) {
             let node = e.nodes.first().map(|n| n.node.clone()).unwrap_or_default();
             eprintln!("srun: error: Task launch for {label} failed on node {node}: {}", e.message);
+            if bind_refused.is_some() {
+                eprintln!("srun: error: Application launch failed: {}", e.message);
+                eprintln!("srun: Job step aborted");
+                return (192, 192 << 8, String::new());
+            }
         }
     }
     if signalled && !aborted {
@@ -554,6 +575,22 @@ async fn run_step(
     let oom = !io.collected.lock().map(|c| c.oom.is_empty()).unwrap_or(true)
         || ended.as_ref().is_some_and(|e| e.state == "OUT_OF_MEMORY");
     (rc, worst, if oom { "OUT_OF_MEMORY".into() } else { String::new() })
+}
+
+/// Slurm's refusal of an explicit CPU map or mask (or `rank`) that names CPUs the step does
+/// not hold on some node.
+fn cpu_bind_outside(spec: &v1::StepSpec, step: &v1::StepInfo) -> Option<String> {
+    use drover_model::cpubind::{bind_node, BindKind, CpuBind, Topology};
+    let bind = CpuBind::parse(&spec.cpu_bind).ok()?;
+    if !matches!(bind.kind, Some(BindKind::MapCpu(_) | BindKind::MaskCpu(_) | BindKind::Rank)) {
+        return None;
+    }
+    let flat = Topology { sockets: 1, cores_per_socket: 1, threads_per_core: 1 };
+    step.nodes.iter().find_map(|n| {
+        let mut cpus = n.cpu_ids.clone();
+        cpus.sort_unstable();
+        bind_node(Some(&bind), false, flat, &cpus, n.task_ids.len(), spec.cpus_per_task).err()
+    })
 }
 
 /// Signals srun passes on to its tasks (Ctrl-C is handled apart).

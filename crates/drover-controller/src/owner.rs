@@ -774,6 +774,7 @@ impl Owner {
             node_index: node_index as u32,
             task_ids,
             step,
+            shape: None,
         }
     }
 

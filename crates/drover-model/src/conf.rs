@@ -126,6 +126,8 @@ pub struct Config {
     pub bf_interval: u32,
     /// `GresTypes`: the GRES names nodes may have.
     pub gres_types: Vec<String>,
+    /// `TaskPlugin` includes `task/affinity`: steps' tasks are bound to CPUs automatically.
+    pub task_affinity: bool,
     pub nodes: Vec<NodeConf>,
     pub partitions: Vec<PartitionConf>,
     pub unsupported: Vec<Unsupported>,
@@ -164,6 +166,7 @@ impl Default for Config {
             return_to_service: 0,
             enforce_part_limits: EnforcePartLimits::No,
             gres_types: Vec::new(),
+            task_affinity: false,
             nodes: Vec::new(),
             partitions: Vec::new(),
             unsupported: Vec::new(),
@@ -222,6 +225,7 @@ const SUPPORTED: &[&str] = &[
     "schedulerparameters",
     "schedulertype",
     "grestypes",
+    "taskplugin",
 ];
 
 const NODE_KEYS: &[&str] = &[
@@ -534,6 +538,20 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                 }
                 "grestypes" => {
                     cfg.gres_types = v.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect()
+                }
+                "taskplugin" => {
+                    for p in v.split(',').map(str::trim) {
+                        match p.to_ascii_lowercase().as_str() {
+                            "task/affinity" => cfg.task_affinity = true,
+                            // Confinement follows cgroup.conf; nothing to do by default.
+                            "task/cgroup" | "task/none" | "" => {}
+                            _ => {
+                                return Err(err(format!(
+                                    "TaskPlugin: expected task/affinity, task/cgroup or task/none, found `{p}`"
+                                )))
+                            }
+                        }
+                    }
                 }
                 "firstjobid" => cfg.first_job_id = num(v)?,
                 "killwait" => cfg.kill_wait = num(v)?,

@@ -12,6 +12,7 @@ pub mod alloc;
 pub mod array;
 pub mod cgroup_conf;
 pub mod conf;
+pub mod cpubind;
 pub mod duration;
 pub mod gres;
 pub mod hostlist;

@@ -344,6 +344,15 @@ impl Agent {
     fn launch(&self, dir: &Path, l: &v1::Launch) -> Result<(), String> {
         std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
         let tmp = dir.join("launch.tmp");
+        let mut l = l.clone();
+        if let Some(n) = self.cfg.nodes.iter().find(|n| n.name == self.name) {
+            l.shape = Some(v1::NodeShape {
+                sockets: n.sockets * n.boards.max(1),
+                cores_per_socket: n.cores_per_socket,
+                threads_per_core: n.threads_per_core,
+                task_affinity: self.cfg.task_affinity,
+            });
+        }
         std::fs::write(&tmp, l.encode_to_vec()).map_err(|e| e.to_string())?;
         std::fs::rename(&tmp, dir.join(spool::LAUNCH)).map_err(|e| e.to_string())?;
         let mut cmd = std::process::Command::new(&self.exe);

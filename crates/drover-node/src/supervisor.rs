@@ -448,6 +448,26 @@ impl Supervisor<'_> {
         if argv.is_empty() {
             return Err("nothing to run".into());
         }
+        // CPU binding (--cpu-bind, or task/affinity's automatic one) of this node's tasks.
+        let binding = {
+            use drover_model::cpubind::{bind_node, CpuBind, Topology};
+            let shape = self.launch.shape.unwrap_or_default();
+            let topo = Topology {
+                sockets: shape.sockets.max(1),
+                cores_per_socket: shape.cores_per_socket.max(1),
+                threads_per_core: shape.threads_per_core.max(1),
+            };
+            let bind = if spec.cpu_bind.is_empty() { None } else { CpuBind::parse(&spec.cpu_bind).ok() };
+            let mut cpus: Vec<u32> = sl
+                .step
+                .as_ref()
+                .and_then(|st| st.nodes.iter().find(|n| n.node == self.node))
+                .map(|n| n.cpu_ids.clone())
+                .unwrap_or_default();
+            cpus.sort_unstable();
+            bind_node(bind.as_ref(), shape.task_affinity, topo, &cpus, self.launch.task_ids.len(), spec.cpus_per_task)
+                .map_err(|_| "Unable to satisfy cpu bind request".to_string())?
+        };
         // srun hears every task's exit status over this connection, and its output unless
         // that goes to files.
         let addr = spec.io_addr.clone();
@@ -491,7 +511,20 @@ impl Supervisor<'_> {
             None => Stream::Null,
         };
         for (local, &task) in self.launch.task_ids.iter().enumerate() {
-            let mut envc = env_c(&step_task_env(ctx, sl, task, local as u32));
+            let mut env = step_task_env(ctx, sl, task, local as u32);
+            let bound = binding.as_ref().and_then(|b| b.cpus.get(local).cloned().flatten());
+            if let Some(b) = &binding {
+                env.retain(|(k, _)| !k.starts_with("SLURM_CPU_BIND"));
+                env.extend(b.env.iter().cloned());
+            }
+            let affinity = bound.as_ref().map(|c| {
+                let mut set = nix::sched::CpuSet::new();
+                for id in crate::cgroup::host_cpu_ids(c) {
+                    let _ = set.set(id as usize);
+                }
+                set
+            });
+            let mut envc = env_c(&env);
             let out = stream(out_path(self, task), &spec.output_mode, task);
             let err = match stream(err_path(self, task), err_mode, task) {
                 // -e not given: stderr goes with stdout, to the same file.
@@ -546,6 +579,9 @@ impl Supervisor<'_> {
                         let _ = nix::unistd::dup2_stdout(&p.slave);
                         let _ = nix::unistd::dup2_stderr(&p.slave);
                     }
+                    if let Some(set) = &affinity {
+                        let _ = nix::sched::sched_setaffinity(Pid::from_raw(0), set);
+                    }
                     if let Err(e) = drop_privileges(user) {
                         child_fail(&e);
                     }
@@ -593,6 +629,14 @@ impl Supervisor<'_> {
                 }
                 ForkResult::Parent { child } => {
                     self.main.insert(child.as_raw(), task);
+                    if let Some(b) = binding.as_ref().filter(|b| b.verbose) {
+                        let mask = drover_model::cpubind::fmt_mask(bound.as_deref().unwrap_or(&[]));
+                        let set = if bound.is_some() { " set" } else { "" };
+                        self.write_step_stderr(&format!(
+                            "cpu-bind={} - {}, task {task:2} {local:2} [{child}]: mask {mask}{set}\n",
+                            b.word, self.node
+                        ));
+                    }
                     for (pipe, kind) in [(out_pipe, drover_proto::io::STDOUT), (err_pipe, drover_proto::io::STDERR)] {
                         if let Some((r, w)) = pipe {
                             drop(w);
@@ -710,7 +754,12 @@ impl Supervisor<'_> {
         if self.step.is_some() && first != 0 {
             return;
         }
-        let line = format!("slurmstepd-{}: error: {msg}\n", self.node);
+        self.write_step_stderr(&format!("slurmstepd-{}: error: {msg}\n", self.node));
+    }
+
+    /// Writes `line` where the stderr of this node's first task goes (its file, or srun).
+    fn write_step_stderr(&self, line: &str) {
+        let first = self.launch.task_ids.first().copied().unwrap_or(0);
         if let Some(p) = &self.stderr_path {
             if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(p) {
                 let _ = f.write_all(line.as_bytes());

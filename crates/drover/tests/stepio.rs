@@ -165,3 +165,94 @@ fn srun_pty_gives_an_interactive_shell_a_terminal() {
     let tail = k.expect("Exited with exit code 7", Duration::from_secs(5));
     assert!(tail.contains("srun: error: node1: task 0: "), "{tail:?}");
 }
+
+/// The lab's nodes (one socket of two cores) with `TaskPlugin=task/affinity`.
+fn affinity_cluster(task_plugin: &str) -> Cluster {
+    Cluster::start(
+        EXE,
+        Options {
+            nodes: 2,
+            cpus: 2,
+            extra_conf: task_plugin.into(),
+            node_line: Some(
+                "NodeName=node[1-2] NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=2 Sockets=1 CoresPerSocket=2 \
+                 ThreadsPerCore=1 RealMemory=2000 State=UNKNOWN"
+                    .into(),
+            ),
+            ..Default::default()
+        },
+    )
+}
+
+const PROBE: &str = "echo $SLURM_LOCALID \"[$SLURM_CPU_BIND|$SLURM_CPU_BIND_TYPE|$SLURM_CPU_BIND_LIST]\" \
+                     $(grep Cpus_allowed_list /proc/self/status | cut -f2)";
+
+fn sorted_stdout(o: &std::process::Output) -> String {
+    let mut lines: Vec<&str> = std::str::from_utf8(&o.stdout).unwrap().lines().collect();
+    lines.sort();
+    lines.join("\n")
+}
+
+#[test]
+fn tasks_are_bound_to_cpus_as_slurms_task_affinity_binds_them() {
+    let c = affinity_cluster("TaskPlugin=task/affinity\n");
+    // What real Slurm 22.05 printed on the lab for the same commands.
+    let run = |args: &[&str]| {
+        let mut a = args.to_vec();
+        a.extend(["bash", "-c", PROBE]);
+        sorted_stdout(&c.run("srun", &a))
+    };
+    assert_eq!(
+        run(&["-N1", "-n2"]),
+        "0 [quiet,mask_cpu:0x1,0x2|mask_cpu:|0x1,0x2] 0\n1 [quiet,mask_cpu:0x1,0x2|mask_cpu:|0x1,0x2] 1"
+    );
+    assert_eq!(run(&["-N1", "-n1", "-c2"]), "0 [quiet,mask_cpu:0x3|mask_cpu:|0x3] 0-1");
+    assert_eq!(run(&["-N1", "-n2", "--cpu-bind=none"]), "0 [quiet,none|none|] 0-1\n1 [quiet,none|none|] 0-1");
+    assert_eq!(
+        run(&["-N1", "-n2", "--cpu-bind=map_cpu:1,0"]),
+        "0 [quiet,map_cpu:1,0|map_cpu:|1,0] 1\n1 [quiet,map_cpu:1,0|map_cpu:|1,0] 0"
+    );
+    assert_eq!(
+        run(&["-N1", "-n2", "--cpu-bind=mask_cpu:0x2,3"]),
+        "0 [quiet,mask_cpu:2,3|mask_cpu:|2,3] 1\n1 [quiet,mask_cpu:2,3|mask_cpu:|2,3] 0-1"
+    );
+    assert_eq!(
+        run(&["-N1", "-n2", "--cpu-bind=sockets"]),
+        "0 [quiet,mask_cpu:0x3,0x3|mask_cpu:|0x3,0x3] 0-1\n1 [quiet,mask_cpu:0x3,0x3|mask_cpu:|0x3,0x3] 0-1"
+    );
+    // Verbose: one line per task before it runs.
+    let o = c.run("srun", &["-N1", "-n2", "--cpu-bind=verbose,cores", "true"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<String> = err.lines().map(|l| l.split(" [").next().unwrap().to_string()).collect();
+    assert_eq!(lines, ["cpu-bind=MASK - node1, task  0  0", "cpu-bind=MASK - node1, task  1  1"], "{err}");
+    assert!(err.lines().all(|l| l.ends_with("set")), "{err}");
+    // Refusals in Slurm's words.
+    let o = c.run("srun", &["-N1", "-n2", "--cpu-bind=map_cpu:5", "true"]);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    let err: Vec<&str> = err.lines().collect();
+    assert_eq!(o.status.code(), Some(192), "{err:?}");
+    assert_eq!(err[0], "srun: error: CPU binding outside of job step allocation, allocated CPUs are: 0x3.");
+    assert!(err[1].ends_with("failed on node node1: Unable to satisfy cpu bind request"), "{err:?}");
+    assert_eq!(
+        &err[2..],
+        ["srun: error: Application launch failed: Unable to satisfy cpu bind request", "srun: Job step aborted"]
+    );
+    let o = c.run("srun", &["--cpu-bind=foo", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "srun: error: unrecognized --cpu-bind argument \"foo\"\nsrun: fatal: Failed to parse --cpu-bind= values.\n"
+    );
+}
+
+#[test]
+fn without_task_affinity_only_an_explicit_binding_binds() {
+    let c = affinity_cluster("");
+    let o = c.run("srun", &["-N1", "-n2", "bash", "-c", PROBE]);
+    assert_eq!(sorted_stdout(&o), "0 [||] 0-1\n1 [||] 0-1");
+    let o = c.run("srun", &["-N1", "-n2", "--cpu-bind=cores", "bash", "-c", PROBE]);
+    assert_eq!(
+        sorted_stdout(&o),
+        "0 [quiet,mask_cpu:0x1,0x2|mask_cpu:|0x1,0x2] 0\n1 [quiet,mask_cpu:0x1,0x2|mask_cpu:|0x1,0x2] 1"
+    );
+}

@@ -742,6 +742,22 @@ pub struct Launch {
     /// A job step (srun inside the allocation) instead of the batch script.
     #[prost(message, optional, tag = "9")]
     pub step: ::core::option::Option<StepLaunch>,
+    /// Filled in by the node agent from its configuration.
+    #[prost(message, optional, tag = "10")]
+    pub shape: ::core::option::Option<NodeShape>,
+}
+/// How a node's CPUs are arranged, and how tasks are bound to them by default.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct NodeShape {
+    #[prost(uint32, tag = "1")]
+    pub sockets: u32,
+    #[prost(uint32, tag = "2")]
+    pub cores_per_socket: u32,
+    #[prost(uint32, tag = "3")]
+    pub threads_per_core: u32,
+    /// TaskPlugin has task/affinity: tasks are bound automatically.
+    #[prost(bool, tag = "4")]
+    pub task_affinity: bool,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct StepLaunch {
