@@ -45,6 +45,8 @@ struct SrunArgs {
     exact: bool,
     #[arg(long = "pty")]
     pty: bool,
+    #[arg(long = "multi-prog")]
+    multi_prog: bool,
     #[arg(short = 'X', long = "disable-status")]
     disable_status: bool,
     #[arg(long = "quit-on-interrupt")]
@@ -65,7 +67,7 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(a) => a,
         Err(code) => return code,
     };
-    if a.command.is_empty() {
+    if a.command.is_empty() && a.mpi.as_deref() != Some("list") {
         eprintln!("srun: fatal: No command given to execute.");
         return 1;
     }
@@ -83,6 +85,23 @@ pub fn main(args: Vec<String>) -> i32 {
         }
     };
     let standalone = job_id.is_none();
+    // MPI: Drover launches with `none` (Open MPI's and MPICH's own launchers, torchrun, ...);
+    // a PMI plugin it does not have is refused as Slurm refuses a plugin it cannot load.
+    match a.mpi.clone().or_else(|| env("SLURM_MPI_TYPE")).as_deref() {
+        None | Some("none") => {}
+        Some("list") => {
+            println!("MPI plugin types are...\n\tnone");
+            return 0;
+        }
+        Some(other) => {
+            eprintln!("srun: error: Couldn't find the specified plugin name for mpi/{other} looking at all files");
+            eprintln!("srun: error: cannot find mpi plugin for mpi/{other}");
+            eprintln!("srun: error: MPI: Cannot create context for mpi/{other}");
+            eprintln!("srun: error: MPI: Unable to load any plugin");
+            eprintln!("srun: error: Invalid MPI type '{other}', --mpi=list for acceptable types");
+            return 1;
+        }
+    }
     if let Some(Err(e)) = a.cpu_bind.as_deref().map(drover_model::cpubind::CpuBind::parse) {
         eprintln!("srun: error: {e}");
         eprintln!("srun: fatal: Failed to parse --cpu-bind= values.");
@@ -95,6 +114,19 @@ pub fn main(args: Vec<String>) -> i32 {
             return 1;
         }
     };
+    if a.multi_prog {
+        let file = &a.command[0];
+        match std::fs::read_to_string(file) {
+            Ok(text) => spec.multi_prog = text,
+            Err(_) => {
+                eprintln!("srun: error: Could not open multi_prog config file {file}");
+                return 1;
+            }
+        }
+        if let Err(code) = check_multi_prog(&spec) {
+            return code;
+        }
+    }
     let mode = OutputMode {
         label: a.label || env_flag("SLURM_LABELIO"),
         unbuffered: a.unbuffered || a.pty || env_flag("SLURM_UNBUFFEREDIO"),
@@ -333,6 +365,13 @@ async fn standalone_run(
     step.min_nodes = Some(job.alloc.len() as u32);
     step.max_nodes = step.min_nodes;
     step.nodelist = job.alloc.iter().map(|n| n.node.clone()).collect();
+    if !step.multi_prog.is_empty() {
+        if let Err(code) = check_multi_prog(&step) {
+            let _ =
+                client.complete_job(v1::CompleteRequest { job_id: id, exit_status: 1 << 8, how: String::new() }).await;
+            return code;
+        }
+    }
     let (rc, worst, how) = run_step(client, step, io, opts).await;
     // The allocation must be released even across a controller restart.
     let until = Instant::now() + Duration::from_secs(120);
@@ -575,6 +614,18 @@ async fn run_step(
     let oom = !io.collected.lock().map(|c| c.oom.is_empty()).unwrap_or(true)
         || ended.as_ref().is_some_and(|e| e.state == "OUT_OF_MEMORY");
     (rc, worst, if oom { "OUT_OF_MEMORY".into() } else { String::new() })
+}
+
+/// A `--multi-prog` file must give every task of the step (when its size is known) a
+/// program; its faults are told in srun's words.
+fn check_multi_prog(spec: &v1::StepSpec) -> Result<(), i32> {
+    let name = spec.argv.first().map(String::as_str).unwrap_or_default();
+    drover_model::multiprog::MultiProg::parse(&spec.multi_prog, name, spec.ntasks).map(drop).map_err(|lines| {
+        for l in lines {
+            eprintln!("srun: error: {l}");
+        }
+        1
+    })
 }
 
 /// Slurm's refusal of an explicit CPU map or mask (or `rank`) that names CPUs the step does

@@ -18,6 +18,7 @@ pub mod gres;
 pub mod hostlist;
 pub mod job;
 pub mod memsize;
+pub mod multiprog;
 pub mod signal;
 pub mod state;
 pub mod step;

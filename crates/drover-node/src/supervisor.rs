@@ -448,6 +448,15 @@ impl Supervisor<'_> {
         if argv.is_empty() {
             return Err("nothing to run".into());
         }
+        // --multi-prog: each task's program comes from the file srun read.
+        let multi = if spec.multi_prog.is_empty() {
+            None
+        } else {
+            Some(
+                drover_model::multiprog::MultiProg::parse(&spec.multi_prog, &spec.argv[0], None)
+                    .map_err(|e| e.join("; "))?,
+            )
+        };
         // CPU binding (--cpu-bind, or task/affinity's automatic one) of this node's tasks.
         let binding = {
             use drover_model::cpubind::{bind_node, CpuBind, Topology};
@@ -525,6 +534,10 @@ impl Supervisor<'_> {
                 set
             });
             let mut envc = env_c(&env);
+            let task_argv: Option<Vec<CString>> = match &multi {
+                None => Some(argv.clone()),
+                Some(m) => m.argv_for(task).map(|a| a.iter().chain(&spec.argv[1..]).map(|x| cstr(x)).collect()),
+            };
             let out = stream(out_path(self, task), &spec.output_mode, task);
             let err = match stream(err_path(self, task), err_mode, task) {
                 // -e not given: stderr goes with stdout, to the same file.
@@ -615,11 +628,14 @@ impl Supervisor<'_> {
                             let _ = if to_stdout { nix::unistd::dup2_stdout(&t) } else { nix::unistd::dup2_stderr(&t) };
                         }
                     }
-                    let err = nix::unistd::execvpe(&argv[0], &argv, &envc).err();
+                    let Some(argv) = &task_argv else {
+                        child_fail("No executable program specified for this task");
+                    };
+                    let err = nix::unistd::execvpe(&argv[0], argv, &envc).err();
                     let _ = std::io::stderr().write_all(
                         format!(
                             "slurmstepd: error: execve(): {}: {}\n",
-                            spec.argv[0],
+                            argv[0].to_string_lossy(),
                             err.map(|e| e.desc()).unwrap_or("failed")
                         )
                         .as_bytes(),

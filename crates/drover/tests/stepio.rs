@@ -256,3 +256,61 @@ fn without_task_affinity_only_an_explicit_binding_binds() {
         "0 [quiet,mask_cpu:0x1,0x2|mask_cpu:|0x1,0x2] 0\n1 [quiet,mask_cpu:0x1,0x2|mask_cpu:|0x1,0x2] 1"
     );
 }
+
+#[test]
+fn multi_prog_runs_a_program_per_task_rank() {
+    let c = cluster();
+    let conf = c.path().join("silly.conf");
+    std::fs::write(&conf, "# srun -n8 -l --multi-prog silly.conf\n4-6       hostname\n1,7       echo  task:%t\n0,2-3     echo  offset:%o\n").unwrap();
+    let conf = conf.display().to_string();
+    let o = c.run("srun", &["-n4", "-N2", "-l", "--multi-prog", &conf]);
+    let (out, err) = (sorted_stdout(&o), String::from_utf8_lossy(&o.stderr).to_string());
+    // The man page's example needs 8 tasks: ranks 4-7 are too many for four.
+    assert_eq!(
+        err,
+        format!(
+            "srun: error: Invalid task id, 4 >= ntasks\nsrun: error: Line 2 of configuration file {conf} invalid\n"
+        )
+    );
+    assert_eq!((out.as_str(), o.status.code()), ("", Some(1)));
+    std::fs::write(&conf, "0 echo a\n").unwrap();
+    let o = c.run("srun", &["-n2", "--multi-prog", &conf]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!("srun: error: Configuration file {conf} invalid, no record for task id 1\n")
+    );
+    let host =
+        String::from_utf8_lossy(&std::process::Command::new("hostname").output().unwrap().stdout).trim().to_string();
+    std::fs::write(&conf, "2-3 hostname\n1 echo task:%t\n0 echo offset:%o\n").unwrap();
+    let o = c.run("srun", &["-n4", "-N2", "-l", "--multi-prog", &conf]);
+    assert_eq!(sorted_stdout(&o), format!("0: offset:0\n1: task:1\n2: {host}\n3: {host}"));
+    // `*` for the rest, single quotes, and srun's own arguments added to every task's.
+    std::fs::write(&conf, "0 echo a %t\n* echo 'rest  x' %o\n").unwrap();
+    let o = c.run("srun", &["-n3", "-l", "--multi-prog", &conf, "extra"]);
+    assert_eq!(sorted_stdout(&o), "0: a 0 extra\n1: rest  x 1 extra\n2: rest  x 2 extra");
+    let o = c.run("srun", &["-n1", "--multi-prog", "/nonexistent.conf"]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "srun: error: Could not open multi_prog config file /nonexistent.conf\n"
+    );
+    assert_eq!(o.status.code(), Some(1));
+    std::fs::write(&conf, "x echo y\n").unwrap();
+    let o = c.run("srun", &["-n1", "--multi-prog", &conf]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!("srun: error: Invalid task range specification (x)\nsrun: error: Line 1 of configuration file {conf} invalid\n")
+    );
+}
+
+#[test]
+fn mpi_none_runs_and_a_pmi_plugin_drover_lacks_is_refused_as_slurm_refuses_it() {
+    let c = cluster();
+    assert_eq!(c.ok("srun", &["--mpi=list"]), "MPI plugin types are...\n\tnone\n");
+    let o = c.run("srun", &["--mpi=none", "-n2", "true"]);
+    assert!(o.status.success());
+    let o = c.run("srun", &["--mpi=pmi2", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.starts_with("srun: error: Couldn't find the specified plugin name for mpi/pmi2 looking at all files\n"));
+    assert!(err.ends_with("srun: error: Invalid MPI type 'pmi2', --mpi=list for acceptable types\n"), "{err}");
+}

@@ -307,6 +307,10 @@ pub struct StepSpec {
     pub pty_rows: u32,
     #[prost(uint32, tag = "35")]
     pub pty_cols: u32,
+    /// --multi-prog: the configuration file's text (argv\[0\] names the file; the rest of argv
+    /// is added to every task's arguments).
+    #[prost(string, tag = "36")]
+    pub multi_prog: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct StepCreateRequest {
