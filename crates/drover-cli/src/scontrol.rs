@@ -398,7 +398,8 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
             format!("RaisedSignal:{sig}({name})")
         }
         "FAILED" if j.exit_status != 0 => "NonZeroExitCode".to_string(),
-        _ => jobview::reason_text(j),
+        // Slurm's reasons with spaces (`launch failed requeued held`) read as one word here.
+        _ => jobview::reason_text(j).replace(' ', "_"),
     };
     let req_nodes = if s.nodelist.is_empty() { "(null)".into() } else { Hostlist::from_iter(&s.nodelist).ranged() };
     let exc_nodes = if s.exclude.is_empty() { "(null)".into() } else { Hostlist::from_iter(&s.exclude).ranged() };

@@ -391,6 +391,7 @@ impl Owner {
                         }
                     }
                     node_to_controller::Msg::Ended(e) => self.job_ended_on(&node, e),
+                    node_to_controller::Msg::Problem(p) => self.node_problem(&node, p),
                     node_to_controller::Msg::Started(_) | node_to_controller::Msg::Register(_) => {}
                 }
             }
@@ -463,7 +464,7 @@ impl Owner {
             exclusive: s.exclusive,
             hold: status.hold.map(|h| match h {
                 HoldKind::User => Hold::User,
-                HoldKind::Admin => Hold::Admin,
+                HoldKind::Admin | HoldKind::LaunchFailed => Hold::Admin,
             }),
             more: SchedMore {
                 ntasks_per_node: s.ntasks_per_node,
@@ -707,6 +708,14 @@ impl Owner {
             self.deadlines.insert((d, id));
         }
         self.send_launch(&job, None);
+        if self.cfg.prolog_flags.alloc && self.cfg.prolog.is_some() {
+            // PrologFlags=Alloc: every node runs the prolog now, tasks or not.
+            let info = crate::view::job_info(&job);
+            for n in alloc.node_names() {
+                let msg = controller_to_node::Msg::JobStart(v1::JobPhase { job: Some(info.clone()) });
+                self.outbox.push((n, msg));
+            }
+        }
         for n in alloc.node_names() {
             self.refresh_node(&n);
         }
@@ -775,6 +784,9 @@ impl Owner {
             task_ids,
             step,
             shape: None,
+            prolog: String::new(),
+            task_prolog: String::new(),
+            task_epilog: String::new(),
         }
     }
 
@@ -854,7 +866,22 @@ impl Owner {
         if !e.message.is_empty() {
             st.state_desc = e.message.clone();
         }
-        let how = e.how.as_str();
+        let mut how = e.how.as_str();
+        if how == "PROLOG_FAILED" {
+            // The node is drained; the job goes back to the queue, held unless
+            // PrologFlags=NoHold, to run elsewhere once released.
+            self.drain_node(node, "Prolog error");
+            if j.batch && j.spec.unpack().requeue != Some(false) {
+                if !self.cfg.prolog_flags.nohold {
+                    st.hold = Some(HoldKind::LaunchFailed);
+                }
+                st.state_desc = "REQUEUE".into();
+                how = "REQUEUE";
+            } else {
+                st.state_desc = "Prolog error".into();
+                how = "FAILED_LAUNCH";
+            }
+        }
         if !how.is_empty() && st.state_desc.is_empty() {
             st.state_desc = how.to_string();
         }
@@ -871,6 +898,15 @@ impl Owner {
     fn finish(&mut self, id: JobId, mut st: JobStatus, how: &str, end: i64) {
         let requeue = st.state_desc == "REQUEUE" || how == "REQUEUE";
         self.end_steps_of(id, &st);
+        // Every node of the allocation runs its epilog (after a requeue too, as in Slurm).
+        if let Some(j) = self.durable.jobs.get(&id) {
+            let mut info = crate::view::job_info(j);
+            info.exit_status = st.exit_status;
+            for n in st.alloc.as_ref().map(|a| a.node_names()).unwrap_or_default() {
+                let msg = controller_to_node::Msg::JobDone(v1::JobPhase { job: Some(info.clone()) });
+                self.outbox.push((n, msg));
+            }
+        }
         if requeue {
             st.state = JobState::Pending;
             st.reason = PendingReason::None;
@@ -1407,7 +1443,7 @@ impl Owner {
                 if j.status.state != JobState::Pending {
                     return Err("Job is no longer pending execution".into());
                 }
-                if j.status.hold == Some(HoldKind::Admin) && !caller.is_root() {
+                if matches!(j.status.hold, Some(HoldKind::Admin | HoldKind::LaunchFailed)) && !caller.is_root() {
                     return Err("Access/permission denied".into());
                 }
                 st.hold = None;
@@ -1731,6 +1767,54 @@ impl Owner {
             self.refresh_node(&n);
         }
         Ok(v1::Empty {})
+    }
+
+    /// A node's prolog, epilog or health check failed: it is drained with why; a failed
+    /// prolog (PrologFlags=Alloc) also sends its job back to the queue.
+    fn node_problem(&mut self, node: &str, p: v1::NodeProblem) {
+        self.drain_node(node, &p.reason);
+        let Some(id) = p.job_id.filter(|_| p.kind == "prolog") else { return };
+        let Some(j) = self.durable.jobs.get(&id).cloned() else { return };
+        if j.status.state != JobState::Running {
+            return;
+        }
+        let mut st = j.status.clone();
+        if j.batch && j.spec.unpack().requeue != Some(false) {
+            if !self.cfg.prolog_flags.nohold {
+                st.hold = Some(HoldKind::LaunchFailed);
+            }
+            st.state_desc = "REQUEUE".into();
+        } else {
+            st.state_desc = "Prolog error".into();
+        }
+        st.state = JobState::Completing;
+        self.set_status(id, st);
+        // Whatever runs of it stops; the job ends (or is requeued) when its nodes say so.
+        let busy = Self::busy_nodes(&j);
+        if busy.is_empty() {
+            let st = self.durable.jobs[&id].status.clone();
+            let how = if st.state_desc == "REQUEUE" { "REQUEUE" } else { "FAILED_LAUNCH" };
+            self.finish(id, st, how, now());
+            return;
+        }
+        for n in busy {
+            let msg = v1::Signal { job_id: id, terminate: true, requeue: true, ..Default::default() };
+            self.outbox.push((n, controller_to_node::Msg::Signal(msg)));
+        }
+    }
+
+    /// Drains `node` with `reason` (as root, now), as `scontrol update State=DRAIN` would.
+    fn drain_node(&mut self, node: &str, reason: &str) {
+        if self.cfg.node(node).is_none() {
+            return;
+        }
+        let mut admin = self.durable.nodes.get(node).cloned().unwrap_or_default();
+        admin.drain = true;
+        admin.reason = reason.to_string();
+        admin.reason_uid = 0;
+        admin.reason_time = now();
+        self.record(Record::NodeAdmin { node: node.to_string(), admin });
+        self.refresh_node(node);
     }
 
     /// Jobs on a node that went down end `NODE_FAIL`, and their other nodes are told to stop.

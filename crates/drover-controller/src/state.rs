@@ -16,6 +16,9 @@ use std::sync::Arc;
 pub enum HoldKind {
     User,
     Admin,
+    /// Held by the controller after its prolog failed (`launch failed requeued held`);
+    /// released as an administrator's hold is.
+    LaunchFailed,
 }
 
 /// Everything about a job that changes after submit.

@@ -53,6 +53,7 @@ fn status_info(j: &Job) -> v1::JobInfo {
     let reason = match st.hold {
         Some(HoldKind::User) if st.state == JobState::Pending => PendingReason::JobHeldUser,
         Some(HoldKind::Admin) if st.state == JobState::Pending => PendingReason::JobHeldAdmin,
+        Some(HoldKind::LaunchFailed) if st.state == JobState::Pending => PendingReason::LaunchFailedRequeuedHeld,
         _ => st.reason,
     };
     let nodes = st.alloc.as_ref().map(|a| Hostlist::from_iter(a.node_names()).ranged()).unwrap_or_default();
@@ -73,7 +74,7 @@ fn status_info(j: &Job) -> v1::JobInfo {
         restarts: st.restarts,
         cancelled_by: st.cancelled_by,
         priority: if st.hold.is_some() && st.state == JobState::Pending { 0 } else { st.priority },
-        held_admin: st.hold == Some(HoldKind::Admin),
+        held_admin: matches!(st.hold, Some(HoldKind::Admin | HoldKind::LaunchFailed)),
         state_desc: st.state_desc.clone(),
         last_sched_eval: st.last_sched_eval,
         nodes,

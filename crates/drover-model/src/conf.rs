@@ -128,9 +128,30 @@ pub struct Config {
     pub gres_types: Vec<String>,
     /// `TaskPlugin` includes `task/affinity`: steps' tasks are bound to CPUs automatically.
     pub task_affinity: bool,
+    /// Run as root on each node of a job before its first task there (`Prolog`) and after
+    /// it ends (`Epilog`); as the user around each task (`TaskProlog`, `TaskEpilog`).
+    pub prolog: Option<String>,
+    pub epilog: Option<String>,
+    pub task_prolog: Option<String>,
+    pub task_epilog: Option<String>,
+    pub prolog_flags: PrologFlags,
+    /// Run as root on each node every `HealthCheckInterval` seconds (0: never); failing,
+    /// it drains the node with its output as the reason.
+    pub health_check_program: Option<String>,
+    pub health_check_interval: u32,
     pub nodes: Vec<NodeConf>,
     pub partitions: Vec<PartitionConf>,
     pub unsupported: Vec<Unsupported>,
+}
+
+/// `PrologFlags`: `Alloc` (the prolog runs on every node when the job starts, not at its
+/// first task there), `Contain` (an `extern` step holds the job's processes started
+/// outside srun), `NoHold` (a job whose prolog failed is requeued without a hold).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrologFlags {
+    pub alloc: bool,
+    pub contain: bool,
+    pub nohold: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -167,6 +188,13 @@ impl Default for Config {
             enforce_part_limits: EnforcePartLimits::No,
             gres_types: Vec::new(),
             task_affinity: false,
+            prolog: None,
+            epilog: None,
+            task_prolog: None,
+            task_epilog: None,
+            prolog_flags: PrologFlags::default(),
+            health_check_program: None,
+            health_check_interval: 0,
             nodes: Vec::new(),
             partitions: Vec::new(),
             unsupported: Vec::new(),
@@ -226,6 +254,13 @@ const SUPPORTED: &[&str] = &[
     "schedulertype",
     "grestypes",
     "taskplugin",
+    "prolog",
+    "epilog",
+    "taskprolog",
+    "taskepilog",
+    "prologflags",
+    "healthcheckprogram",
+    "healthcheckinterval",
 ];
 
 const NODE_KEYS: &[&str] = &[
@@ -553,6 +588,26 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                         }
                     }
                 }
+                "prolog" => cfg.prolog = Some(v.clone()),
+                "epilog" => cfg.epilog = Some(v.clone()),
+                "taskprolog" => cfg.task_prolog = Some(v.clone()),
+                "taskepilog" => cfg.task_epilog = Some(v.clone()),
+                "prologflags" => {
+                    for f in v.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+                        match f.to_ascii_lowercase().as_str() {
+                            "alloc" => cfg.prolog_flags.alloc = true,
+                            "contain" => cfg.prolog_flags.contain = true,
+                            "nohold" => cfg.prolog_flags.nohold = true,
+                            _ => cfg.unsupported.push(Unsupported {
+                                file: l.file.clone(),
+                                line: l.line,
+                                key: format!("PrologFlags={f}"),
+                            }),
+                        }
+                    }
+                }
+                "healthcheckprogram" => cfg.health_check_program = Some(v.clone()),
+                "healthcheckinterval" => cfg.health_check_interval = num(v)?,
                 "firstjobid" => cfg.first_job_id = num(v)?,
                 "killwait" => cfg.kill_wait = num(v)?,
                 "slurmdtimeout" => cfg.slurmd_timeout = num(v)?,

@@ -109,6 +109,8 @@ pub enum PendingReason {
     InvalidAccount,
     /// An array's `%N` throttle: N of its tasks already run.
     JobArrayTaskLimit,
+    /// Its prolog failed on a node: requeued and held until an administrator releases it.
+    LaunchFailedRequeuedHeld,
 }
 
 impl PendingReason {
@@ -131,6 +133,7 @@ impl PendingReason {
             PendingReason::NodeDown => "NodeDown",
             PendingReason::InvalidAccount => "InvalidAccount",
             PendingReason::JobArrayTaskLimit => "JobArrayTaskLimit",
+            PendingReason::LaunchFailedRequeuedHeld => "launch failed requeued held",
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod cgroup;
 pub mod devbpf;
 pub mod env;
 pub mod gres;
+pub mod prolog;
 pub mod spool;
 pub mod supervisor;
 
@@ -195,6 +196,10 @@ impl Agent {
         let hb_every = Duration::from_secs(u64::from((self.cfg.slurmd_timeout / 3).clamp(1, 10)));
         let mut hb = tokio::time::interval(hb_every);
         let mut rescan = tokio::time::interval(Duration::from_secs(2));
+        // HealthCheckProgram every HealthCheckInterval seconds (first at registration).
+        let health = self.cfg.health_check_program.clone().filter(|_| self.cfg.health_check_interval > 0);
+        let mut health_tick =
+            tokio::time::interval(Duration::from_secs(u64::from(self.cfg.health_check_interval.max(1))));
         loop {
             tokio::select! {
                 m = inbound.message() => {
@@ -210,6 +215,21 @@ impl Agent {
                     if tx.send(v1::NodeToController { msg: Some(node_to_controller::Msg::Heartbeat(st)) }).is_err() {
                         return Err("session closed".into());
                     }
+                }
+                _ = health_tick.tick(), if health.is_some() => {
+                    let (prog, node, tx) = (health.clone().unwrap_or_default(), self.name.clone(), tx.clone());
+                    let env = vec![
+                        ("SLURMD_NODENAME".to_string(), node.clone()),
+                        ("SLURM_CONF".to_string(), self.cfg.path.clone()),
+                        ("PATH".to_string(), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string()),
+                    ];
+                    tokio::task::spawn_blocking(move || {
+                        if let Err((code, out)) = prolog::run_script(&prog, &env, Duration::from_secs(60)) {
+                            let reason = if out.is_empty() { format!("HealthCheck failed: rc {}", code >> 8) } else { out };
+                            log(&node, &format!("error: health check failed: {reason}"));
+                            let _ = tx.send(problem("health", None, &reason));
+                        }
+                    });
                 }
                 _ = rescan.tick() => {
                     // Fallback for a missed supervisor notification.
@@ -331,6 +351,34 @@ impl Agent {
                     self.report_if_ended((s.job_id, None), tx);
                 }
             }
+            controller_to_node::Msg::JobStart(p) => {
+                // PrologFlags=Alloc: the prolog runs as the job starts, on every node.
+                let (Some(job), Some(prog)) = (p.job, self.cfg.prolog.clone()) else { return };
+                let (spool, node, cluster, conf) =
+                    (self.spool.clone(), self.name.clone(), self.cfg.cluster_name.clone(), self.cfg.path.clone());
+                let tx = tx.clone();
+                tokio::task::spawn_blocking(move || {
+                    let c = prolog::Context { job: &job, node: &node, cluster: &cluster, conf_path: &conf };
+                    if let Err((code, out)) = prolog::prolog_once(&spool, &prog, &c) {
+                        log(&node, &format!("error: prolog failed: rc:{} output:{out}", code >> 8));
+                        let _ = tx.send(problem("prolog", Some(job.job_id), "Prolog error"));
+                    }
+                });
+            }
+            controller_to_node::Msg::JobDone(p) => {
+                let Some(job) = p.job else { return };
+                let prog = self.cfg.epilog.clone();
+                let (spool, node, cluster, conf) =
+                    (self.spool.clone(), self.name.clone(), self.cfg.cluster_name.clone(), self.cfg.path.clone());
+                let tx = tx.clone();
+                tokio::task::spawn_blocking(move || {
+                    let c = prolog::Context { job: &job, node: &node, cluster: &cluster, conf_path: &conf };
+                    if let Err((code, out)) = prolog::epilog(&spool, prog.as_deref(), &c) {
+                        log(&node, &format!("error: epilog failed: rc:{} output:{out}", code >> 8));
+                        let _ = tx.send(problem("epilog", Some(job.job_id), "Epilog error"));
+                    }
+                });
+            }
             controller_to_node::Msg::EndedAck(a) => {
                 let dir = spool::unit_dir(&self.spool, a.job_id, a.step_id);
                 if dir.join(spool::STATUS).exists() {
@@ -353,6 +401,9 @@ impl Agent {
                 task_affinity: self.cfg.task_affinity,
             });
         }
+        l.prolog = self.cfg.prolog.clone().unwrap_or_default();
+        l.task_prolog = self.cfg.task_prolog.clone().unwrap_or_default();
+        l.task_epilog = self.cfg.task_epilog.clone().unwrap_or_default();
         std::fs::write(&tmp, l.encode_to_vec()).map_err(|e| e.to_string())?;
         std::fs::rename(&tmp, dir.join(spool::LAUNCH)).map_err(|e| e.to_string())?;
         let mut cmd = std::process::Command::new(&self.exe);
@@ -373,6 +424,12 @@ impl Agent {
         });
         Ok(())
     }
+}
+
+/// A message taking this node out of service, with why.
+fn problem(kind: &str, job_id: Option<u32>, reason: &str) -> v1::NodeToController {
+    let p = v1::NodeProblem { kind: kind.into(), job_id, reason: reason.into() };
+    v1::NodeToController { msg: Some(node_to_controller::Msg::Problem(p)) }
 }
 
 /// What the spool holds: jobs whose supervisors run, and jobs that ended.

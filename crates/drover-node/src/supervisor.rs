@@ -30,6 +30,9 @@ use std::time::{Duration, Instant};
 
 static SIGCHLD_PIPE: AtomicI32 = AtomicI32::new(-1);
 
+/// How `run` says the node's prolog failed (the job is requeued, the node drained).
+const PROLOG_FAILED: &str = "prolog failed: ";
+
 extern "C" fn on_sigchld(_: libc::c_int) {
     let fd = SIGCHLD_PIPE.load(Ordering::Relaxed);
     if fd >= 0 {
@@ -62,10 +65,12 @@ pub fn supervise(dir: &Path) -> ! {
     let code = match run(dir) {
         Ok(()) => 0,
         Err(e) => {
-            let _ = spool::write_status(
-                dir,
-                &EndStatus { exit_status: 1 << 8, how: "FAILED_LAUNCH".into(), end_time: now(), message: e.clone() },
-            );
+            let (how, message) = match e.strip_prefix(PROLOG_FAILED) {
+                Some(_) => ("PROLOG_FAILED", "Prolog error".to_string()),
+                None => ("FAILED_LAUNCH", e.clone()),
+            };
+            let _ =
+                spool::write_status(dir, &EndStatus { exit_status: 1 << 8, how: how.into(), end_time: now(), message });
             notify_agent(dir);
             eprintln!("drover supervise: {e}");
             1
@@ -134,7 +139,34 @@ fn run(dir: &Path) -> Result<(), String> {
         stderr_path: None,
         join: cgroup.as_ref().map(|g| g.procs_files()).unwrap_or_default(),
         cgroup,
+        task_env: HashMap::new(),
+        helpers: std::collections::HashSet::new(),
     };
+    // The node's prolog, once per job here, before anything of the job runs.
+    if !launch.prolog.is_empty() {
+        let spool_dir = dir.parent().unwrap_or(dir);
+        let c = crate::prolog::Context {
+            job: &job,
+            node: &node,
+            cluster: &launch.cluster_name,
+            conf_path: &launch.conf_path,
+        };
+        if let Err((code, out)) = crate::prolog::prolog_once(spool_dir, &launch.prolog, &c) {
+            let rc = if code > 0 { code >> 8 } else { code };
+            if launch.step.is_none() && spec.batch {
+                // Slurm tells the job's output file too.
+                let out_file = sv.pattern(
+                    spec.stdout.as_deref().unwrap_or(drover_model::job::default_output(job.array_job_id != 0)),
+                    None,
+                );
+                sv.truncate_as_user(std::slice::from_ref(&out_file)).ok();
+                if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&out_file) {
+                    let _ = writeln!(f, "Error running slurm prolog: {rc}");
+                }
+            }
+            return Err(format!("{PROLOG_FAILED}rc:{rc} output:{out}"));
+        }
+    }
     if let Some(step) = launch.step.as_ref() {
         sv.start_step(&ctx, step)?;
     } else if spec.batch {
@@ -244,6 +276,10 @@ struct Supervisor<'a> {
     /// The step's cgroup, and the `cgroup.procs` files each task writes itself into.
     cgroup: Option<crate::cgroup::Group>,
     join: Vec<PathBuf>,
+    /// Each task's environment, for its TaskEpilog.
+    task_env: HashMap<u32, Vec<CString>>,
+    /// TaskEpilogs running (waited for before the step ends).
+    helpers: std::collections::HashSet<i32>,
 }
 
 /// A task's stdin as srun feeds it: a non-blocking pipe (or terminal) and what is still to
@@ -282,6 +318,39 @@ fn set_winsize(fd: &OwnedFd, rows: u16, cols: u16) {
     unsafe {
         libc::ioctl(fd.as_raw_fd(), libc::TIOCSWINSZ, &ws);
     }
+}
+
+/// In the forked task, as the user, just before exec: the `TaskProlog`, whose output
+/// exports or unsets variables of the task and prints lines to its stdout.
+fn run_task_prolog(prog: &str, envc: &mut Vec<CString>) {
+    let pairs: Vec<(String, String)> = envc
+        .iter()
+        .filter_map(|c| c.to_str().ok()?.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect();
+    let out = std::process::Command::new(prog)
+        .env_clear()
+        .envs(pairs)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .output();
+    let Ok(out) = out else {
+        let _ = writeln!(std::io::stderr(), "slurmstepd: error: TaskProlog {prog} could not run");
+        return;
+    };
+    let t = crate::prolog::parse_task_prolog(&String::from_utf8_lossy(&out.stdout));
+    let key_of = |c: &CString| c.to_str().ok().and_then(|s| s.split_once('=')).map(|(k, _)| k.to_string());
+    for k in &t.unset {
+        envc.retain(|c| key_of(c).as_deref() != Some(k));
+    }
+    for (k, v) in &t.export {
+        envc.retain(|c| key_of(c).as_deref() != Some(k.as_str()));
+        envc.push(cstr(&format!("{k}={v}")));
+    }
+    let mut o = std::io::stdout();
+    for line in &t.print {
+        let _ = writeln!(o, "{line}");
+    }
+    let _ = o.flush();
 }
 
 /// In a forked child, before it drops privileges: into the step's cgroup.
@@ -396,6 +465,9 @@ impl Supervisor<'_> {
         let mut argv = vec![cstr(&script.display().to_string())];
         argv.extend(self.spec.argv.iter().skip(1).map(|a| cstr(a)));
         let mut envc = env_c(&env);
+        if !self.launch.task_epilog.is_empty() {
+            self.task_env.insert(0, envc.clone());
+        }
         let prog = cstr(&script.display().to_string());
         let work = self.spec.work_dir.clone();
         let home = self.user.home.clone();
@@ -428,6 +500,9 @@ impl Supervisor<'_> {
                 let _ = nix::unistd::dup2_stderr(&e);
                 if let Some(n) = note {
                     let _ = std::io::stderr().write_all(format!("slurmstepd: error: {n}\n").as_bytes());
+                }
+                if !self.launch.task_prolog.is_empty() {
+                    run_task_prolog(&self.launch.task_prolog, &mut envc);
                 }
                 let err = nix::unistd::execve(&prog, &argv, &envc).err();
                 child_fail(&format!(
@@ -575,6 +650,10 @@ impl Supervisor<'_> {
             let work = spec.work_dir.clone();
             let user = &self.user;
             let join = &self.join;
+            let task_prolog = &self.launch.task_prolog;
+            if !self.launch.task_epilog.is_empty() {
+                self.task_env.insert(task, envc.clone());
+            }
             // SAFETY: single-threaded process; the child only sets up and execs.
             match unsafe { nix::unistd::fork() }.map_err(|e| format!("fork: {e}"))? {
                 ForkResult::Child => {
@@ -631,6 +710,9 @@ impl Supervisor<'_> {
                     let Some(argv) = &task_argv else {
                         child_fail("No executable program specified for this task");
                     };
+                    if !task_prolog.is_empty() {
+                        run_task_prolog(task_prolog, &mut envc);
+                    }
                     let err = nix::unistd::execvpe(&argv[0], argv, &envc).err();
                     let _ = std::io::stderr().write_all(
                         format!(
@@ -827,7 +909,7 @@ impl Supervisor<'_> {
                     Ok(_) => continue,
                 }
             }
-            if self.main.is_empty() && self.outputs.is_empty() {
+            if self.main.is_empty() && self.outputs.is_empty() && self.helpers.is_empty() {
                 // The job is over: nothing of it may outlive it.
                 self.signal_all(Signal::SIGKILL);
                 if let Some(g) = &self.cgroup {
@@ -1065,13 +1147,49 @@ impl Supervisor<'_> {
     }
 
     fn reaped(&mut self, pid: i32, status: i32) {
+        self.helpers.remove(&pid);
         if let Some(task) = self.main.remove(&pid) {
             self.statuses.insert(task, status);
+            if let Some(env) = self.task_env.remove(&task) {
+                self.start_task_epilog(env);
+            }
             // --kill-on-bad-exit: one failed task ends the others here (srun ends the
             // step on the other nodes).
             if status != 0 && self.step_spec().is_some_and(|s| s.kill_on_bad_exit) {
                 self.signal_all(Signal::SIGKILL);
             }
+        }
+    }
+
+    /// The `TaskEpilog` of a task that ended, as the user, with the task's environment; the
+    /// step ends once it has run.
+    fn start_task_epilog(&mut self, env: Vec<CString>) {
+        let prog = cstr(&self.launch.task_epilog);
+        let work = self.step_spec().map_or(self.spec.work_dir.clone(), |s| s.work_dir.clone());
+        // SAFETY: single-threaded process; the child only sets up and execs.
+        match unsafe { nix::unistd::fork() } {
+            Ok(ForkResult::Child) => {
+                let _ = nix::unistd::setsid();
+                reset_signals();
+                join_cgroup(&self.join);
+                if let Err(e) = drop_privileges(&self.user) {
+                    child_fail(&e);
+                }
+                if nix::unistd::chdir(work.as_str()).is_err() {
+                    let _ = nix::unistd::chdir("/tmp");
+                }
+                if let Ok(null) = open_out("/dev/null", true) {
+                    let _ = nix::unistd::dup2_stdin(&null);
+                    let _ = nix::unistd::dup2_stdout(&null);
+                }
+                let _ = nix::unistd::execve(&prog, std::slice::from_ref(&prog), &env);
+                // SAFETY: _exit in the forked child.
+                unsafe { libc::_exit(127) }
+            }
+            Ok(ForkResult::Parent { child }) => {
+                self.helpers.insert(child.as_raw());
+            }
+            Err(_) => {}
         }
     }
 

@@ -705,7 +705,7 @@ pub struct NodeStatus {
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct NodeToController {
-    #[prost(oneof = "node_to_controller::Msg", tags = "1, 2, 3, 4")]
+    #[prost(oneof = "node_to_controller::Msg", tags = "1, 2, 3, 4, 5")]
     pub msg: ::core::option::Option<node_to_controller::Msg>,
 }
 /// Nested message and enum types in `NodeToController`.
@@ -720,6 +720,8 @@ pub mod node_to_controller {
         Ended(super::EndedJob),
         #[prost(message, tag = "4")]
         Started(super::RunningJob),
+        #[prost(message, tag = "5")]
+        Problem(super::NodeProblem),
     }
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -749,6 +751,33 @@ pub struct Launch {
     /// Filled in by the node agent from its configuration.
     #[prost(message, optional, tag = "10")]
     pub shape: ::core::option::Option<NodeShape>,
+    /// Prolog (run once per job on this node before its first task), TaskProlog, TaskEpilog.
+    #[prost(string, tag = "11")]
+    pub prolog: ::prost::alloc::string::String,
+    #[prost(string, tag = "12")]
+    pub task_prolog: ::prost::alloc::string::String,
+    #[prost(string, tag = "13")]
+    pub task_epilog: ::prost::alloc::string::String,
+}
+/// The controller tells each node of a job that it starts (PrologFlags=Alloc: run the
+/// prolog now) or that it is over (run the epilog).
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct JobPhase {
+    #[prost(message, optional, tag = "1")]
+    pub job: ::core::option::Option<JobInfo>,
+}
+/// Something on a node that takes it out of service: a failed prolog (and the job it was
+/// for), epilog or health check.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct NodeProblem {
+    /// "prolog", "epilog" or "health".
+    #[prost(string, tag = "1")]
+    pub kind: ::prost::alloc::string::String,
+    #[prost(uint32, optional, tag = "2")]
+    pub job_id: ::core::option::Option<u32>,
+    /// The drain reason.
+    #[prost(string, tag = "3")]
+    pub reason: ::prost::alloc::string::String,
 }
 /// How a node's CPUs are arranged, and how tasks are bound to them by default.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
@@ -800,7 +829,7 @@ pub struct Ack {
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ControllerToNode {
-    #[prost(oneof = "controller_to_node::Msg", tags = "1, 2, 3")]
+    #[prost(oneof = "controller_to_node::Msg", tags = "1, 2, 3, 4, 5")]
     pub msg: ::core::option::Option<controller_to_node::Msg>,
 }
 /// Nested message and enum types in `ControllerToNode`.
@@ -813,6 +842,10 @@ pub mod controller_to_node {
         Signal(super::Signal),
         #[prost(message, tag = "3")]
         EndedAck(super::Ack),
+        #[prost(message, tag = "4")]
+        JobStart(super::JobPhase),
+        #[prost(message, tag = "5")]
+        JobDone(super::JobPhase),
     }
 }
 /// Generated client implementations.
