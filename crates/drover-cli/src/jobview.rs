@@ -103,8 +103,12 @@ pub fn used(j: &v1::JobInfo, now: i64) -> u64 {
     if j.start_time <= 0 || is_pending(j) {
         return 0;
     }
+    if j.state == "SUSPENDED" {
+        return j.pre_suspend_secs.max(0) as u64;
+    }
+    // Time suspended does not count, as in Slurm.
     let end = if j.end_time > 0 { j.end_time } else { now };
-    (end - j.start_time).max(0) as u64
+    (end - j.start_time - j.suspended_secs).max(0) as u64
 }
 
 pub fn num_nodes(j: &v1::JobInfo) -> u32 {

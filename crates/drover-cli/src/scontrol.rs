@@ -53,7 +53,7 @@ pub fn main(args: Vec<String>) -> i32 {
             0
         }
         "ping" => ping(),
-        "hold" | "uhold" | "release" | "requeue" => job_action(&cmd, rest, &[]),
+        "hold" | "uhold" | "release" | "requeue" | "requeuehold" | "suspend" | "resume" => job_action(&cmd, rest, &[]),
         "update" => update(rest),
         "reconfigure" | "reconfig" => simple(|mut c| async move { c.reconfigure(v1::Empty {}).await.map(|_| ()) }),
         "shutdown" => simple(|mut c| async move { c.shutdown(v1::Empty {}).await.map(|_| ()) }),
@@ -380,7 +380,9 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
     let end = if j.end_time > 0 {
         fmt_time(j.end_time)
     } else if j.start_time > 0 && !pending {
-        j.time_limit_secs.map(|l| fmt_time(j.start_time + l as i64)).unwrap_or_else(|| "Unknown".into())
+        // A suspension moves the end by its length.
+        let suspended = j.suspended_secs + if j.state == "SUSPENDED" { now - j.suspend_time } else { 0 };
+        j.time_limit_secs.map(|l| fmt_time(j.start_time + l as i64 + suspended)).unwrap_or_else(|| "Unknown".into())
     } else if pending && j.planned_start > 0 {
         // The planner's expected start, and its end by the time limit.
         j.time_limit_secs.map(|l| fmt_time(j.planned_start + l as i64)).unwrap_or_else(|| "Unknown".into())
@@ -457,7 +459,9 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
             end
         ),
         format!(
-            "SuspendTime=None SecsPreSuspend=0 LastSchedEval={} Scheduler=Main",
+            "SuspendTime={} SecsPreSuspend={} LastSchedEval={} Scheduler=Main",
+            if j.suspend_time > 0 { fmt_time(j.suspend_time) } else { "None".into() },
+            j.pre_suspend_secs,
             fmt_time(if j.last_sched_eval > 0 { j.last_sched_eval } else { j.submit_time })
         ),
         format!("Partition={} AllocNode:Sid={}:{}", j.partition, s.submit_host, 0),
@@ -679,10 +683,16 @@ fn job_action(action: &str, rest: &[String], fields: &[v1::KeyValue]) -> i32 {
             let mut rc = 0;
             for res in reply.results {
                 if !res.error.is_empty() {
-                    if reply_len_one(action) {
-                        eprintln!("{}", res.error);
+                    if matches!(action, "suspend" | "resume") {
+                        // Slurm's words for these, job by job.
+                        let e = if res.error == "Invalid job id specified" {
+                            "Unexpected message received"
+                        } else {
+                            res.error.as_str()
+                        };
+                        eprintln!("{e} for job {}", res.target);
                     } else {
-                        eprintln!("{} for job {}", res.error, res.target);
+                        eprintln!("{}", res.error);
                     }
                     rc = 1;
                 }
@@ -694,10 +704,6 @@ fn job_action(action: &str, rest: &[String], fields: &[v1::KeyValue]) -> i32 {
             1
         }
     }
-}
-
-fn reply_len_one(_action: &str) -> bool {
-    true
 }
 
 fn update(rest: &[String]) -> i32 {

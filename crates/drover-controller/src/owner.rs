@@ -594,6 +594,9 @@ impl Owner {
             state_desc: String::new(),
             last_sched_eval: 0,
             planned: None,
+            suspend_time: 0,
+            pre_suspend_secs: 0,
+            suspended_secs: 0,
         };
         let array = spec.array.as_deref().and_then(|a| crate::state::ArrayPart::remainder(id, a));
         let mut sj = Self::sched_job_from(id, &spec, &status, array.as_ref());
@@ -841,7 +844,7 @@ impl Owner {
         if j.batch || j.status.state != JobState::Running {
             return None;
         }
-        j.status.time_limit.map(|l| j.status.start_time + l as i64)
+        j.status.time_limit.map(|l| j.status.start_time + l as i64 + j.status.suspended_secs)
     }
 
     fn job_ended_on(&mut self, node: &str, e: v1::EndedJob) {
@@ -1450,20 +1453,74 @@ impl Owner {
                 self.set_status(id, st);
                 self.core.handle(Event::Updated(self.sched_job(&self.durable.jobs[&id])));
             }
-            "requeue" => {
-                if !matches!(j.status.state, JobState::Running) || !j.batch {
-                    return Err("Only batch jobs that are running can be requeued".into());
+            "requeue" | "requeuehold" => {
+                if !j.batch || matches!(j.status.state, JobState::Pending | JobState::Completing) {
+                    return Err("Only batch jobs that are running, suspended or finished can be requeued".into());
                 }
                 if j.spec.unpack().requeue == Some(false) {
                     return Err("Requeue of this job is disabled (--no-requeue)".into());
                 }
+                if req.action == "requeuehold" {
+                    // Held as `scontrol hold` would hold it: by an administrator or its user.
+                    st.hold = Some(if caller.is_root() { HoldKind::Admin } else { HoldKind::User });
+                }
+                if j.status.state.is_finished() {
+                    // A finished job goes straight back to the queue.
+                    st.state_desc = "REQUEUE".into();
+                    self.finish(id, st, "REQUEUE", now());
+                    return Ok(());
+                }
+                let was_suspended = j.status.state == JobState::Suspended;
                 st.state = JobState::Completing;
                 st.state_desc = "REQUEUE".into();
                 self.set_status(id, st);
+                if was_suspended {
+                    for n in Self::busy_nodes(&j) {
+                        let msg = v1::Signal { job_id: id, resume: true, ..Default::default() };
+                        self.outbox.push((n, controller_to_node::Msg::Signal(msg)));
+                    }
+                }
                 for n in Self::busy_nodes(&j) {
                     let msg = v1::Signal { job_id: id, terminate: true, requeue: true, ..Default::default() };
                     self.outbox.push((n, controller_to_node::Msg::Signal(msg)));
                 }
+            }
+            "suspend" | "resume" => {
+                if !caller.is_root() {
+                    return Err("Access/permission denied".into());
+                }
+                let t = now();
+                let suspend = req.action == "suspend";
+                match (j.status.state, suspend) {
+                    (JobState::Pending, _) => return Err("Job is pending execution".into()),
+                    // Suspending a suspended job changes nothing, as in Slurm.
+                    (JobState::Suspended, true) => return Ok(()),
+                    (JobState::Running, true) => {
+                        st.state = JobState::Suspended;
+                        st.pre_suspend_secs = t - st.start_time - st.suspended_secs;
+                        st.suspend_time = t;
+                        self.deadlines.retain(|&(_, d)| d != id);
+                    }
+                    (JobState::Suspended, false) => {
+                        st.state = JobState::Running;
+                        st.suspended_secs += t - st.suspend_time;
+                        st.suspend_time = t;
+                    }
+                    (_, false) => return Err("Job is not suspended".into()),
+                    _ => return Err("Job/step already completing or completed".into()),
+                }
+                self.set_status(id, st);
+                let job = self.durable.jobs.get(&id).cloned().expect("invariant: exists");
+                if !suspend {
+                    if let Some(d) = Self::deadline(&job) {
+                        self.deadlines.insert((d, id));
+                    }
+                }
+                for n in Self::busy_nodes(&job) {
+                    let msg = v1::Signal { job_id: id, suspend, resume: !suspend, ..Default::default() };
+                    self.outbox.push((n, controller_to_node::Msg::Signal(msg)));
+                }
+                self.notify(&job);
             }
             "update" => self.update_job(&j, st, &req.fields, caller)?,
             other => return Err(format!("unknown job action {other}")),

@@ -48,6 +48,12 @@ pub struct JobStatus {
     pub last_sched_eval: i64,
     /// The planner's expected start and nodes for a pending job (derived, like `reason`).
     pub planned: Option<Box<(i64, String)>>,
+    /// Suspension (`scontrol suspend`): when the job was last suspended or resumed, how long
+    /// it had run before its last suspension, and how long it has been suspended in all
+    /// (not counting a suspension still going on). Its time limit ends that much later.
+    pub suspend_time: i64,
+    pub pre_suspend_secs: i64,
+    pub suspended_secs: i64,
 }
 
 impl JobStatus {
@@ -427,6 +433,9 @@ mod tests {
             state_desc: String::new(),
             last_sched_eval: 0,
             planned: None,
+            suspend_time: 0,
+            pre_suspend_secs: 0,
+            suspended_secs: 0,
         };
         let j = Job::new(7, &spec, status, None);
         let mut buf = drover_proto::bytes::BytesMut::new();

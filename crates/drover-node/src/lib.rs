@@ -296,6 +296,15 @@ impl Agent {
                 }
             }
             controller_to_node::Msg::Signal(s) => {
+                if s.suspend || s.resume {
+                    // Every supervisor of the job here stops (or continues) its processes.
+                    let line = if s.suspend { "suspend" } else { "resume" };
+                    Self::tell(&spool::job_dir(&self.spool, s.job_id), line);
+                    for d in spool::step_dirs_of(&self.spool, s.job_id) {
+                        Self::tell(&d, line);
+                    }
+                    return;
+                }
                 if let Some(end) = s.end_time {
                     // A new time limit: every supervisor of the job here re-arms.
                     let line = format!("limit {end}");

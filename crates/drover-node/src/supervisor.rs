@@ -874,16 +874,16 @@ impl Supervisor<'_> {
         // The job's limit (which `scontrol update` may move), and a step's own (`srun -t`)
         // when it ends earlier.
         let mut job_end = self.job.time_limit_secs.map(|t| self.job.start_time + t as i64);
-        let step_end = self
+        let mut step_end = self
             .step
             .and_then(|s| s.step.as_ref())
             .and_then(|st| self.step_spec()?.time_limit_secs.map(|t| st.start_time + t as i64));
         let at = |e: i64| Instant::now() + Duration::from_secs((e - now()).max(0) as u64);
-        let end_of = |job_end: Option<i64>| match (job_end, step_end) {
+        let end_of = |job_end: Option<i64>, step_end: Option<i64>| match (job_end, step_end) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let mut deadline = end_of(job_end).map(at);
+        let mut deadline = end_of(job_end, step_end).map(at);
         // --signal=[B:]SIG@secs: the batch shell alone with B:, otherwise every step's tasks
         // but not the batch shell (as in Slurm), that long before the job's end.
         let warn = self
@@ -896,6 +896,7 @@ impl Supervisor<'_> {
         let mut warn_at = warn_time(job_end);
         let kill_wait = Duration::from_secs(u64::from(self.launch.kill_wait.max(1)));
         let mut kill_at: Option<Instant> = None;
+        let mut suspended_at: Option<Instant> = None;
         let mut buf = [0u8; 65536];
         loop {
             // Reap everything that exited; only our direct children carry the job's result.
@@ -947,7 +948,7 @@ impl Supervisor<'_> {
                 return Ok(());
             }
             let now_i = Instant::now();
-            if let Some(d) = deadline {
+            if let Some(d) = deadline.filter(|_| suspended_at.is_none()) {
                 if now_i >= d && self.how.is_empty() {
                     self.how = "TIMEOUT".into();
                     self.note_stderr(&format!(
@@ -964,7 +965,7 @@ impl Supervisor<'_> {
             if kill_at.is_some_and(|k| now_i >= k) {
                 self.signal_all(Signal::SIGKILL);
             }
-            if let (Some(w), Some(t)) = (warn, warn_at) {
+            if let (Some(w), Some(t)) = (warn, warn_at.filter(|_| suspended_at.is_none())) {
                 if now_i >= t {
                     warn_at = None;
                     if let Ok(sig) = Signal::try_from(w.signal) {
@@ -1031,7 +1032,7 @@ impl Supervisor<'_> {
                         // The job's time limit changed: re-arm (a signal already sent stays sent).
                         job_end = (end > 0).then_some(end);
                         if self.how.is_empty() {
-                            deadline = end_of(job_end).map(at);
+                            deadline = end_of(job_end, step_end).map(at);
                         }
                         if warn_at.is_some()
                             || warn.is_some_and(|w| job_end.is_some_and(|e| e - i64::from(w.secs) > now()))
@@ -1040,7 +1041,34 @@ impl Supervisor<'_> {
                         }
                         continue;
                     }
+                    match line.trim() {
+                        // scontrol suspend: everything stops; its time limit waits with it.
+                        "suspend" => {
+                            if suspended_at.is_none() && self.how.is_empty() {
+                                self.signal_all(Signal::SIGSTOP);
+                                suspended_at = Some(Instant::now());
+                            }
+                            continue;
+                        }
+                        "resume" => {
+                            if let Some(at) = suspended_at.take() {
+                                let d = at.elapsed();
+                                deadline = deadline.map(|x| x + d);
+                                warn_at = warn_at.map(|x| x + d);
+                                let secs = d.as_secs_f64().round() as i64;
+                                job_end = job_end.map(|e| e + secs);
+                                step_end = step_end.map(|e| e + secs);
+                                self.signal_all(Signal::SIGCONT);
+                            }
+                            continue;
+                        }
+                        _ => {}
+                    }
                     if let Some(k) = self.command(line.trim()) {
+                        // Ending a suspended job: it must run to hear its signals.
+                        if suspended_at.take().is_some() {
+                            self.signal_all(Signal::SIGCONT);
+                        }
                         kill_at = Some(Instant::now() + kill_wait.min(k));
                     }
                 }

@@ -221,6 +221,14 @@ pub struct JobInfo {
     /// The job's steps that have not ended (srun inside the allocation).
     #[prost(message, repeated, tag = "31")]
     pub steps: ::prost::alloc::vec::Vec<StepInfo>,
+    /// Suspension: the last suspend or resume, the run time before the last suspension, and
+    /// the time spent suspended before now (a suspension going on not counted).
+    #[prost(int64, tag = "32")]
+    pub suspend_time: i64,
+    #[prost(int64, tag = "33")]
+    pub pre_suspend_secs: i64,
+    #[prost(int64, tag = "34")]
+    pub suspended_secs: i64,
 }
 /// A job step's request: `srun` inside an allocation (or the step of a standalone srun).
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -819,6 +827,12 @@ pub struct Signal {
     /// The termination requeues the job (`scontrol requeue`).
     #[prost(bool, tag = "7")]
     pub requeue: bool,
+    /// Not a signal: stop (SIGSTOP) or continue every process of the job (`scontrol
+    /// suspend|resume`); time suspended does not count toward the limit.
+    #[prost(bool, tag = "8")]
+    pub suspend: bool,
+    #[prost(bool, tag = "9")]
+    pub resume: bool,
 }
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct Ack {
