@@ -22,12 +22,13 @@ pub mod scontrol;
 pub mod sinfo;
 pub mod squeue;
 pub mod srun;
+pub mod sstat;
 pub mod stepio;
 pub mod steps;
 pub mod up;
 
 /// The commands this crate implements, by the name they are invoked under.
-pub const COMMANDS: &[&str] = &["sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol"];
+pub const COMMANDS: &[&str] = &["sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat"];
 
 /// Runs command `prog` with its arguments (without argv[0]); returns the exit status.
 pub fn run(prog: &str, args: Vec<String>) -> Option<i32> {
@@ -39,6 +40,7 @@ pub fn run(prog: &str, args: Vec<String>) -> Option<i32> {
         "sinfo" => sinfo::main(args),
         "scancel" => scancel::main(args),
         "scontrol" => scontrol::main(args),
+        "sstat" => sstat::main(args),
         _ => return None,
     })
 }

@@ -44,6 +44,7 @@ pub enum Msg {
     Watch { job: JobId, tx: EventTx, reply: Reply<()> },
     CreateStep { spec: Box<v1::StepSpec>, wait: bool, caller: Caller, reply: Reply<v1::StepCreateReply> },
     CompleteJob { req: v1::CompleteRequest, caller: Caller, reply: Reply<v1::Empty> },
+    StepStat { req: v1::StepStatRequest, caller: Caller, reply: Reply<v1::StepStatReply> },
     NodeRegister { reg: v1::Register, tx: NodeTx, session: u64 },
     FromNode { node: String, session: u64, msg: node_to_controller::Msg },
     NodeGone { node: String, session: u64 },
@@ -72,6 +73,16 @@ struct NodeLive {
     confinement: String,
 }
 
+/// An sstat request waiting for its nodes' samples.
+struct PendingStat {
+    reply: Reply<v1::StepStatReply>,
+    /// Node requests not answered yet.
+    waiting: usize,
+    steps: BTreeMap<String, Vec<v1::TaskUsage>>,
+    /// Answer with what came by then.
+    deadline: i64,
+}
+
 pub struct Owner {
     cfg: Arc<Config>,
     journal: Journal,
@@ -84,6 +95,11 @@ pub struct Owner {
     /// their time limit: nothing on a node enforces it for them.
     deadlines: BTreeSet<(i64, JobId)>,
     purge_queue: BTreeSet<(i64, JobId)>,
+    /// sstat requests in flight, and which of them each node request belongs to (with its
+    /// step's name).
+    stats: HashMap<u64, PendingStat>,
+    stat_parts: HashMap<u64, (u64, String)>,
+    next_stat: u64,
     view: Arc<ArcSwap<View>>,
     dirty: bool,
     after_commit: Vec<Box<dyn FnOnce() + Send>>,
@@ -169,6 +185,9 @@ impl Owner {
             step_waiters: HashMap::new(),
             deadlines: BTreeSet::new(),
             purge_queue: BTreeSet::new(),
+            stats: HashMap::new(),
+            stat_parts: HashMap::new(),
+            next_stat: 1,
             view,
             dirty: true,
             after_commit: Vec::new(),
@@ -350,6 +369,7 @@ impl Owner {
                 self.reply(reply, r);
             }
             Msg::CreateStep { spec, wait, caller, reply } => self.create_step(*spec, wait, caller, reply),
+            Msg::StepStat { req, caller, reply } => self.step_stat(req, caller, reply),
             Msg::CompleteJob { req, caller, reply } => {
                 let r = self.complete_job(req, caller);
                 self.reply(reply, r);
@@ -392,6 +412,7 @@ impl Owner {
                     }
                     node_to_controller::Msg::Ended(e) => self.job_ended_on(&node, e),
                     node_to_controller::Msg::Problem(p) => self.node_problem(&node, p),
+                    node_to_controller::Msg::Stat(r) => self.stat_reply(r),
                     node_to_controller::Msg::Started(_) | node_to_controller::Msg::Register(_) => {}
                 }
             }
@@ -988,6 +1009,93 @@ impl Owner {
         for n in nodes {
             self.signal_node(&n, id, None, 0, true);
         }
+    }
+
+    /// sstat: asks every node running the steps asked about for a sample now; the answer
+    /// goes out when all have answered (or after two seconds, with what came).
+    fn step_stat(&mut self, req: v1::StepStatRequest, caller: Caller, reply: Reply<v1::StepStatReply>) {
+        let Some(j) = self.durable.jobs.get(&req.job_id).cloned() else {
+            self.reply(reply, Err(Status::not_found("Invalid job id specified")));
+            return;
+        };
+        if !self.can_modify(&j, caller) {
+            self.reply(reply, Err(Status::permission_denied("Access/permission denied")));
+            return;
+        }
+        let mut units: Vec<(Option<u32>, String, Vec<String>)> = Vec::new();
+        if matches!(j.status.state, JobState::Running | JobState::Suspended) {
+            let steps = j.running_steps();
+            let batch = || (None, "batch".to_string(), j.status.nodes_running.clone());
+            if req.batch {
+                if j.batch {
+                    units.push(batch());
+                }
+            } else if let Some(id) = req.step_id {
+                if let Some(s) = steps.iter().find(|s| s.id == id) {
+                    units.push((Some(id), id.to_string(), s.nodes_running.clone()));
+                }
+            } else {
+                if req.all_steps && j.batch {
+                    units.push(batch());
+                }
+                let mut ids: Vec<&crate::state::Step> = steps.iter().collect();
+                ids.sort_by_key(|s| s.id);
+                // Without --allsteps, the first running step (the batch script's if none).
+                let take = if req.all_steps { ids.len() } else { 1 };
+                for s in ids.into_iter().take(take) {
+                    units.push((Some(s.id), s.id.to_string(), s.nodes_running.clone()));
+                }
+                if units.is_empty() && j.batch {
+                    units.push(batch());
+                }
+            }
+        }
+        let id = self.next_stat;
+        self.next_stat += 1;
+        let mut waiting = 0;
+        let mut steps = BTreeMap::new();
+        for (step_id, name, nodes) in units {
+            steps.insert(name.clone(), Vec::new());
+            for n in nodes {
+                let part = self.next_stat;
+                self.next_stat += 1;
+                self.stat_parts.insert(part, (id, name.clone()));
+                let msg = v1::StatRequest { req_id: part, job_id: j.id, step_id };
+                self.outbox.push((n, controller_to_node::Msg::Stat(msg)));
+                waiting += 1;
+            }
+        }
+        let pending = PendingStat { reply, waiting, steps, deadline: now() + 2 };
+        if waiting == 0 {
+            self.answer_stat(pending);
+        } else {
+            self.stats.insert(id, pending);
+        }
+    }
+
+    fn stat_reply(&mut self, r: v1::StatReply) {
+        let Some((id, step)) = self.stat_parts.remove(&r.req_id) else { return };
+        let Some(p) = self.stats.get_mut(&id) else { return };
+        p.steps.entry(step).or_default().extend(r.tasks);
+        p.waiting -= 1;
+        if p.waiting == 0 {
+            let p = self.stats.remove(&id).expect("invariant: just found");
+            self.answer_stat(p);
+        }
+    }
+
+    fn answer_stat(&mut self, p: PendingStat) {
+        let mut steps: Vec<v1::StepUsage> = p
+            .steps
+            .into_iter()
+            .map(|(step, mut tasks)| {
+                tasks.sort_by_key(|t| t.task);
+                v1::StepUsage { step, tasks }
+            })
+            .collect();
+        // The batch step first, then steps by number, as sstat lists them.
+        steps.sort_by_key(|s| (s.step != "batch", s.step.parse::<u32>().unwrap_or(0)));
+        self.reply(p.reply, Ok(v1::StepStatReply { steps }));
     }
 
     fn create_step(&mut self, spec: v1::StepSpec, wait: bool, caller: Caller, reply: Reply<v1::StepCreateReply>) {
@@ -1912,6 +2020,14 @@ impl Owner {
     }
 
     fn periodic(&mut self, t: i64) {
+        // sstat requests some node never answered.
+        let late: Vec<u64> = self.stats.iter().filter(|(_, p)| p.deadline <= t).map(|(id, _)| *id).collect();
+        for id in late {
+            if let Some(p) = self.stats.remove(&id) {
+                self.stat_parts.retain(|_, (s, _)| *s != id);
+                self.answer_stat(p);
+            }
+        }
         // Agents that stopped talking.
         let timeout = i64::from(self.cfg.slurmd_timeout.max(1));
         let grace_over = t - self.started_at > timeout;

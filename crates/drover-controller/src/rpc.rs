@@ -123,6 +123,12 @@ impl Controller for Handlers {
         self.ask(|reply| Msg::CreateStep { spec: Box::new(spec), wait, caller, reply }).await.map(Response::new)
     }
 
+    async fn step_stat(&self, req: Request<v1::StepStatRequest>) -> Result<Response<v1::StepStatReply>, Status> {
+        let caller = who(&req)?;
+        let req = req.into_inner();
+        self.ask(|reply| Msg::StepStat { req, caller, reply }).await.map(Response::new)
+    }
+
     async fn complete_job(&self, req: Request<v1::CompleteRequest>) -> Result<Response<v1::Empty>, Status> {
         let caller = who(&req)?;
         let req = req.into_inner();

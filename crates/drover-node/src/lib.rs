@@ -20,6 +20,7 @@ pub mod gres;
 pub mod prolog;
 pub mod spool;
 pub mod supervisor;
+pub mod usage;
 
 use drover_model::conf::Config;
 use drover_proto::v1::{self, controller_to_node, node_link_client::NodeLinkClient, node_to_controller};
@@ -386,6 +387,24 @@ impl Agent {
                         log(&node, &format!("error: epilog failed: rc:{} output:{out}", code >> 8));
                         let _ = tx.send(problem("epilog", Some(job.job_id), "Epilog error"));
                     }
+                });
+            }
+            controller_to_node::Msg::Stat(r) => {
+                // Asks the unit's supervisor; answers whatever it says (nothing if it is gone).
+                let dir = spool::unit_dir(&self.spool, r.job_id, r.step_id);
+                let tx = tx.clone();
+                tokio::task::spawn_blocking(move || {
+                    let mut reply = v1::StatReply::default();
+                    if let Ok(mut c) = std::os::unix::net::UnixStream::connect(dir.join(spool::SV_SOCK)) {
+                        let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+                        let mut buf = Vec::new();
+                        if c.write_all(b"stat").is_ok() && c.shutdown(std::net::Shutdown::Write).is_ok() {
+                            let _ = std::io::Read::read_to_end(&mut c, &mut buf);
+                        }
+                        reply = v1::StatReply::decode(&buf[..]).unwrap_or_default();
+                    }
+                    reply.req_id = r.req_id;
+                    let _ = tx.send(v1::NodeToController { msg: Some(node_to_controller::Msg::Stat(reply)) });
                 });
             }
             controller_to_node::Msg::EndedAck(a) => {

@@ -141,6 +141,7 @@ fn run(dir: &Path) -> Result<(), String> {
         cgroup,
         task_env: HashMap::new(),
         helpers: std::collections::HashSet::new(),
+        usage: std::collections::BTreeMap::new(),
     };
     // The node's prolog, once per job here, before anything of the job runs.
     if !launch.prolog.is_empty() {
@@ -280,6 +281,8 @@ struct Supervisor<'a> {
     task_env: HashMap<u32, Vec<CString>>,
     /// TaskEpilogs running (waited for before the step ends).
     helpers: std::collections::HashSet<i32>,
+    /// What each task has used (sstat), sampled now and then and when asked.
+    usage: std::collections::BTreeMap<u32, crate::usage::Sample>,
 }
 
 /// A task's stdin as srun feeds it: a non-blocking pipe (or terminal) and what is still to
@@ -897,6 +900,7 @@ impl Supervisor<'_> {
         let kill_wait = Duration::from_secs(u64::from(self.launch.kill_wait.max(1)));
         let mut kill_at: Option<Instant> = None;
         let mut suspended_at: Option<Instant> = None;
+        let mut next_sample = Instant::now() + Duration::from_secs(1);
         let mut buf = [0u8; 65536];
         loop {
             // Reap everything that exited; only our direct children carry the job's result.
@@ -979,6 +983,11 @@ impl Supervisor<'_> {
                     }
                 }
             }
+            if now_i >= next_sample {
+                // Peaks between sstat calls are seen too (Slurm samples every 30 s).
+                self.sample_usage();
+                next_sample = now_i + Duration::from_secs(10);
+            }
             let mut timeout = Duration::from_millis(1000);
             for t in [deadline, kill_at, warn_at].into_iter().flatten() {
                 if t > now_i {
@@ -1028,6 +1037,12 @@ impl Supervisor<'_> {
                     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
                     let mut line = String::new();
                     let _ = s.read_to_string(&mut line);
+                    if line.trim() == "stat" {
+                        // sstat: what the tasks use now, answered on the same connection.
+                        self.sample_usage();
+                        let _ = s.write_all(&self.stat_reply().encode_to_vec());
+                        continue;
+                    }
                     if let Some(end) = line.trim().strip_prefix("limit ").and_then(|e| e.parse::<i64>().ok()) {
                         // The job's time limit changed: re-arm (a signal already sent stays sent).
                         job_end = (end > 0).then_some(end);
@@ -1100,6 +1115,32 @@ impl Supervisor<'_> {
                 }
             }
         }
+    }
+
+    /// Samples the tasks' processes and folds it into what each task has used.
+    fn sample_usage(&mut self) {
+        for (task, now) in crate::usage::sample(&self.main) {
+            crate::usage::fold(self.usage.entry(task).or_default(), &now);
+        }
+    }
+
+    fn stat_reply(&self) -> v1::StatReply {
+        let tasks = self
+            .usage
+            .iter()
+            .map(|(&task, u)| v1::TaskUsage {
+                task,
+                node: self.node.clone(),
+                max_rss_kb: u.rss_kb,
+                max_vmsize_kb: u.vmsize_kb,
+                pages: u.pages,
+                cpu_secs: u.cpu_secs,
+                read_bytes: u.read_bytes,
+                write_bytes: u.write_bytes,
+                pids: u.pids.clone(),
+            })
+            .collect();
+        v1::StatReply { req_id: 0, tasks }
     }
 
     /// What srun sent: stdin for tasks, a terminal size; its end means srun is gone.

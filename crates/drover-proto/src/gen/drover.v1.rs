@@ -655,6 +655,74 @@ pub struct JobEvent {
     #[prost(message, optional, tag = "2")]
     pub step: ::core::option::Option<StepInfo>,
 }
+/// What one task of a step has used so far, sampled from /proc (and its cgroup).
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct TaskUsage {
+    #[prost(uint32, tag = "1")]
+    pub task: u32,
+    #[prost(string, tag = "2")]
+    pub node: ::prost::alloc::string::String,
+    /// Largest resident and virtual size seen (KiB), and major page faults.
+    #[prost(uint64, tag = "3")]
+    pub max_rss_kb: u64,
+    #[prost(uint64, tag = "4")]
+    pub max_vmsize_kb: u64,
+    #[prost(uint64, tag = "5")]
+    pub pages: u64,
+    /// CPU time, user and system, of the task and everything it started.
+    #[prost(double, tag = "6")]
+    pub cpu_secs: f64,
+    #[prost(uint64, tag = "7")]
+    pub read_bytes: u64,
+    #[prost(uint64, tag = "8")]
+    pub write_bytes: u64,
+    #[prost(uint32, repeated, tag = "9")]
+    pub pids: ::prost::alloc::vec::Vec<u32>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct StepStatRequest {
+    #[prost(uint32, tag = "1")]
+    pub job_id: u32,
+    /// A step; none: every running step (with the batch step when all_steps).
+    #[prost(uint32, optional, tag = "2")]
+    pub step_id: ::core::option::Option<u32>,
+    #[prost(bool, tag = "3")]
+    pub all_steps: bool,
+    /// The batch step itself (`sstat -j N.batch`).
+    #[prost(bool, tag = "4")]
+    pub batch: bool,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct StepUsage {
+    /// "0", "1", ..., or "batch".
+    #[prost(string, tag = "1")]
+    pub step: ::prost::alloc::string::String,
+    #[prost(message, repeated, tag = "2")]
+    pub tasks: ::prost::alloc::vec::Vec<TaskUsage>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct StepStatReply {
+    #[prost(message, repeated, tag = "1")]
+    pub steps: ::prost::alloc::vec::Vec<StepUsage>,
+}
+/// Controller -> node: sample a unit's usage now; the node answers with StatReply.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct StatRequest {
+    #[prost(uint64, tag = "1")]
+    pub req_id: u64,
+    #[prost(uint32, tag = "2")]
+    pub job_id: u32,
+    /// None: the batch script.
+    #[prost(uint32, optional, tag = "3")]
+    pub step_id: ::core::option::Option<u32>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct StatReply {
+    #[prost(uint64, tag = "1")]
+    pub req_id: u64,
+    #[prost(message, repeated, tag = "2")]
+    pub tasks: ::prost::alloc::vec::Vec<TaskUsage>,
+}
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct RunningJob {
     #[prost(uint32, tag = "1")]
@@ -713,7 +781,7 @@ pub struct NodeStatus {
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct NodeToController {
-    #[prost(oneof = "node_to_controller::Msg", tags = "1, 2, 3, 4, 5")]
+    #[prost(oneof = "node_to_controller::Msg", tags = "1, 2, 3, 4, 5, 6")]
     pub msg: ::core::option::Option<node_to_controller::Msg>,
 }
 /// Nested message and enum types in `NodeToController`.
@@ -730,6 +798,8 @@ pub mod node_to_controller {
         Started(super::RunningJob),
         #[prost(message, tag = "5")]
         Problem(super::NodeProblem),
+        #[prost(message, tag = "6")]
+        Stat(super::StatReply),
     }
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -843,7 +913,7 @@ pub struct Ack {
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ControllerToNode {
-    #[prost(oneof = "controller_to_node::Msg", tags = "1, 2, 3, 4, 5")]
+    #[prost(oneof = "controller_to_node::Msg", tags = "1, 2, 3, 4, 5, 6")]
     pub msg: ::core::option::Option<controller_to_node::Msg>,
 }
 /// Nested message and enum types in `ControllerToNode`.
@@ -860,6 +930,8 @@ pub mod controller_to_node {
         JobStart(super::JobPhase),
         #[prost(message, tag = "5")]
         JobDone(super::JobPhase),
+        #[prost(message, tag = "6")]
+        Stat(super::StatRequest),
     }
 }
 /// Generated client implementations.
@@ -1199,6 +1271,28 @@ pub mod controller_client {
                 .insert(GrpcMethod::new("drover.v1.Controller", "CompleteJob"));
             self.inner.unary(req, path, codec).await
         }
+        /// Live usage of a running job's steps, sampled on their nodes now (sstat).
+        pub async fn step_stat(
+            &mut self,
+            request: impl tonic::IntoRequest<super::StepStatRequest>,
+        ) -> std::result::Result<tonic::Response<super::StepStatReply>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/drover.v1.Controller/StepStat",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("drover.v1.Controller", "StepStat"));
+            self.inner.unary(req, path, codec).await
+        }
         pub async fn shutdown(
             &mut self,
             request: impl tonic::IntoRequest<super::Empty>,
@@ -1295,6 +1389,11 @@ pub mod controller_server {
             &self,
             request: tonic::Request<super::CompleteRequest>,
         ) -> std::result::Result<tonic::Response<super::Empty>, tonic::Status>;
+        /// Live usage of a running job's steps, sampled on their nodes now (sstat).
+        async fn step_stat(
+            &self,
+            request: tonic::Request<super::StepStatRequest>,
+        ) -> std::result::Result<tonic::Response<super::StepStatReply>, tonic::Status>;
         async fn shutdown(
             &self,
             request: tonic::Request<super::Empty>,
@@ -1848,6 +1947,51 @@ pub mod controller_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CompleteJobSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/drover.v1.Controller/StepStat" => {
+                    #[allow(non_camel_case_types)]
+                    struct StepStatSvc<T: Controller>(pub Arc<T>);
+                    impl<
+                        T: Controller,
+                    > tonic::server::UnaryService<super::StepStatRequest>
+                    for StepStatSvc<T> {
+                        type Response = super::StepStatReply;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::StepStatRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Controller>::step_stat(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = StepStatSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
