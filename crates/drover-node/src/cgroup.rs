@@ -388,7 +388,11 @@ pub fn host_cpu_ids(ids: &[u32]) -> Vec<u32> {
 }
 
 /// The device files of the node's GPUs, by device index (`gres.conf` order).
-pub fn gpu_files(slurm_conf: &Path, node: &str) -> Vec<String> {
+pub fn gpu_files(slurm_conf: &Path, node: &str, spool: &Path) -> Vec<String> {
+    // What NVML found (AutoDetect=nvml), when the agent found anything.
+    if let Ok(t) = std::fs::read_to_string(spool.join(crate::gres::DETECTED)) {
+        return t.lines().map(String::from).collect();
+    }
     let path = slurm_conf.parent().unwrap_or(Path::new("/")).join("gres.conf");
     let Ok(gc) =
         std::fs::read_to_string(path).map_err(|e| e.to_string()).and_then(|t| drover_model::gres::GresConf::parse(&t))

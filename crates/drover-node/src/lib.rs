@@ -116,7 +116,7 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
         Err(why) => format!("off: {why}; jobs are tracked as their supervisor's descendants, without limits"),
     };
     log(&name, &format!("started ({} CPUs, {} MB); confinement {confinement}", conf.cpus, conf.real_memory_mb));
-    for line in gres::check(conf_path, &conf).map_err(NodeError::Gres)? {
+    for line in gres::check(conf_path, &conf, &spool).map_err(NodeError::Gres)? {
         log(&name, &line);
     }
     let exe = std::env::current_exe().map_err(|source| NodeError::Spool { path: "/proc/self/exe".into(), source })?;

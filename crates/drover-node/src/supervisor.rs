@@ -112,7 +112,7 @@ fn run(dir: &Path) -> Result<(), String> {
 
     let user = lookup_user(spec.uid, spec.gid)?;
     let node = spool::node_name(dir);
-    let (cgroup, gpus_isolated) = match confine(&launch, &job, &node) {
+    let (cgroup, gpus_isolated) = match confine(&launch, &job, &node, dir.parent().unwrap_or(dir)) {
         Ok(Some((g, iso))) => (Some(g), iso),
         Ok(None) => (None, false),
         Err(e) => {
@@ -191,7 +191,12 @@ fn run(dir: &Path) -> Result<(), String> {
 /// The cgroup this supervisor's processes run in, with the job's limits on this node (and
 /// whether the job's GPUs are the only ones it can open). `Ok(None)`: confinement is off
 /// (the agent logged why when it started).
-fn confine(launch: &v1::Launch, job: &v1::JobInfo, node: &str) -> Result<Option<(crate::cgroup::Group, bool)>, String> {
+fn confine(
+    launch: &v1::Launch,
+    job: &v1::JobInfo,
+    node: &str,
+    spool: &Path,
+) -> Result<Option<(crate::cgroup::Group, bool)>, String> {
     use crate::cgroup::{char_device, gpu_files, host_cpu_ids, Cgroups, Limits};
     let conf_path = Path::new(&launch.conf_path);
     let conf = crate::cgroup::conf_for(conf_path)?;
@@ -211,7 +216,7 @@ fn confine(launch: &v1::Launch, job: &v1::JobInfo, node: &str) -> Result<Option<
         let held: Vec<u32> = here
             .map(|a| a.gres.iter().filter(|g| g.name == "gpu").flat_map(|g| g.indices.clone()).collect())
             .unwrap_or_default();
-        for (i, f) in gpu_files(conf_path, node).iter().enumerate() {
+        for (i, f) in gpu_files(conf_path, node, spool).iter().enumerate() {
             if held.contains(&(i as u32)) {
                 continue;
             }
