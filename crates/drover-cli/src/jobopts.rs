@@ -81,6 +81,12 @@ pub struct JobArgs {
     pub gpus_per_node: Option<String>,
     #[arg(long = "gpus-per-task")]
     pub gpus_per_task: Option<String>,
+    #[arg(long = "cpus-per-gpu")]
+    pub cpus_per_gpu: Option<String>,
+    #[arg(long = "mem-per-gpu")]
+    pub mem_per_gpu: Option<String>,
+    #[arg(long = "ntasks-per-gpu")]
+    pub ntasks_per_gpu: Option<String>,
     #[arg(long = "contiguous")]
     pub contiguous: bool,
     #[arg(long = "nice", num_args = 0..=1, default_missing_value = "100", require_equals = true)]
@@ -294,8 +300,12 @@ impl JobArgs {
             }
             spec.cpus_per_task = Some(c);
         }
-        if self.mem.is_some() && self.mem_per_cpu.is_some() {
-            return Err("--mem and --mem-per-cpu are mutually exclusive.".into());
+        let mems = [&self.mem, &self.mem_per_cpu, &self.mem_per_gpu].iter().filter(|m| m.is_some()).count();
+        if mems > 1 {
+            return Err("fatal: --mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.".into());
+        }
+        if self.cpus_per_gpu.is_some() && self.cpus_per_task.is_some() {
+            return Err("--cpus-per-gpu is mutually exclusive with --cpus-per-task".into());
         }
         if let Some(m) = &self.mem {
             spec.mem_per_node_mb = Some(parse_mb(m).map_err(|_| "invalid memory constraint".to_string())?);
@@ -384,12 +394,30 @@ impl JobArgs {
         spec.gpus = self.gpus.as_deref().map(drover_model::gres::parse_gpus).transpose().map_err(bad_gres)?;
         spec.gpus_per_task =
             self.gpus_per_task.as_deref().map(drover_model::gres::parse_gpus).transpose().map_err(bad_gres)?;
+        spec.cpus_per_gpu = self.cpus_per_gpu.as_deref().map(|c| num(c, "cpus-per-gpu")).transpose()?;
+        spec.mem_per_gpu_mb = self
+            .mem_per_gpu
+            .as_deref()
+            .map(|m| parse_mb(m).map_err(|_| "invalid memory constraint".to_string()))
+            .transpose()?;
+        spec.ntasks_per_gpu = self.ntasks_per_gpu.as_deref().map(|n| num(n, "ntasks-per-gpu")).transpose()?;
+        spec.resolve_per_gpu()?;
         if let Some(a) = &self.array {
             let a = drover_model::array::ArraySpec::parse(a).map_err(|e| e.to_string())?;
             spec.array = Some(a.canonical());
         }
         spec.submit_host = crate::common::hostname();
         Ok(Validated { spec })
+    }
+}
+
+/// How a command prints a validation error: Slurm's `fatal:` ones as such, the rest as
+/// `error:` lines.
+pub fn error_line(e: &str) -> String {
+    if e.starts_with("fatal: ") {
+        e.to_string()
+    } else {
+        format!("error: {e}")
     }
 }
 

@@ -45,7 +45,7 @@ pub fn main(args: Vec<String>) -> i32 {
     let validated = match a.job.validate(false) {
         Ok(v) => v,
         Err(e) => {
-            eprintln!("salloc: error: {e}");
+            eprintln!("salloc: {}", crate::jobopts::error_line(&e));
             return 1;
         }
     };

@@ -165,7 +165,7 @@ pub fn main(args: Vec<String>) -> i32 {
     let validated = match merged.validate(true) {
         Ok(v) => v,
         Err(e) => {
-            eprintln!("sbatch: error: {e}");
+            eprintln!("sbatch: {}", crate::jobopts::error_line(&e));
             return 1;
         }
     };

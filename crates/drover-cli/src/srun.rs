@@ -110,7 +110,7 @@ pub fn main(args: Vec<String>) -> i32 {
     let mut spec = match step_spec(&a, standalone) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("srun: error: {e}");
+            eprintln!("srun: {}", crate::jobopts::error_line(&e));
             return 1;
         }
     };

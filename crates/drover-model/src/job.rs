@@ -239,9 +239,77 @@ pub struct JobSpec {
     pub gpus: Option<crate::gres::GresReq>,
     /// `--gpus-per-task`.
     pub gpus_per_task: Option<crate::gres::GresReq>,
+    /// `--cpus-per-gpu`, `--mem-per-gpu`, `--ntasks-per-gpu`: what each GPU brings with it
+    /// (resolved into CPUs, memory and tasks by [`JobSpec::resolve_per_gpu`]).
+    pub cpus_per_gpu: Option<u32>,
+    pub mem_per_gpu_mb: Option<u64>,
+    pub ntasks_per_gpu: Option<u32>,
 }
 
 impl JobSpec {
+    /// Turns `--cpus-per-gpu`, `--mem-per-gpu` and `--ntasks-per-gpu` into the CPUs, memory
+    /// and tasks the scheduler places, from the GPUs asked for: per task (`--gpus-per-task`),
+    /// per node (`--gres`, `--gpus-per-node`) or for the job (`--gpus`, spread evenly over
+    /// its minimum node count, as it is scheduled).
+    pub fn resolve_per_gpu(&mut self) -> Result<(), String> {
+        if self.cpus_per_gpu.is_none() && self.mem_per_gpu_mb.is_none() && self.ntasks_per_gpu.is_none() {
+            return Ok(());
+        }
+        let bad = || "Invalid generic resource (gres) specification".to_string();
+        let nodes = u64::from(self.min_nodes.unwrap_or(1).max(1));
+        let per_node: Option<u64> = self
+            .gres
+            .iter()
+            .chain(self.gpus_per_node.iter())
+            .find(|g| g.name == "gpu")
+            .map(|g| g.count)
+            .or_else(|| self.gpus.as_ref().map(|g| g.count.div_ceil(nodes)));
+        let per_task = self.gpus_per_task.as_ref().map(|g| g.count);
+        if let Some(n) = self.ntasks_per_gpu {
+            match (per_node, self.ntasks) {
+                // GPUs given: that many tasks for each.
+                (Some(g), None) => self.ntasks = Some((g * nodes * u64::from(n)) as u32),
+                // Tasks given: as many GPUs as they need.
+                (None, Some(t)) if per_task.is_none() => {
+                    self.gpus = Some(crate::gres::GresReq {
+                        name: "gpu".into(),
+                        kind: None,
+                        count: u64::from(t.div_ceil(n.max(1))),
+                    })
+                }
+                (Some(_), Some(_)) => {}
+                _ => return Err(bad()),
+            }
+        }
+        let per_node = per_node.or_else(|| self.gpus.as_ref().map(|g| g.count.div_ceil(nodes)));
+        if let Some(c) = self.cpus_per_gpu {
+            match (per_task, per_node) {
+                (Some(g), _) => self.cpus_per_task = Some((g as u32).saturating_mul(c)),
+                (None, Some(g)) => {
+                    // The node's CPUs for its GPUs, shared by its tasks.
+                    let cpus = (g as u32).saturating_mul(c);
+                    let tasks_per_node = self
+                        .ntasks_per_node
+                        .or_else(|| self.ntasks.map(|t| t.div_ceil(nodes as u32)))
+                        .unwrap_or(1)
+                        .max(1);
+                    self.cpus_per_task = Some(cpus.div_ceil(tasks_per_node).max(1));
+                }
+                (None, None) => return Err(bad()),
+            }
+        }
+        if let Some(m) = self.mem_per_gpu_mb {
+            let tasks_per_node = u64::from(self.ntasks_per_node.unwrap_or(1).max(1));
+            let gpus_here = match (per_task, per_node) {
+                (Some(g), _) => g * tasks_per_node,
+                (None, Some(g)) => g,
+                (None, None) => return Err(bad()),
+            };
+            self.mem_per_node_mb = Some(m * gpus_here);
+        }
+        Ok(())
+    }
+
     /// Total tasks (`-n`), derived as Slurm does when not given.
     pub fn task_count(&self) -> u32 {
         match (self.ntasks, self.ntasks_per_node) {
@@ -363,6 +431,44 @@ pub fn expand_pattern(p: &str, v: &PatternVars<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn per_gpu_requests_become_cpus_memory_and_tasks() {
+        let g = |t: &str| crate::gres::parse_gpus(t).unwrap();
+        // Per node: one task per node (the default) holding the node's GPUs' CPUs and memory.
+        let mut s = JobSpec {
+            gpus_per_node: Some(g("4")),
+            cpus_per_gpu: Some(8),
+            mem_per_gpu_mb: Some(10_000),
+            ..Default::default()
+        };
+        s.resolve_per_gpu().unwrap();
+        assert_eq!((s.ntasks_per_node, s.cpus_per_task, s.mem_per_node_mb), (None, Some(32), Some(40_000)));
+        // Per task.
+        let mut s = JobSpec { gpus_per_task: Some(g("2")), cpus_per_gpu: Some(3), ..Default::default() };
+        s.resolve_per_gpu().unwrap();
+        assert_eq!(s.cpus_per_task, Some(6));
+        // For the job, over its nodes; four tasks share a node's GPUs' CPUs.
+        let mut s = JobSpec {
+            gpus: Some(g("8")),
+            min_nodes: Some(2),
+            ntasks: Some(8),
+            cpus_per_gpu: Some(2),
+            ..Default::default()
+        };
+        s.resolve_per_gpu().unwrap();
+        assert_eq!(s.cpus_per_task, Some(2));
+        // Tasks per GPU, either way round.
+        let mut s = JobSpec { gres: vec![g("2")], min_nodes: Some(2), ntasks_per_gpu: Some(3), ..Default::default() };
+        s.resolve_per_gpu().unwrap();
+        assert_eq!(s.ntasks, Some(12));
+        let mut s = JobSpec { ntasks: Some(5), ntasks_per_gpu: Some(2), ..Default::default() };
+        s.resolve_per_gpu().unwrap();
+        assert_eq!(s.gpus.map(|g| g.count), Some(3));
+        // Per-GPU amounts without GPUs.
+        let mut s = JobSpec { cpus_per_gpu: Some(2), ..Default::default() };
+        assert_eq!(s.resolve_per_gpu().unwrap_err(), "Invalid generic resource (gres) specification");
+    }
 
     #[test]
     fn counts_compress_like_slurm() {

@@ -99,6 +99,15 @@ fn add_job_vars(c: &EnvCtx<'_>, env: &mut Vec<(String, String)>) {
     if let Some(m) = spec.mem_per_cpu_mb {
         set("SLURM_MEM_PER_CPU", m.to_string());
     }
+    if let Some(c) = spec.cpus_per_gpu {
+        set("SLURM_CPUS_PER_GPU", c.to_string());
+    }
+    if let Some(m) = spec.mem_per_gpu_mb {
+        set("SLURM_MEM_PER_GPU", m.to_string());
+    }
+    if let Some(n) = spec.ntasks_per_gpu {
+        set("SLURM_NTASKS_PER_GPU", n.to_string());
+    }
     // GPUs: what the job holds here, and what it asked for.
     set_gpus(&mut set, here.map(|a| gpu_indices(&a.gres)).unwrap_or_default(), "SLURM_JOB_GPUS", c.gpus_isolated);
     for (k, g) in [

@@ -53,6 +53,9 @@ pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
         gpus: s.gpus.as_ref().map(|g| g.text()),
         gpus_per_task: s.gpus_per_task.as_ref().map(|g| g.text()),
         gpus_per_node: s.gpus_per_node.as_ref().map(|g| g.text()),
+        cpus_per_gpu: s.cpus_per_gpu,
+        mem_per_gpu_mb: s.mem_per_gpu_mb,
+        ntasks_per_gpu: s.ntasks_per_gpu,
     }
 }
 
@@ -124,6 +127,9 @@ pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
         gpus: w.gpus.as_deref().map(gres_one).transpose()?,
         gpus_per_task: w.gpus_per_task.as_deref().map(gres_one).transpose()?,
         gpus_per_node: w.gpus_per_node.as_deref().map(gres_one).transpose()?,
+        cpus_per_gpu: w.cpus_per_gpu,
+        mem_per_gpu_mb: w.mem_per_gpu_mb,
+        ntasks_per_gpu: w.ntasks_per_gpu,
     })
 }
 

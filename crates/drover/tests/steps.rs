@@ -481,3 +481,32 @@ fn tasks_on_two_nodes_rendezvous_and_agree_on_a_sum() {
         ]
     );
 }
+
+#[test]
+fn per_gpu_cpus_memory_and_tasks() {
+    let c = lab();
+    let probe = "echo $SLURM_CPUS_ON_NODE $SLURM_CPUS_PER_GPU $SLURM_MEM_PER_GPU $SLURM_NTASKS; sleep 1";
+    // Each GPU brings two CPUs: one GPU takes a whole 2-CPU node.
+    let a = c.submit(&["-p", "gpu", "--gpus-per-node=1", "--cpus-per-gpu=2", "--mem-per-gpu=1000", "--wrap", probe]);
+    let b = c.submit(&["-p", "gpu", "--gpus-per-node=1", "--cpus-per-gpu=2", "-w", "node1", "--wrap", probe]);
+    c.wait_state(a, &["COMPLETED"], Duration::from_secs(30));
+    c.wait_state(b, &["COMPLETED"], Duration::from_secs(30));
+    assert_eq!(output(&c, a), "2 2 1000 1\n");
+    let show = c.ok("scontrol", &["show", "job", &a.to_string()]);
+    assert!(show.contains("MinMemoryNode=1000M"), "{show}");
+    // Two tasks for each GPU.
+    let t = c.submit(&["-p", "gpu", "--gpus=1", "--ntasks-per-gpu=2", "--wrap", probe]);
+    c.wait_state(t, &["COMPLETED"], Duration::from_secs(30));
+    assert_eq!(output(&c, t).split_whitespace().last(), Some("2"));
+    // Slurm's refusals.
+    let o = c.run("sbatch", &["--gpus=1", "--cpus-per-gpu=2", "-c", "2", "--wrap", "true"]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "sbatch: error: --cpus-per-gpu is mutually exclusive with --cpus-per-task\n"
+    );
+    let o = c.run("sbatch", &["--gpus=1", "--mem-per-gpu=1G", "--mem=1G", "--wrap", "true"]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "sbatch: fatal: --mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.\n"
+    );
+}

@@ -104,6 +104,12 @@ pub struct JobSpec {
     pub gpus_per_task: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(string, optional, tag = "45")]
     pub gpus_per_node: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(uint32, optional, tag = "46")]
+    pub cpus_per_gpu: ::core::option::Option<u32>,
+    #[prost(uint64, optional, tag = "47")]
+    pub mem_per_gpu_mb: ::core::option::Option<u64>,
+    #[prost(uint32, optional, tag = "48")]
+    pub ntasks_per_gpu: ::core::option::Option<u32>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SubmitRequest {
