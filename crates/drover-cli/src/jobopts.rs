@@ -87,6 +87,8 @@ pub struct JobArgs {
     pub mem_per_gpu: Option<String>,
     #[arg(long = "ntasks-per-gpu")]
     pub ntasks_per_gpu: Option<String>,
+    #[arg(short = 'L', long = "licenses")]
+    pub licenses: Option<String>,
     #[arg(long = "contiguous")]
     pub contiguous: bool,
     #[arg(long = "nice", num_args = 0..=1, default_missing_value = "100", require_equals = true)]
@@ -402,6 +404,10 @@ impl JobArgs {
             .transpose()?;
         spec.ntasks_per_gpu = self.ntasks_per_gpu.as_deref().map(|n| num(n, "ntasks-per-gpu")).transpose()?;
         spec.resolve_per_gpu()?;
+        if let Some(l) = &self.licenses {
+            drover_model::job::parse_licenses(l)?;
+            spec.licenses = Some(l.clone());
+        }
         if let Some(a) = &self.array {
             let a = drover_model::array::ArraySpec::parse(a).map_err(|e| e.to_string())?;
             spec.array = Some(a.canonical());

@@ -378,7 +378,7 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> Cow<'_, str> {
         'v' => "(null)".into(),
         'V' => fmt_time(j.submit_time),
         'w' => "(null)".into(),
-        'W' => "(null)".into(),
+        'W' => spec(j).licenses.clone().unwrap_or_else(|| "(null)".into()),
         'x' => {
             if s.exclude.is_empty() {
                 String::new()

@@ -283,6 +283,32 @@ fn show(rest: &[String], o: &Opts) -> i32 {
             print!("{out}");
             0
         }
+        "lic" | "license" | "licenses" => {
+            let reply = match fetch(v1::StateRequest { config: true, ..Default::default() }) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("slurm_load_licenses error: {e}");
+                    return 1;
+                }
+            };
+            if reply.licenses.is_empty() {
+                println!("No licenses configured in Slurm.");
+                return 0;
+            }
+            let mut out = String::new();
+            for l in reply.licenses.iter().filter(|l| arg.as_ref().is_none_or(|a| *a == l.name)) {
+                let sep = if o.oneliner { " " } else { "\n    " };
+                out.push_str(&format!(
+                    "LicenseName={}{sep}Total={} Used={} Free={} Reserved=0 Remote=no\n",
+                    l.name,
+                    l.total,
+                    l.used,
+                    l.total.saturating_sub(l.used)
+                ));
+            }
+            print!("{out}");
+            0
+        }
         "partition" | "partitions" => {
             let reply = match fetch(v1::StateRequest { partitions: true, ..Default::default() }) {
                 Ok(r) => r,
@@ -487,7 +513,11 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
             s.cpus_per_task.unwrap_or(1) * s.ntasks_per_node.unwrap_or(1)
         ),
         format!("Features={} DelayBoot=00:00:00", s.constraint.clone().unwrap_or_else(|| "(null)".into())),
-        format!("OverSubscribe={} Contiguous=0 Licenses=(null) Network=(null)", if s.exclusive { "NO" } else { "OK" }),
+        format!(
+            "OverSubscribe={} Contiguous=0 Licenses={} Network=(null)",
+            if s.exclusive { "NO" } else { "OK" },
+            s.licenses.as_deref().unwrap_or("(null)")
+        ),
         format!("Command={command}"),
         format!("WorkDir={}", s.work_dir),
     ]);

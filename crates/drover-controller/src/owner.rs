@@ -214,6 +214,7 @@ impl Owner {
                             array: j.array_task(),
                             since: j.status.start_time,
                             limit: j.status.time_limit,
+                            licenses: Self::licenses_of(&j.spec.unpack()),
                         });
                     }
                     // Agents get SlurmdTimeout to report in before their jobs are given up.
@@ -247,6 +248,7 @@ impl Owner {
             self.live.entry(n.name.clone()).or_default();
         }
         self.live.retain(|k, _| names.contains(k));
+        self.core.handle(Event::LicensesDefined(self.cfg.licenses.clone()));
         self.core.handle(Event::Configure(drover_sched::SchedConfig {
             policy: if self.cfg.backfill { drover_sched::Policy::Conservative } else { drover_sched::Policy::Fcfs },
             max_job_test: self.cfg.bf_max_job_test as usize,
@@ -502,9 +504,14 @@ impl Owner {
                     pending: a.pending.clone(),
                 }),
                 gres: Self::gres_needs(s),
+                licenses: Self::licenses_of(s),
             }
             .boxed(),
         }
+    }
+
+    fn licenses_of(s: &JobSpec) -> Vec<(String, u32)> {
+        s.licenses.as_deref().and_then(|l| drover_model::job::parse_licenses(l).ok()).unwrap_or_default()
     }
 
     /// A request's GRES as the scheduler places them: per node, and per task. `--gpus` (for
@@ -554,6 +561,13 @@ impl Owner {
                 if spec.uid != 0 && !mine.iter().any(|g| allowed.contains(g)) {
                     return Err(Status::permission_denied("User's group not permitted to use this partition"));
                 }
+            }
+        }
+        if let Some(l) = &spec.licenses {
+            // Every license named must exist, in no greater number than the cluster has.
+            let known = |(name, n): &(String, u32)| self.cfg.licenses.iter().any(|(k, t)| k == name && n <= t);
+            if !drover_model::job::parse_licenses(l).is_ok_and(|v| v.iter().all(known)) {
+                return Err(Status::invalid_argument("Invalid license specification"));
             }
         }
         if let Some(c) = &spec.constraint {
@@ -2111,8 +2125,13 @@ impl Owner {
                 }
             })
             .collect();
-        let view =
-            View { written: t, cfg: self.cfg.clone(), jobs: self.durable.jobs.values().cloned().collect(), nodes };
+        let view = View {
+            written: t,
+            cfg: self.cfg.clone(),
+            jobs: self.durable.jobs.values().cloned().collect(),
+            nodes,
+            licenses: self.core.licenses(),
+        };
         self.view.store(Arc::new(view));
         self.dirty = false;
     }

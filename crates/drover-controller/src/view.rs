@@ -33,11 +33,13 @@ pub struct View {
     pub cfg: Arc<Config>,
     pub jobs: Vec<Arc<Job>>,
     pub nodes: Vec<NodeLiveView>,
+    /// Cluster licenses: (name, total, in use).
+    pub licenses: Vec<(String, u32, u32)>,
 }
 
 impl Default for View {
     fn default() -> Self {
-        View { written: 0, cfg: Arc::new(Config::default()), jobs: Vec::new(), nodes: Vec::new() }
+        View { written: 0, cfg: Arc::new(Config::default()), jobs: Vec::new(), nodes: Vec::new(), licenses: Vec::new() }
     }
 }
 
@@ -191,6 +193,13 @@ pub fn state_reply(view: &View, req: &v1::StateRequest, now: i64) -> v1::StateRe
     };
     if everything || req.jobs {
         reply.job_records = job_records(view, req, 0..view.jobs.len());
+    }
+    if everything || req.config {
+        reply.licenses = view
+            .licenses
+            .iter()
+            .map(|(name, total, used)| v1::LicenseInfo { name: name.clone(), total: *total, used: *used })
+            .collect();
     }
     if everything || req.nodes || req.partitions {
         reply.nodes = view

@@ -139,6 +139,8 @@ pub struct Config {
     /// it drains the node with its output as the reason.
     pub health_check_program: Option<String>,
     pub health_check_interval: u32,
+    /// `Licenses=`: the cluster's licenses and how many of each.
+    pub licenses: Vec<(String, u32)>,
     pub nodes: Vec<NodeConf>,
     pub partitions: Vec<PartitionConf>,
     pub unsupported: Vec<Unsupported>,
@@ -195,6 +197,7 @@ impl Default for Config {
             prolog_flags: PrologFlags::default(),
             health_check_program: None,
             health_check_interval: 0,
+            licenses: Vec::new(),
             nodes: Vec::new(),
             partitions: Vec::new(),
             unsupported: Vec::new(),
@@ -261,6 +264,7 @@ const SUPPORTED: &[&str] = &[
     "prologflags",
     "healthcheckprogram",
     "healthcheckinterval",
+    "licenses",
 ];
 
 const NODE_KEYS: &[&str] = &[
@@ -608,6 +612,10 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                 }
                 "healthcheckprogram" => cfg.health_check_program = Some(v.clone()),
                 "healthcheckinterval" => cfg.health_check_interval = num(v)?,
+                "licenses" => {
+                    cfg.licenses = crate::job::parse_licenses(v)
+                        .map_err(|_| err(format!("Licenses: expected name[:count],..., found `{v}`")))?
+                }
                 "firstjobid" => cfg.first_job_id = num(v)?,
                 "killwait" => cfg.kill_wait = num(v)?,
                 "slurmdtimeout" => cfg.slurmd_timeout = num(v)?,

@@ -244,6 +244,26 @@ pub struct JobSpec {
     pub cpus_per_gpu: Option<u32>,
     pub mem_per_gpu_mb: Option<u64>,
     pub ntasks_per_gpu: Option<u32>,
+    /// `-L/--licenses` as given (`matlab:2,fluent`; see [`parse_licenses`]).
+    pub licenses: Option<String>,
+}
+
+/// Licenses as `-L` and `Licenses=` write them: `name[:count]` (or `name*count`), comma
+/// separated; a count defaults to 1.
+pub fn parse_licenses(s: &str) -> Result<Vec<(String, u32)>, String> {
+    let bad = || "Invalid license specification".to_string();
+    s.split(',')
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| {
+            let t = t.trim();
+            let (name, n) = t.split_once([':', '*']).map_or((t, "1"), |(a, b)| (a, b));
+            let n: u32 = n.parse().map_err(|_| bad())?;
+            if name.is_empty() || n == 0 {
+                return Err(bad());
+            }
+            Ok((name.to_string(), n))
+        })
+        .collect()
 }
 
 impl JobSpec {

@@ -111,6 +111,8 @@ pub enum PendingReason {
     JobArrayTaskLimit,
     /// Its prolog failed on a node: requeued and held until an administrator releases it.
     LaunchFailedRequeuedHeld,
+    /// The cluster licenses it asks for are in use.
+    Licenses,
 }
 
 impl PendingReason {
@@ -134,6 +136,7 @@ impl PendingReason {
             PendingReason::InvalidAccount => "InvalidAccount",
             PendingReason::JobArrayTaskLimit => "JobArrayTaskLimit",
             PendingReason::LaunchFailedRequeuedHeld => "launch failed requeued held",
+            PendingReason::Licenses => "Licenses",
         }
     }
 }

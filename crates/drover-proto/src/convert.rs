@@ -56,6 +56,7 @@ pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
         cpus_per_gpu: s.cpus_per_gpu,
         mem_per_gpu_mb: s.mem_per_gpu_mb,
         ntasks_per_gpu: s.ntasks_per_gpu,
+        licenses: s.licenses.clone(),
     }
 }
 
@@ -130,6 +131,7 @@ pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
         cpus_per_gpu: w.cpus_per_gpu,
         mem_per_gpu_mb: w.mem_per_gpu_mb,
         ntasks_per_gpu: w.ntasks_per_gpu,
+        licenses: w.licenses,
     })
 }
 

@@ -7,7 +7,7 @@ use drover_model::array::TaskSet;
 use drover_model::duration::TimeLimit;
 use drover_model::job::{Constraint, Dependencies, Dependency, DependencyKind, JobId};
 use drover_model::state::PendingReason;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// A node as the scheduler sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,6 +129,8 @@ pub struct SchedMore {
     pub array: Option<SchedArray>,
     /// GPUs and other GRES per node (`--gres`, `--gpus-per-node`, `--gpus-per-task`, ...).
     pub gres: Vec<GresNeed>,
+    /// Cluster licenses (`-L name[:count],...`).
+    pub licenses: Vec<(String, u32)>,
 }
 
 /// A job's part in an array. The array's pending remainder is one queue entry that starts its
@@ -176,6 +178,7 @@ impl SchedJob {
             singleton_after: Vec::new(),
             array: None,
             gres: Vec::new(),
+            licenses: Vec::new(),
         };
         self.more.as_deref().unwrap_or(&NONE)
     }
@@ -214,9 +217,13 @@ pub enum Event {
         array: Option<(JobId, u32)>,
         since: i64,
         limit: TimeLimit,
+        /// The licenses it holds.
+        licenses: Vec<(String, u32)>,
     },
     /// How to plan (at start and on reconfigure).
     Configure(SchedConfig),
+    /// The cluster's licenses (`Licenses=name:count,...`), at start and on reconfigure.
+    LicensesDefined(Vec<(String, u32)>),
     Ended {
         job: JobId,
         outcome: Outcome,
@@ -293,6 +300,12 @@ pub struct Core {
     planned: HashMap<JobId, Reservation>,
     /// Expected starts as last reported (within `bf_window`).
     shown: HashMap<JobId, (i64, Vec<String>)>,
+    /// Cluster licenses (`Licenses=`): how many of each, and how many running jobs hold.
+    /// As in Slurm 22.05 they are checked when a job would start; the planner does not
+    /// reserve them (Slurm's `bf_licenses` came later).
+    licenses: BTreeMap<String, u32>,
+    licenses_used: BTreeMap<String, u32>,
+    job_licenses: HashMap<JobId, Vec<(String, u32)>>,
 }
 
 /// What a dependency's target is doing, over all its jobs when it is an array.
@@ -410,7 +423,12 @@ impl Core {
                 }
             }
             Event::Configure(cfg) => self.config = cfg,
-            Event::Running { job, alloc, array, since, limit } => {
+            Event::LicensesDefined(l) => {
+                self.licenses = l.into_iter().collect();
+                self.plan_dirty = true;
+            }
+            Event::Running { job, alloc, array, since, limit, licenses } => {
+                self.take_licenses(job, &licenses);
                 if let Some((j, _)) = self.pending.remove(&job) {
                     self.queue.remove(&(std::cmp::Reverse(j.priority), job));
                 }
@@ -424,6 +442,14 @@ impl Core {
                 }
             }
             Event::Ended { job, outcome } => {
+                if let Some(held) = self.job_licenses.remove(&job) {
+                    for (name, n) in held {
+                        if let Some(u) = self.licenses_used.get_mut(&name) {
+                            *u = u.saturating_sub(n);
+                        }
+                    }
+                    self.plan_dirty = true;
+                }
                 self.ends.remove(&job);
                 self.planned.remove(&job);
                 self.shown.remove(&job);
@@ -457,6 +483,30 @@ impl Core {
                 }
             }
         }
+    }
+
+    fn take_licenses(&mut self, job: JobId, licenses: &[(String, u32)]) {
+        if licenses.is_empty() {
+            return;
+        }
+        for (name, n) in licenses {
+            *self.licenses_used.entry(name.clone()).or_default() += n;
+        }
+        self.job_licenses.insert(job, licenses.to_vec());
+    }
+
+    /// Whether every license the job asks for is free now.
+    fn licenses_free(&self, job: &SchedJob) -> bool {
+        job.more().licenses.iter().all(|(name, n)| {
+            let total = self.licenses.get(name).copied().unwrap_or(0);
+            let used = self.licenses_used.get(name).copied().unwrap_or(0);
+            used + n <= total
+        })
+    }
+
+    /// Each license: (name, total, in use), by name.
+    pub fn licenses(&self) -> Vec<(String, u32, u32)> {
+        self.licenses.iter().map(|(n, t)| (n.clone(), *t, self.licenses_used.get(n).copied().unwrap_or(0))).collect()
     }
 
     fn take(&mut self, alloc: &Allocation) {
@@ -765,6 +815,7 @@ impl Core {
             // An array's remainder starts as many tasks as fit, one at a time.
             while let Ok((alloc, limit)) = result {
                 self.take(&alloc);
+                let licenses = self.pending.get(&id).map(|(j, _)| j.more().licenses.clone()).unwrap_or_default();
                 let end = now.saturating_add(limit.map_or(FAR, |l| l as i64));
                 for na in &alloc.nodes {
                     if let Some(&i) = self.node_idx.get(&na.node) {
@@ -789,6 +840,7 @@ impl Core {
                     self.queue.remove(&(std::cmp::Reverse(priority), id));
                     self.pending.remove(&id);
                 }
+                self.take_licenses(job_id, &licenses);
                 self.running.insert(job_id, alloc.clone());
                 self.started_at.insert(job_id, now);
                 self.ends.insert(job_id, end);
@@ -901,6 +953,9 @@ impl Core {
             if self.array_running.get(&a.array_id).copied().unwrap_or(0) >= a.throttle {
                 return Err(PendingReason::JobArrayTaskLimit);
             }
+        }
+        if !self.licenses_free(job) {
+            return Err(PendingReason::Licenses);
         }
         let fcfs = strict;
         let mut best_reason: Option<PendingReason> = None;

@@ -325,7 +325,7 @@ fn an_array_throttle_bounds_its_running_tasks() {
     r.handle(Event::Submitted(rest));
     for (job, task) in [(1001, 0), (1003, 2)] {
         let alloc = c.allocation(job).unwrap().clone();
-        r.handle(Event::Running { job, alloc, array: Some((1, task)), since: 0, limit: None });
+        r.handle(Event::Running { job, alloc, array: Some((1, task)), since: 0, limit: None, licenses: Vec::new() });
     }
     assert_eq!(reason(&r.schedule(2, &mut no_ids), 1), Some(PendingReason::JobArrayTaskLimit));
     r.handle(Event::Ended { job: 1001, outcome: Outcome::Failed });
@@ -698,4 +698,25 @@ proptest! {
             prop_assert_eq!(c.check_invariants(), Ok(()));
         }
     }
+}
+
+#[test]
+fn licenses_bound_how_many_jobs_run_and_others_pass_them() {
+    let mut c = cluster(2, 4, 1000);
+    c.handle(Event::LicensesDefined(vec![("matlab".into(), 2)]));
+    for i in 1..=3 {
+        let mut j = job(i);
+        j.more_mut().licenses = vec![("matlab".into(), 1)];
+        c.handle(Event::Submitted(j));
+    }
+    // A job without licenses is not held back by one that waits for them.
+    c.handle(Event::Submitted(job(4)));
+    let d = c.schedule(0, &mut no_ids);
+    assert_eq!(started(&d), [1, 2, 4]);
+    assert_eq!(reason(&d, 3), Some(PendingReason::Licenses));
+    assert_eq!(c.licenses(), [("matlab".to_string(), 2, 2)]);
+    c.handle(Event::Ended { job: 1, outcome: Outcome::Succeeded });
+    let d = c.schedule(1, &mut no_ids);
+    assert_eq!(started(&d), [3]);
+    assert_eq!(c.licenses(), [("matlab".to_string(), 2, 2)]);
 }

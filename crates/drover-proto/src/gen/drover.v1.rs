@@ -110,6 +110,9 @@ pub struct JobSpec {
     pub mem_per_gpu_mb: ::core::option::Option<u64>,
     #[prost(uint32, optional, tag = "48")]
     pub ntasks_per_gpu: ::core::option::Option<u32>,
+    /// -L/--licenses as given (`matlab:2,fluent`).
+    #[prost(string, optional, tag = "49")]
+    pub licenses: ::core::option::Option<::prost::alloc::string::String>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SubmitRequest {
@@ -553,6 +556,18 @@ pub struct StateReply {
     /// queue costs it no per-read conversion). Readers decode both `jobs` and `job_records`.
     #[prost(bytes = "bytes", repeated, tag = "8")]
     pub job_records: ::prost::alloc::vec::Vec<::prost::bytes::Bytes>,
+    /// Cluster licenses (with the config).
+    #[prost(message, repeated, tag = "9")]
+    pub licenses: ::prost::alloc::vec::Vec<LicenseInfo>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LicenseInfo {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "2")]
+    pub total: u32,
+    #[prost(uint32, tag = "3")]
+    pub used: u32,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct CancelRequest {
