@@ -205,9 +205,12 @@ proptest! {
     #[test]
     fn never_oversubscribes(ops in proptest::collection::vec((0u8..4, 1u32..4, 1u32..4, 0u64..600, any::<bool>()), 1..80)) {
         let mut c = cluster(3, 4, 1000);
+        // Two licenses: some jobs ask for one or both.
+        c.handle(Event::LicensesDefined(vec![("lic".into(), 2)]));
         let mut next = 1u32;
         let mut running: Vec<u32> = Vec::new();
         let mut task_ids = ids();
+        let mut lic_of: std::collections::HashMap<u32, u32> = Default::default();
         // Which array each running task belongs to, and each array's throttle.
         let mut array_of: std::collections::HashMap<u32, u32> = Default::default();
         let mut throttles: std::collections::HashMap<u32, u32> = Default::default();
@@ -225,6 +228,10 @@ proptest! {
                     j.ntasks = tasks;
                     j.mem_per_node_mb = if mem > 0 { Some(mem) } else { None };
                     j.exclusive = excl;
+                    if mem % 3 != 0 {
+                        j.more_mut().licenses = vec![("lic".into(), (mem % 3) as u32)];
+                        lic_of.insert(next, (mem % 3) as u32);
+                    }
                     c.handle(Event::Submitted(j));
                     next += 1;
                 }
@@ -249,6 +256,13 @@ proptest! {
                     }
                 }
             }
+            // Licenses held by running jobs (by what they asked for) never pass the total.
+            let held: u32 = running
+                .iter()
+                .map(|j| lic_of.get(j).or_else(|| array_of.get(j).and_then(|a| lic_of.get(a))).copied().unwrap_or(0))
+                .sum();
+            prop_assert!(held <= 2, "{} licenses of 2 held", held);
+            prop_assert_eq!(c.licenses(), vec![("lic".to_string(), 2, held)]);
             // No array runs more tasks than its %N allows.
             for (a, limit) in &throttles {
                 let n = running.iter().filter(|j| array_of.get(j) == Some(a)).count() as u32;
