@@ -416,6 +416,11 @@ async fn run_step(
     };
     let created = match client.create_step(v1::StepCreateRequest { spec: Some(spec.clone()), wait: false }).await {
         Ok(r) => Ok(r.into_inner()),
+        // The allocation's PrologSlurmctld still runs: wait for it without a word.
+        Err(s) if s.code() == tonic::Code::ResourceExhausted && s.message() == "Job is configuring" => client
+            .create_step(v1::StepCreateRequest { spec: Some(spec.clone()), wait: true })
+            .await
+            .map(|r| r.into_inner()),
         Err(s) if s.code() == tonic::Code::ResourceExhausted && !standalone => {
             eprintln!("srun: Job {job} step creation temporarily disabled, retrying (Requested nodes are busy)");
             let waited = tokio::select! {

@@ -73,8 +73,9 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
         log(&format!("dropped a torn journal tail of {} bytes (never acknowledged)", rec.truncated_bytes));
     }
     let view = Arc::new(ArcSwap::from_pointee(view::View::default()));
-    let owner = owner::Owner::recover(cfg.clone(), journal, rec, view.clone()).map_err(ControllerError::Recover)?;
+    let mut owner = owner::Owner::recover(cfg.clone(), journal, rec, view.clone()).map_err(ControllerError::Recover)?;
     let (tx, rx) = std::sync::mpsc::channel();
+    owner.set_self_tx(tx.clone());
     let owner_thread = std::thread::Builder::new()
         .name("state-owner".into())
         .spawn(move || owner.run(rx))

@@ -17,7 +17,7 @@ use drover_proto::Caller;
 use drover_sched::{
     Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, SchedArray, SchedJob, SchedMore, SubmitCheck,
 };
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -36,19 +36,106 @@ struct WaitingStep {
 }
 
 pub enum Msg {
-    Submit { spec: Box<JobSpec>, caller: Caller, test_only: bool, reply: Reply<v1::SubmitReply> },
-    Cancel { req: v1::CancelRequest, caller: Caller, reply: Reply<v1::CancelReply> },
-    JobControl { req: v1::JobControlRequest, caller: Caller, reply: Reply<v1::JobControlReply> },
-    UpdateNode { req: v1::UpdateNodeRequest, caller: Caller, reply: Reply<v1::Empty> },
-    Reconfigure { caller: Caller, reply: Reply<v1::Empty> },
-    Watch { job: JobId, tx: EventTx, reply: Reply<()> },
-    CreateStep { spec: Box<v1::StepSpec>, wait: bool, caller: Caller, reply: Reply<v1::StepCreateReply> },
-    CompleteJob { req: v1::CompleteRequest, caller: Caller, reply: Reply<v1::Empty> },
-    StepStat { req: v1::StepStatRequest, caller: Caller, reply: Reply<v1::StepStatReply> },
-    NodeRegister { reg: v1::Register, tx: NodeTx, session: u64 },
-    FromNode { node: String, session: u64, msg: node_to_controller::Msg },
-    NodeGone { node: String, session: u64 },
+    Submit {
+        spec: Box<JobSpec>,
+        caller: Caller,
+        test_only: bool,
+        reply: Reply<v1::SubmitReply>,
+    },
+    Cancel {
+        req: v1::CancelRequest,
+        caller: Caller,
+        reply: Reply<v1::CancelReply>,
+    },
+    JobControl {
+        req: v1::JobControlRequest,
+        caller: Caller,
+        reply: Reply<v1::JobControlReply>,
+    },
+    UpdateNode {
+        req: v1::UpdateNodeRequest,
+        caller: Caller,
+        reply: Reply<v1::Empty>,
+    },
+    Reconfigure {
+        caller: Caller,
+        reply: Reply<v1::Empty>,
+    },
+    Watch {
+        job: JobId,
+        tx: EventTx,
+        reply: Reply<()>,
+    },
+    CreateStep {
+        spec: Box<v1::StepSpec>,
+        wait: bool,
+        caller: Caller,
+        reply: Reply<v1::StepCreateReply>,
+    },
+    CompleteJob {
+        req: v1::CompleteRequest,
+        caller: Caller,
+        reply: Reply<v1::Empty>,
+    },
+    StepStat {
+        req: v1::StepStatRequest,
+        caller: Caller,
+        reply: Reply<v1::StepStatReply>,
+    },
+    /// A job's PrologSlurmctld finished: `Err` with its status and output.
+    CtldPrologDone {
+        job: JobId,
+        result: Result<(), String>,
+    },
+    NodeRegister {
+        reg: v1::Register,
+        tx: NodeTx,
+        session: u64,
+    },
+    FromNode {
+        node: String,
+        session: u64,
+        msg: node_to_controller::Msg,
+    },
+    NodeGone {
+        node: String,
+        session: u64,
+    },
     Shutdown,
+}
+
+/// Runs a controller script (PrologSlurmctld, EpilogSlurmctld) with exactly `env`, for at
+/// most five minutes; `Err` says how it failed and its first output line.
+fn run_ctld_script(prog: &str, env: &[(String, String)]) -> Result<(), String> {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(prog)
+        .env_clear()
+        .envs(env.iter().cloned())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .current_dir("/")
+        .spawn()
+        .map_err(|e| format!("{prog}: {e}"))?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        match child.try_wait().map_err(|e| e.to_string())? {
+            Some(status) if status.success() => return Ok(()),
+            Some(status) => {
+                let mut out = String::new();
+                if let Some(mut o) = child.stdout.take() {
+                    let _ = std::io::Read::read_to_string(&mut o, &mut out);
+                }
+                return Err(format!("{status}: {}", out.lines().next().unwrap_or_default()));
+            }
+            None if std::time::Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("{prog} timed out"));
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
 }
 
 pub fn now() -> i64 {
@@ -98,6 +185,10 @@ pub struct Owner {
     /// sstat requests in flight, and which of them each node request belongs to (with its
     /// step's name).
     stats: HashMap<u64, PendingStat>,
+    /// The owner's own channel (for PrologSlurmctld's end), and the jobs whose
+    /// PrologSlurmctld runs: nothing of them is launched until it succeeds.
+    self_tx: Option<std::sync::mpsc::Sender<Msg>>,
+    ctld_prolog: HashSet<JobId>,
     stat_parts: HashMap<u64, (u64, String)>,
     next_stat: u64,
     view: Arc<ArcSwap<View>>,
@@ -186,6 +277,8 @@ impl Owner {
             deadlines: BTreeSet::new(),
             purge_queue: BTreeSet::new(),
             stats: HashMap::new(),
+            self_tx: None,
+            ctld_prolog: HashSet::new(),
             stat_parts: HashMap::new(),
             next_stat: 1,
             view,
@@ -372,6 +465,7 @@ impl Owner {
             }
             Msg::CreateStep { spec, wait, caller, reply } => self.create_step(*spec, wait, caller, reply),
             Msg::StepStat { req, caller, reply } => self.step_stat(req, caller, reply),
+            Msg::CtldPrologDone { job, result } => self.ctld_prolog_done(job, result),
             Msg::CompleteJob { req, caller, reply } => {
                 let r = self.complete_job(req, caller);
                 self.reply(reply, r);
@@ -745,19 +839,109 @@ impl Owner {
         if let Some(d) = Self::deadline(&job) {
             self.deadlines.insert((d, id));
         }
-        self.send_launch(&job, None);
-        if self.cfg.prolog_flags.alloc && self.cfg.prolog.is_some() {
-            // PrologFlags=Alloc: every node runs the prolog now, tasks or not.
-            let info = crate::view::job_info(&job);
-            for n in alloc.node_names() {
-                let msg = controller_to_node::Msg::JobStart(v1::JobPhase { job: Some(info.clone()) });
-                self.outbox.push((n, msg));
+        match (&self.cfg.prolog_slurmctld, &self.self_tx) {
+            (Some(prog), Some(tx)) => {
+                // PrologSlurmctld first: the launch waits for it (see ctld_prolog_done).
+                self.ctld_prolog.insert(id);
+                let (prog, tx, env) = (prog.clone(), tx.clone(), self.ctld_script_env(&job, "prolog_slurmctld"));
+                std::thread::spawn(move || {
+                    let result = run_ctld_script(&prog, &env);
+                    let _ = tx.send(Msg::CtldPrologDone { job: id, result });
+                });
             }
+            _ => self.launch_started(&job),
         }
         for n in alloc.node_names() {
             self.refresh_node(&n);
         }
         self.notify(&job);
+    }
+
+    /// What a job that started sends its nodes: its launch, and (PrologFlags=Alloc) word to
+    /// run their prolog.
+    fn launch_started(&mut self, job: &Job) {
+        let Some(alloc) = job.status.alloc.as_deref().cloned() else { return };
+        self.send_launch(job, None);
+        if self.cfg.prolog_flags.alloc && self.cfg.prolog.is_some() {
+            // PrologFlags=Alloc: every node runs the prolog now, tasks or not.
+            let info = crate::view::job_info(job);
+            for n in alloc.node_names() {
+                let msg = controller_to_node::Msg::JobStart(v1::JobPhase { job: Some(info.clone()) });
+                self.outbox.push((n, msg));
+            }
+        }
+    }
+
+    pub fn set_self_tx(&mut self, tx: std::sync::mpsc::Sender<Msg>) {
+        self.self_tx = Some(tx);
+    }
+
+    /// Slurm's environment for PrologSlurmctld and EpilogSlurmctld.
+    fn ctld_script_env(&self, j: &Job, context: &str) -> Vec<(String, String)> {
+        let spec = j.spec.unpack();
+        let st = &j.status;
+        let nodes = st.alloc.as_ref().map(|a| Hostlist::from_iter(a.node_names()).ranged()).unwrap_or_default();
+        let code = if st.exit_status & 0x7f != 0 { 0 } else { (st.exit_status >> 8) & 0xff };
+        let mut env = vec![
+            ("SLURM_CLUSTER_NAME", self.cfg.cluster_name.clone()),
+            ("SLURM_CONF", self.cfg.path.clone()),
+            ("SLURM_JOBID", j.id.to_string()),
+            ("SLURM_JOB_ACCOUNT", spec.user.clone()),
+            ("SLURM_JOB_GID", spec.gid.to_string()),
+            ("SLURM_JOB_GROUP", spec.group.clone()),
+            ("SLURM_JOB_ID", j.id.to_string()),
+            ("SLURM_JOB_NAME", spec.name.clone()),
+            ("SLURM_JOB_NODELIST", nodes),
+            ("SLURM_JOB_PARTITION", st.partition.to_string()),
+            ("SLURM_JOB_RESTART_COUNT", st.restarts.to_string()),
+            ("SLURM_JOB_UID", spec.uid.to_string()),
+            ("SLURM_JOB_USER", spec.user.clone()),
+            ("SLURM_JOB_WORK_DIR", spec.work_dir.clone()),
+            ("SLURM_SCRIPT_CONTEXT", context.to_string()),
+            ("SLURM_UID", spec.uid.to_string()),
+        ];
+        if context == "epilog_slurmctld" {
+            env.push(("SLURM_JOB_DERIVED_EC", "0".into()));
+            env.push(("SLURM_JOB_EXIT_CODE", st.exit_status.to_string()));
+            env.push(("SLURM_JOB_EXIT_CODE2", format!("{code}:{}", st.exit_status & 0x7f)));
+        }
+        env.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    }
+
+    /// PrologSlurmctld ended: the job launches, or (failed) a batch job is requeued and an
+    /// interactive one cancelled, as Slurm does.
+    fn ctld_prolog_done(&mut self, id: JobId, result: Result<(), String>) {
+        if !self.ctld_prolog.remove(&id) {
+            return;
+        }
+        let Some(j) = self.durable.jobs.get(&id).cloned() else { return };
+        if j.status.state != JobState::Running {
+            return;
+        }
+        match result {
+            Ok(()) => {
+                self.launch_started(&j);
+                self.retry_waiting_steps(id);
+            }
+            Err(e) => {
+                eprintln!("drover controller: error: prolog_slurmctld job {id} failed: {e}");
+                let mut st = j.status.clone();
+                let how = if j.batch && j.spec.unpack().requeue != Some(false) {
+                    // Held, as after a node's prolog failure: a script that always fails must
+                    // not requeue the job in a loop.
+                    if !self.cfg.prolog_flags.nohold {
+                        st.hold = Some(HoldKind::LaunchFailed);
+                    }
+                    st.state_desc = "REQUEUE".into();
+                    "REQUEUE"
+                } else {
+                    st.state_desc = "PrologSlurmctld failed".into();
+                    "FAILED_LAUNCH"
+                };
+                st.nodes_running.clear();
+                self.finish(id, st, how, now());
+            }
+        }
     }
 
     /// The job's full request: script and environment read back from its submit record.
@@ -936,6 +1120,18 @@ impl Owner {
     fn finish(&mut self, id: JobId, mut st: JobStatus, how: &str, end: i64) {
         let requeue = st.state_desc == "REQUEUE" || how == "REQUEUE";
         self.end_steps_of(id, &st);
+        self.ctld_prolog.remove(&id);
+        if let (Some(prog), Some(j)) = (self.cfg.epilog_slurmctld.clone(), self.durable.jobs.get(&id)) {
+            // EpilogSlurmctld, off the owner's thread; its failure is logged.
+            let mut done = (**j).clone();
+            done.status = st.clone();
+            let env = self.ctld_script_env(&done, "epilog_slurmctld");
+            std::thread::spawn(move || {
+                if let Err(e) = run_ctld_script(&prog, &env) {
+                    eprintln!("drover controller: error: epilog_slurmctld job {id} failed: {e}");
+                }
+            });
+        }
         // Every node of the allocation runs its epilog (after a requeue too, as in Slurm).
         if let Some(j) = self.durable.jobs.get(&id) {
             let mut info = crate::view::job_info(j);
@@ -1134,6 +1330,10 @@ impl Owner {
             .ok_or_else(|| Status::not_found("Invalid job id specified"))?;
         if !self.can_modify(&j, caller) {
             return Err(Status::permission_denied("Access/permission denied"));
+        }
+        if self.ctld_prolog.contains(&spec.job_id) {
+            // Its PrologSlurmctld still runs: the step waits, as for busy resources.
+            return Err(Status::resource_exhausted("Job is configuring"));
         }
         match j.status.state {
             JobState::Running => {}

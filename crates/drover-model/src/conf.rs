@@ -134,6 +134,9 @@ pub struct Config {
     pub epilog: Option<String>,
     pub task_prolog: Option<String>,
     pub task_epilog: Option<String>,
+    /// Run by the controller as each job starts (before anything is launched) and ends.
+    pub prolog_slurmctld: Option<String>,
+    pub epilog_slurmctld: Option<String>,
     pub prolog_flags: PrologFlags,
     /// Run as root on each node every `HealthCheckInterval` seconds (0: never); failing,
     /// it drains the node with its output as the reason.
@@ -194,6 +197,8 @@ impl Default for Config {
             epilog: None,
             task_prolog: None,
             task_epilog: None,
+            prolog_slurmctld: None,
+            epilog_slurmctld: None,
             prolog_flags: PrologFlags::default(),
             health_check_program: None,
             health_check_interval: 0,
@@ -265,6 +270,8 @@ const SUPPORTED: &[&str] = &[
     "healthcheckprogram",
     "healthcheckinterval",
     "licenses",
+    "prologslurmctld",
+    "epilogslurmctld",
 ];
 
 const NODE_KEYS: &[&str] = &[
@@ -593,6 +600,8 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                     }
                 }
                 "prolog" => cfg.prolog = Some(v.clone()),
+                "prologslurmctld" => cfg.prolog_slurmctld = Some(v.clone()),
+                "epilogslurmctld" => cfg.epilog_slurmctld = Some(v.clone()),
                 "epilog" => cfg.epilog = Some(v.clone()),
                 "taskprolog" => cfg.task_prolog = Some(v.clone()),
                 "taskepilog" => cfg.task_epilog = Some(v.clone()),

@@ -160,3 +160,35 @@ fn a_failing_health_check_drains_its_node_with_its_output() {
     });
     assert_eq!(c.ok("sinfo", &["-h", "-n", "node2", "-o", "%t"]).trim(), "idle");
 }
+
+#[test]
+fn prolog_and_epilog_slurmctld_run_on_the_controller_around_the_job() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().display().to_string();
+    let prolog = script(
+        d.path(),
+        "pctld.sh",
+        &format!(
+            "sleep 0.3; env | sort > {out}/pctld-$SLURM_JOB_ID\n[ \"$SLURM_JOB_NAME\" = bad ] && exit 1\nexit 0\n"
+        ),
+    );
+    let epilog = script(d.path(), "ectld.sh", &format!("env | sort > {out}/ectld-$SLURM_JOB_ID\n"));
+    let c = cluster(format!("PrologSlurmctld={prolog}\nEpilogSlurmctld={epilog}\n"));
+    // The job starts only after the controller's prolog is done.
+    let id = c.submit(&["--wrap", &format!("test -f {out}/pctld-$SLURM_JOB_ID && echo after-prolog; exit 3")]);
+    c.wait_state(id, &["FAILED"], Duration::from_secs(20));
+    assert_eq!(read(&c.path().join(format!("slurm-{id}.out"))), "after-prolog\n");
+    let p = read(&d.path().join(format!("pctld-{id}")));
+    assert!(p.contains("SLURM_SCRIPT_CONTEXT=prolog_slurmctld\n") && p.contains("SLURM_JOB_NODELIST=node1\n"), "{p}");
+    c.wait_until("the epilog", Duration::from_secs(10), || d.path().join(format!("ectld-{id}")).exists());
+    let e = read(&d.path().join(format!("ectld-{id}")));
+    assert!(e.contains("SLURM_SCRIPT_CONTEXT=epilog_slurmctld\n") && e.contains("SLURM_JOB_EXIT_CODE2=3:0\n"), "{e}");
+    // srun inside waits for it too; a failing one sends a batch job back held.
+    let o = c.run("srun", &["-J", "ok", "bash", "-c", &format!("test -f {out}/pctld-$SLURM_JOB_ID && echo ok")]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "ok\n", "{:?}", String::from_utf8_lossy(&o.stderr));
+    let bad = c.submit(&["-J", "bad", "--wrap", "echo ran"]);
+    c.wait_until("held", Duration::from_secs(20), || {
+        c.ok("squeue", &["-h", "-j", &bad.to_string(), "-o", "%T %r"]).trim() == "PENDING launch failed requeued held"
+    });
+    assert_eq!(read(&c.path().join(format!("slurm-{bad}.out"))), "");
+}
