@@ -47,6 +47,8 @@ struct SrunArgs {
     pty: bool,
     #[arg(long = "multi-prog")]
     multi_prog: bool,
+    #[arg(long = "gpu-bind")]
+    gpu_bind: Option<String>,
     #[arg(short = 'X', long = "disable-status")]
     disable_status: bool,
     #[arg(long = "quit-on-interrupt")]
@@ -101,6 +103,10 @@ pub fn main(args: Vec<String>) -> i32 {
             eprintln!("srun: error: Invalid MPI type '{other}', --mpi=list for acceptable types");
             return 1;
         }
+    }
+    if let Some(Err(e)) = a.gpu_bind.as_deref().map(|b| drover_model::gres::gpu_bind(b, &[0], 0, 1)) {
+        eprintln!("srun: error: {e}");
+        return 255;
     }
     if let Some(Err(e)) = a.cpu_bind.as_deref().map(drover_model::cpubind::CpuBind::parse) {
         eprintln!("srun: error: {e}");
@@ -324,6 +330,7 @@ fn step_spec(a: &SrunArgs, standalone: bool) -> Result<v1::StepSpec, String> {
     s.srun_pid = std::process::id();
     // --cpu-bind, else SLURM_CPU_BIND as an input variable (`verbose` to see every binding).
     // Inside a step, SLURM_CPU_BIND describes that step's binding and is not an input.
+    s.gpu_bind = a.gpu_bind.clone().unwrap_or_default();
     s.cpu_bind = a
         .cpu_bind
         .clone()

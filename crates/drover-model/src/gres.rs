@@ -264,9 +264,70 @@ impl GresConf {
     }
 }
 
+/// `--gpu-bind=[verbose,]TYPE`: which of a node's step GPUs (`gpus`, node device indices in
+/// order) local task `local` of `tasks` sees, as positions in `gpus`; `None`: all of them.
+/// `closest` binds to all (Drover reads no GPU-CPU affinity); `single:N` gives N tasks each
+/// GPU; `per_task:N` N GPUs each task; `map_gpu:`/`mask_gpu:` name node device indices.
+pub fn gpu_bind(bind: &str, gpus: &[u32], local: usize, tasks: usize) -> Result<Option<Vec<usize>>, String> {
+    let bad = || format!("Invalid --gpu-bind argument: gpu:{bind}");
+    let kind = bind.strip_prefix("verbose,").unwrap_or(bind);
+    let (name, arg) = kind.split_once(':').unwrap_or((kind, ""));
+    if gpus.is_empty() {
+        return Ok(None);
+    }
+    let n = gpus.len();
+    let pos_of = |dev: u32| gpus.iter().position(|g| *g == dev);
+    let list = |a: &str| -> Result<Vec<String>, String> {
+        let v: Vec<String> = a.split(',').filter(|x| !x.is_empty()).map(String::from).collect();
+        if v.is_empty() {
+            Err(bad())
+        } else {
+            Ok(v)
+        }
+    };
+    let picks: Vec<usize> = match name {
+        "none" | "closest" | "" => return Ok(None),
+        "single" => {
+            let per: usize = arg.parse().ok().filter(|p| *p > 0).unwrap_or(1);
+            vec![(local / per) % n]
+        }
+        "per_task" => {
+            let per: usize = arg.parse().map_err(|_| bad())?;
+            (0..per.max(1)).map(|k| (local * per + k) % n).collect()
+        }
+        "map_gpu" => {
+            let l = list(arg)?;
+            let dev: u32 = l[local % l.len()].parse().map_err(|_| bad())?;
+            pos_of(dev).into_iter().collect()
+        }
+        "mask_gpu" => {
+            let l = list(arg)?;
+            let m = l[local % l.len()].trim_start_matches("0x");
+            let mask = u64::from_str_radix(m, 16).map_err(|_| bad())?;
+            (0..64u32).filter(|b| mask & (1 << b) != 0).filter_map(pos_of).collect()
+        }
+        _ => return Err(bad()),
+    };
+    let _ = tasks;
+    Ok(Some(picks))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpu_bind_picks_each_tasks_gpus() {
+        let gpus = [0, 1, 2, 3];
+        assert_eq!(gpu_bind("none", &gpus, 1, 4).unwrap(), None);
+        assert_eq!(gpu_bind("closest", &gpus, 1, 4).unwrap(), None);
+        assert_eq!(gpu_bind("single:1", &gpus, 2, 4).unwrap(), Some(vec![2]));
+        assert_eq!(gpu_bind("single:2", &gpus, 3, 4).unwrap(), Some(vec![1]));
+        assert_eq!(gpu_bind("per_task:2", &gpus, 1, 2).unwrap(), Some(vec![2, 3]));
+        assert_eq!(gpu_bind("verbose,map_gpu:3,2", &gpus, 1, 2).unwrap(), Some(vec![2]));
+        assert_eq!(gpu_bind("mask_gpu:0x3,0xc", &[2, 3], 1, 2).unwrap(), Some(vec![0, 1]));
+        assert_eq!(gpu_bind("foo", &gpus, 0, 1).unwrap_err(), "Invalid --gpu-bind argument: gpu:foo");
+    }
 
     #[test]
     fn node_gres_parses_slurm_forms() {

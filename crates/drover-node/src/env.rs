@@ -229,7 +229,14 @@ pub fn step_task_env(c: &EnvCtx<'_>, sl: &v1::StepLaunch, task: u32, local: u32)
     }
     // What the step daemon sets for each task.
     let mut set = |k: &str, v: String| set_in(&mut env, k, v);
-    set_gpus(&mut set, here.map(|n| gpu_indices(&n.gres)).unwrap_or_default(), "SLURM_STEP_GPUS", c.gpus_isolated);
+    let gpus = here.map(|n| gpu_indices(&n.gres)).unwrap_or_default();
+    set_gpus(&mut set, gpus.clone(), "SLURM_STEP_GPUS", c.gpus_isolated);
+    // --gpu-bind: the task sees its own of the step's GPUs.
+    if let Ok(Some(picks)) = drover_model::gres::gpu_bind(&spec.gpu_bind, &gpus, local as usize, l.task_ids.len()) {
+        let visible: Vec<u32> = picks.iter().map(|&p| if c.gpus_isolated { p as u32 } else { gpus[p] }).collect();
+        set("CUDA_VISIBLE_DEVICES", join(&visible));
+        set("GPU_DEVICE_ORDINAL", join(&visible));
+    }
     set("SLURMD_NODENAME", c.node.to_string());
     set("SLURM_CONF", l.conf_path.clone());
     set("SLURM_CPUS_ON_NODE", here.map_or(0, |n| n.cpu_ids.len()).to_string());

@@ -510,3 +510,24 @@ fn per_gpu_cpus_memory_and_tasks() {
         "sbatch: fatal: --mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.\n"
     );
 }
+
+#[test]
+fn gpu_bind_gives_each_task_its_gpus() {
+    let c = lab();
+    let run = |bind: &str| {
+        let o = c.run(
+            "srun",
+            &["-p", "gpu", "-N1", "-n2", "--gres=gpu:2", bind, "-l", "bash", "-c", "echo $CUDA_VISIBLE_DEVICES"],
+        );
+        let mut l: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(String::from).collect();
+        l.sort();
+        l.join("|")
+    };
+    assert_eq!(run("--gpu-bind=none"), "0: 0,1|1: 0,1");
+    assert_eq!(run("--gpu-bind=single:1"), "0: 0|1: 1");
+    assert_eq!(run("--gpu-bind=map_gpu:1,0"), "0: 1|1: 0");
+    assert_eq!(run("--gpu-bind=per_task:2"), "0: 0,1|1: 0,1");
+    let o = c.run("srun", &["--gpu-bind=foo", "true"]);
+    assert_eq!(o.status.code(), Some(255));
+    assert_eq!(String::from_utf8_lossy(&o.stderr), "srun: error: Invalid --gpu-bind argument: gpu:foo\n");
+}

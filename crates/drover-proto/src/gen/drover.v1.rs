@@ -328,6 +328,9 @@ pub struct StepSpec {
     /// is added to every task's arguments).
     #[prost(string, tag = "36")]
     pub multi_prog: ::prost::alloc::string::String,
+    /// --gpu-bind as given.
+    #[prost(string, tag = "37")]
+    pub gpu_bind: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct StepCreateRequest {
