@@ -110,6 +110,11 @@ impl Cgroups {
                     }
                     roots.push((c.to_string(), dir));
                 }
+                // CPU accounting where the host mounts it (usage for sstat); not required.
+                let acct = mount.join("cpuacct");
+                if acct.join("cpuacct.usage").exists() {
+                    roots.push(("cpuacct".to_string(), acct));
+                }
             }
         }
         // v2 devices are refused by an eBPF program: can this host load one?
@@ -322,6 +327,20 @@ impl Group {
             .lines()
             .find_map(|l| l.strip_prefix("oom_kill ").and_then(|v| v.trim().parse().ok()))
             .unwrap_or(0)
+    }
+
+    /// CPU time (seconds) of everything that ran in the step's group, where the hierarchy
+    /// counts it (v2 `cpu.stat`, v1 `cpuacct.usage`).
+    pub fn cpu_secs(&self) -> Option<f64> {
+        match self.version {
+            Version::V2 => read(&self.dir("unified")?.join("cpu.stat"))
+                .lines()
+                .find_map(|l| l.strip_prefix("usage_usec ").and_then(|v| v.trim().parse::<u64>().ok()))
+                .map(|us| us as f64 / 1e6),
+            Version::V1 => {
+                read(&self.dir("cpuacct")?.join("cpuacct.usage")).trim().parse::<u64>().ok().map(|ns| ns as f64 / 1e9)
+            }
+        }
     }
 
     /// Removes the step's groups, and the job's when no other step uses them any more.

@@ -1127,6 +1127,15 @@ impl Supervisor<'_> {
         for (task, now) in crate::usage::sample(&self.main) {
             crate::usage::fold(self.usage.entry(task).or_default(), &now);
         }
+        // With one task here, the step's cgroup counts its CPU time exactly, processes that
+        // left its tree or ended included. (Its memory peak counts page cache too, so RSS
+        // stays /proc's, as Slurm's jobacct_gather/linux reports it.)
+        if let (Some(g), [task]) = (&self.cgroup, self.launch.task_ids.as_slice()) {
+            if let Some(cpu) = g.cpu_secs() {
+                let u = self.usage.entry(*task).or_default();
+                u.cpu_secs = u.cpu_secs.max(cpu);
+            }
+        }
     }
 
     fn stat_reply(&self) -> v1::StatReply {

@@ -126,6 +126,27 @@ fn jobs_are_confined_to_their_cores_memory_and_gpus() {
     let o = c.run("srun", &["--mem=40", "python3", "-c", "x = bytearray(400 * 1024 * 1024)"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("srun: error: node1: task 0: Out Of Memory"), "{err}");
+    // CPU time from the step's cgroup: a burner that left the task's process tree still
+    // counts (where the hierarchy accounts CPU: v2, or v1 with cpuacct).
+    let v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    if v2 || std::path::Path::new("/sys/fs/cgroup/cpuacct/cpuacct.usage").exists() {
+        let burn = "python3 -c 'import time; t = time.time()\nwhile time.time() - t < 1.5: pass'";
+        let id = c.submit(&[
+            "-w",
+            "node1",
+            "--wrap",
+            &format!("srun -n1 bash -c '( {burn} & ); sleep 4'")
+                .replace("'import", "\"import")
+                .replace("pass'", "pass\""),
+        ]);
+        c.wait_until("the step", Duration::from_secs(20), || {
+            c.ok("squeue", &["-h", "-s", "-o", "%i"]).contains(&format!("{id}.0"))
+        });
+        std::thread::sleep(Duration::from_millis(2500));
+        let cpu = c.ok("sstat", &["-n", "-P", "-j", &format!("{id}.0"), "-o", "AveCPU"]);
+        assert!(cpu.trim() >= "00:00:01", "AveCPU {cpu:?}: the escaped burner was not counted");
+        c.ok("scancel", &[&id.to_string()]);
+    }
     if node.contains("devices are not isolated") {
         eprintln!("devices not checked: {node}");
     } else {
