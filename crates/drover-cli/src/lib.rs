@@ -16,6 +16,7 @@ pub mod jobopts;
 pub mod jobview;
 pub mod json;
 pub mod salloc;
+pub mod sattach;
 pub mod sbatch;
 pub mod scancel;
 pub mod scontrol;
@@ -28,7 +29,8 @@ pub mod steps;
 pub mod up;
 
 /// The commands this crate implements, by the name they are invoked under.
-pub const COMMANDS: &[&str] = &["sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat"];
+pub const COMMANDS: &[&str] =
+    &["sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat", "sattach"];
 
 /// Runs command `prog` with its arguments (without argv[0]); returns the exit status.
 pub fn run(prog: &str, args: Vec<String>) -> Option<i32> {
@@ -41,6 +43,7 @@ pub fn run(prog: &str, args: Vec<String>) -> Option<i32> {
         "scancel" => scancel::main(args),
         "scontrol" => scontrol::main(args),
         "sstat" => sstat::main(args),
+        "sattach" => sattach::main(args),
         _ => return None,
     })
 }

@@ -136,6 +136,7 @@ pub fn main(args: Vec<String>) -> i32 {
     let mode = OutputMode {
         label: a.label || env_flag("SLURM_LABELIO"),
         unbuffered: a.unbuffered || a.pty || env_flag("SLURM_UNBUFFEREDIO"),
+        ..Default::default()
     };
     let io = match IoServer::start(mode) {
         Ok(io) => io,

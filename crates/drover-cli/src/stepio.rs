@@ -47,6 +47,9 @@ pub struct IoServer {
 pub struct OutputMode {
     pub label: bool,
     pub unbuffered: bool,
+    /// Only this task's stdout (and stderr) is written (`sattach --output-filter`).
+    pub stdout_of: Option<u32>,
+    pub stderr_of: Option<u32>,
 }
 
 impl IoServer {
@@ -197,6 +200,10 @@ fn serve_node(
                 }
             }
             STDOUT | STDERR => {
+                let only = if f.kind == STDOUT { mode.stdout_of } else { mode.stderr_of };
+                if only.is_some_and(|t| t != f.task) {
+                    continue;
+                }
                 let buf = pending.entry((f.task, f.kind)).or_default();
                 buf.extend_from_slice(&f.data);
                 emit(buf, f.task, f.kind, mode.label, mode.unbuffered);

@@ -82,6 +82,11 @@ pub enum Msg {
         caller: Caller,
         reply: Reply<v1::StepStatReply>,
     },
+    AttachStep {
+        req: v1::AttachRequest,
+        caller: Caller,
+        reply: Reply<v1::StepCreateReply>,
+    },
     /// A job's PrologSlurmctld finished: `Err` with its status and output.
     CtldPrologDone {
         job: JobId,
@@ -466,6 +471,10 @@ impl Owner {
             Msg::CreateStep { spec, wait, caller, reply } => self.create_step(*spec, wait, caller, reply),
             Msg::StepStat { req, caller, reply } => self.step_stat(req, caller, reply),
             Msg::CtldPrologDone { job, result } => self.ctld_prolog_done(job, result),
+            Msg::AttachStep { req, caller, reply } => {
+                let r = self.attach_step(req, caller);
+                self.reply(reply, r);
+            }
             Msg::CompleteJob { req, caller, reply } => {
                 let r = self.complete_job(req, caller);
                 self.reply(reply, r);
@@ -1281,6 +1290,23 @@ impl Owner {
         } else {
             self.stats.insert(id, pending);
         }
+    }
+
+    /// sattach: every node running the step connects its I/O to `io_addr` too.
+    fn attach_step(&mut self, req: v1::AttachRequest, caller: Caller) -> Result<v1::StepCreateReply, Status> {
+        let j =
+            self.durable.jobs.get(&req.job_id).cloned().ok_or_else(|| Status::not_found("Invalid job id specified"))?;
+        if !self.can_modify(&j, caller) {
+            return Err(Status::permission_denied("Access/permission denied"));
+        }
+        let steps = j.running_steps();
+        let s =
+            steps.iter().find(|s| s.id == req.step_id).ok_or_else(|| Status::not_found("Invalid job id specified"))?;
+        // No address: only the step's layout is wanted (`sattach --layout`).
+        for n in s.nodes_running.iter().filter(|_| !req.io_addr.is_empty()) {
+            self.outbox.push((n.clone(), controller_to_node::Msg::Attach(req.clone())));
+        }
+        Ok(v1::StepCreateReply { step: Some(crate::view::step_info(&j, s)), job: Some(crate::view::job_info(&j)) })
     }
 
     fn stat_reply(&mut self, r: v1::StatReply) {

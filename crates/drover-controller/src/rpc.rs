@@ -129,6 +129,12 @@ impl Controller for Handlers {
         self.ask(|reply| Msg::StepStat { req, caller, reply }).await.map(Response::new)
     }
 
+    async fn attach_step(&self, req: Request<v1::AttachRequest>) -> Result<Response<v1::StepCreateReply>, Status> {
+        let caller = who(&req)?;
+        let req = req.into_inner();
+        self.ask(|reply| Msg::AttachStep { req, caller, reply }).await.map(Response::new)
+    }
+
     async fn complete_job(&self, req: Request<v1::CompleteRequest>) -> Result<Response<v1::Empty>, Status> {
         let caller = who(&req)?;
         let req = req.into_inner();

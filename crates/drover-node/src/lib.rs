@@ -407,6 +407,10 @@ impl Agent {
                     let _ = tx.send(v1::NodeToController { msg: Some(node_to_controller::Msg::Stat(reply)) });
                 });
             }
+            controller_to_node::Msg::Attach(a) => {
+                let dir = spool::step_dir(&self.spool, a.job_id, a.step_id);
+                Self::tell(&dir, &format!("attach {}", a.io_addr));
+            }
             controller_to_node::Msg::EndedAck(a) => {
                 let dir = spool::unit_dir(&self.spool, a.job_id, a.step_id);
                 if dir.join(spool::STATUS).exists() {

@@ -135,6 +135,9 @@ fn run(dir: &Path) -> Result<(), String> {
         io_in: Vec::new(),
         stdin: HashMap::new(),
         pty: None,
+        attached: Vec::new(),
+        history: std::collections::VecDeque::new(),
+        history_bytes: 0,
         how: String::new(),
         stderr_path: None,
         join: cgroup.as_ref().map(|g| g.procs_files()).unwrap_or_default(),
@@ -277,6 +280,12 @@ struct Supervisor<'a> {
     stdin: HashMap<u32, StdinSink>,
     /// The `--pty` terminal's master side, for window size changes.
     pty: Option<OwnedFd>,
+    /// sattach listeners: the tasks' output goes to them too, their input to the tasks.
+    attached: Vec<(std::net::TcpStream, Vec<u8>)>,
+    /// The step's latest output (up to HISTORY bytes), replayed to a new sattach listener as
+    /// slurmstepd replays its buffers.
+    history: std::collections::VecDeque<(u32, u8, Vec<u8>)>,
+    history_bytes: usize,
     how: String,
     stderr_path: Option<PathBuf>,
     /// The step's cgroup, and the `cgroup.procs` files each task writes itself into.
@@ -302,6 +311,9 @@ struct StdinSink {
 /// Beyond this much unread stdin for a task, srun's stream is not read until the task
 /// catches up (TCP then holds srun back).
 const STDIN_BACKLOG: usize = 1 << 20;
+
+/// How much of a step's latest output a new sattach listener is shown first.
+const HISTORY: usize = 64 << 10;
 
 /// How a task's standard stream is connected.
 enum Stream {
@@ -942,9 +954,15 @@ impl Supervisor<'_> {
                         "Detected {ooms} oom_kill event{s} in StepId={id}. Some of the step tasks have been OOM Killed."
                     ));
                 }
+                let mut tasks: Vec<(u32, i32)> = self.statuses.iter().map(|(t, s)| (*t, *s)).collect();
+                tasks.sort();
+                for (c, _) in self.attached.iter_mut() {
+                    for (t, s) in &tasks {
+                        let _ = drover_proto::io::write_frame(c, drover_proto::io::EXIT, *t, &s.to_be_bytes());
+                    }
+                }
                 if let Some(io) = self.io.as_mut() {
-                    let mut tasks: Vec<(&u32, &i32)> = self.statuses.iter().collect();
-                    tasks.sort();
+                    let tasks: Vec<(&u32, &i32)> = tasks.iter().map(|(t, s)| (t, s)).collect();
                     for (t, s) in tasks {
                         // A task the OOM killer ended is told as such (`Out Of Memory`).
                         if ooms > 0 && *s & 0x7f == Signal::SIGKILL as i32 {
@@ -1016,6 +1034,11 @@ impl Supervisor<'_> {
             if let Some(io) = self.io.as_ref().filter(|_| listen_io) {
                 fds.push(PollFd::new(io.as_fd(), PollFlags::POLLIN));
             }
+            let att_at = fds.len();
+            let n_att = if backlog { 0 } else { self.attached.len() };
+            for (c, _) in self.attached.iter().take(n_att) {
+                fds.push(PollFd::new(c.as_fd(), PollFlags::POLLIN));
+            }
             let sinks: Vec<u32> = self.stdin.iter().filter(|(_, s)| !s.pending.is_empty()).map(|(t, _)| *t).collect();
             let sinks_at = fds.len();
             for t in &sinks {
@@ -1027,6 +1050,11 @@ impl Supervisor<'_> {
             drop(fds);
             if listen_io && ready[io_at] {
                 self.read_srun();
+            }
+            for k in (0..n_att).rev() {
+                if ready[att_at + k] {
+                    self.read_attached(k);
+                }
             }
             for (k, t) in sinks.iter().enumerate() {
                 if ready[sinks_at + k] {
@@ -1042,6 +1070,22 @@ impl Supervisor<'_> {
                     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
                     let mut line = String::new();
                     let _ = s.read_to_string(&mut line);
+                    if let Some(addr) = line.trim().strip_prefix("attach ") {
+                        // sattach: one more listener for the tasks' I/O, from now on.
+                        if let Ok(mut c) = std::net::TcpStream::connect(addr) {
+                            let _ = c.set_nodelay(true);
+                            let _ =
+                                drover_proto::io::write_frame(&mut c, drover_proto::io::HELLO, 0, self.node.as_bytes());
+                            let replay = self
+                                .history
+                                .iter()
+                                .all(|(t, k, d)| drover_proto::io::write_frame(&mut c, *k, *t, d).is_ok());
+                            if replay {
+                                self.attached.push((c, Vec::new()));
+                            }
+                        }
+                        continue;
+                    }
                     if line.trim() == "stat" {
                         // sstat: what the tasks use now, answered on the same connection.
                         self.sample_usage();
@@ -1106,6 +1150,19 @@ impl Supervisor<'_> {
                         self.outputs.remove(fd);
                     }
                     Ok(n) => {
+                        // sattach listeners that went away are dropped.
+                        self.attached
+                            .retain_mut(|(c, _)| drover_proto::io::write_frame(c, kind, task, &buf[..n]).is_ok());
+                        if self.step.is_some() {
+                            self.history.push_back((task, kind, buf[..n].to_vec()));
+                            self.history_bytes += n;
+                            while self.history_bytes > HISTORY {
+                                match self.history.pop_front() {
+                                    Some((_, _, d)) => self.history_bytes -= d.len(),
+                                    None => break,
+                                }
+                            }
+                        }
                         if let Some(io) = self.io.as_mut() {
                             if drover_proto::io::write_frame(io, kind, task, &buf[..n]).is_err() {
                                 // srun is gone: the step goes with it.
@@ -1199,6 +1256,31 @@ impl Supervisor<'_> {
                     }
                 }
                 _ => {}
+            }
+        }
+    }
+
+    /// Input from a sattach listener: its stdin for the tasks (its end of input leaves theirs
+    /// open: srun's is the one that closes it); its end detaches it.
+    fn read_attached(&mut self, k: usize) {
+        let mut buf = [0u8; 65536];
+        let fd = self.attached[k].0.as_raw_fd();
+        match nix::sys::socket::recv(fd, &mut buf, nix::sys::socket::MsgFlags::MSG_DONTWAIT) {
+            Ok(0) => {
+                self.attached.remove(k);
+                return;
+            }
+            Ok(n) => self.attached[k].1.extend_from_slice(&buf[..n]),
+            Err(_) => return,
+        }
+        let Ok(frames) = drover_proto::io::split_frames(&mut self.attached[k].1) else {
+            self.attached.remove(k);
+            return;
+        };
+        for f in frames.into_iter().filter(|f| f.kind == drover_proto::io::STDIN && !f.data.is_empty()) {
+            if let Some(sink) = self.stdin.get_mut(&f.task) {
+                sink.pending.extend_from_slice(&f.data);
+                self.feed_stdin(f.task);
             }
         }
     }

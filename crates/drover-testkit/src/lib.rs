@@ -89,7 +89,7 @@ impl Cluster {
         let bin = dir.path().join("bin");
         std::fs::create_dir_all(&bin).expect("bin dir");
         std::fs::create_dir_all(dir.path().join("log")).expect("log dir");
-        for c in ["sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat", "drover"] {
+        for c in ["sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat", "sattach", "drover"] {
             std::os::unix::fs::symlink(exe, bin.join(c)).expect("command link");
         }
         let node_names: Vec<String> = (1..=o.nodes).map(|i| format!("node{i}")).collect();

@@ -314,3 +314,38 @@ fn mpi_none_runs_and_a_pmi_plugin_drover_lacks_is_refused_as_slurm_refuses_it() 
     assert!(err.starts_with("srun: error: Couldn't find the specified plugin name for mpi/pmi2 looking at all files\n"));
     assert!(err.ends_with("srun: error: Invalid MPI type 'pmi2', --mpi=list for acceptable types\n"), "{err}");
 }
+
+#[test]
+fn sattach_shows_a_running_steps_output_from_its_latest_and_until_it_ends() {
+    let c = cluster();
+    let id = c.submit(&[
+        "-N2",
+        "-n2",
+        "--wrap",
+        "srun -l bash -c 'for i in 1 2 3 4 5 6 7 8; do echo tick $i; sleep 0.3; done' > /dev/null",
+    ]);
+    c.wait_until("the step", Duration::from_secs(20), || {
+        c.ok("squeue", &["-h", "-s", "-o", "%i"]).contains(&format!("{id}.0"))
+    });
+    std::thread::sleep(Duration::from_millis(800));
+    let layout = c.ok("sattach", &["--layout", &format!("{id}.0")]);
+    assert_eq!(
+        layout,
+        "Job step layout:\n\t2 tasks, 2 nodes (node[1-2])\n\n\tNode 0 (node1), 1 task(s): 0 \n\tNode 1 (node2), 1 task(s): 1 \n"
+    );
+    let o = c.run("sattach", &["-l", &format!("{id}.0")]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let mut lines: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(String::from).collect();
+    lines.sort();
+    let want: Vec<String> = (1..=8)
+        .flat_map(|i| [format!("0: tick {i}"), format!("1: tick {i}")])
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(lines, want, "from the first tick (replayed) to the last");
+    let o = c.run("sattach", &["99999.0"]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "sattach: error: Could not get job step info: Invalid job id specified\n"
+    );
+}

@@ -703,6 +703,16 @@ pub struct TaskUsage {
     #[prost(uint32, repeated, tag = "9")]
     pub pids: ::prost::alloc::vec::Vec<u32>,
 }
+/// sattach: the step, and where its supervisors stream its tasks' output (as to srun).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AttachRequest {
+    #[prost(uint32, tag = "1")]
+    pub job_id: u32,
+    #[prost(uint32, tag = "2")]
+    pub step_id: u32,
+    #[prost(string, tag = "3")]
+    pub io_addr: ::prost::alloc::string::String,
+}
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct StepStatRequest {
     #[prost(uint32, tag = "1")]
@@ -937,7 +947,7 @@ pub struct Ack {
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ControllerToNode {
-    #[prost(oneof = "controller_to_node::Msg", tags = "1, 2, 3, 4, 5, 6")]
+    #[prost(oneof = "controller_to_node::Msg", tags = "1, 2, 3, 4, 5, 6, 7")]
     pub msg: ::core::option::Option<controller_to_node::Msg>,
 }
 /// Nested message and enum types in `ControllerToNode`.
@@ -956,6 +966,8 @@ pub mod controller_to_node {
         JobDone(super::JobPhase),
         #[prost(message, tag = "6")]
         Stat(super::StatRequest),
+        #[prost(message, tag = "7")]
+        Attach(super::AttachRequest),
     }
 }
 /// Generated client implementations.
@@ -1317,6 +1329,31 @@ pub mod controller_client {
                 .insert(GrpcMethod::new("drover.v1.Controller", "StepStat"));
             self.inner.unary(req, path, codec).await
         }
+        /// Connects a running step's I/O to one more listener (sattach); answers the step.
+        pub async fn attach_step(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AttachRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::StepCreateReply>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/drover.v1.Controller/AttachStep",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("drover.v1.Controller", "AttachStep"));
+            self.inner.unary(req, path, codec).await
+        }
         pub async fn shutdown(
             &mut self,
             request: impl tonic::IntoRequest<super::Empty>,
@@ -1418,6 +1455,11 @@ pub mod controller_server {
             &self,
             request: tonic::Request<super::StepStatRequest>,
         ) -> std::result::Result<tonic::Response<super::StepStatReply>, tonic::Status>;
+        /// Connects a running step's I/O to one more listener (sattach); answers the step.
+        async fn attach_step(
+            &self,
+            request: tonic::Request<super::AttachRequest>,
+        ) -> std::result::Result<tonic::Response<super::StepCreateReply>, tonic::Status>;
         async fn shutdown(
             &self,
             request: tonic::Request<super::Empty>,
@@ -2016,6 +2058,49 @@ pub mod controller_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = StepStatSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/drover.v1.Controller/AttachStep" => {
+                    #[allow(non_camel_case_types)]
+                    struct AttachStepSvc<T: Controller>(pub Arc<T>);
+                    impl<T: Controller> tonic::server::UnaryService<super::AttachRequest>
+                    for AttachStepSvc<T> {
+                        type Response = super::StepCreateReply;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AttachRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Controller>::attach_step(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = AttachStepSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
