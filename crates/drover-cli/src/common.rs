@@ -75,6 +75,14 @@ pub async fn connect(cfg: &Config) -> Result<Client, String> {
     Ok(ControllerClient::new(ch).max_decoding_message_size(512 << 20).max_encoding_message_size(64 << 20))
 }
 
+/// Connects for command `prog`; failing, says so in Slurm's words and gives the exit code.
+pub async fn connect_or_exit(cfg: &Config, prog: &str) -> Result<Client, i32> {
+    connect(cfg).await.map_err(|e| {
+        eprintln!("{prog}: error: {e}");
+        1
+    })
+}
+
 /// Connects, waiting out a controller restart (up to `MessageTimeout`-like 60 s), as srun
 /// and salloc do: a job script's `srun` must not fail because the controller restarts.
 pub async fn connect_patiently(cfg: &Config, prog: &str) -> Result<Client, String> {

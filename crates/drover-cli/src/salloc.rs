@@ -72,12 +72,9 @@ pub fn main(args: Vec<String>) -> i32 {
     };
     let request = spec.clone();
     common::runtime().block_on(async move {
-        let mut client = match common::connect(&cfg).await {
+        let mut client = match common::connect_or_exit(&cfg, "salloc").await {
             Ok(c) => c,
-            Err(e) => {
-                eprintln!("salloc: error: {e}");
-                return 1;
-            }
+            Err(code) => return code,
         };
         let (id, job) = match allocate(&mut client, &spec, "salloc").await {
             Ok(a) => a,

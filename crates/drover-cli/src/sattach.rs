@@ -82,12 +82,9 @@ pub fn main(args: Vec<String>) -> i32 {
         }
     };
     common::runtime().block_on(async move {
-        let mut client = match common::connect(&cfg).await {
+        let mut client = match common::connect_or_exit(&cfg, "sattach").await {
             Ok(c) => c,
-            Err(e) => {
-                eprintln!("sattach: error: {e}");
-                return 1;
-            }
+            Err(code) => return code,
         };
         let req =
             v1::AttachRequest { job_id, step_id, io_addr: io.as_ref().map(|i| i.addr.clone()).unwrap_or_default() };

@@ -425,12 +425,9 @@ pub fn main(args: Vec<String>) -> i32 {
         }
     }
     common::runtime().block_on(async move {
-        let mut client = match common::connect(&cfg).await {
+        let mut client = match common::connect_or_exit(&cfg, "sstat").await {
             Ok(c) => c,
-            Err(e) => {
-                eprintln!("sstat: error: {e}");
-                return 1;
-            }
+            Err(code) => return code,
         };
         for j in &jobs {
             let (id, step) = j.split_once('.').map_or((j.as_str(), None), |(a, b)| (a, Some(b)));
