@@ -22,7 +22,6 @@ pub fn step_name(id: StepId) -> String {
     }
 }
 
-/// Parses the part after the dot of `12.0`, `12.batch`, `12.extern`.
 /// srun's `-i/-o/-e` given as `all` (or not given), `none` or a task id: does `task` take
 /// part in that stream?
 pub fn io_mode_includes(mode: &str, task: u32) -> bool {
@@ -33,6 +32,7 @@ pub fn io_mode_includes(mode: &str, task: u32) -> bool {
     }
 }
 
+/// Parses the part after the dot of `12.0`, `12.batch`, `12.extern`.
 pub fn parse_step(s: &str) -> Option<StepId> {
     match s {
         "batch" => Some(BATCH_STEP),
