@@ -333,9 +333,17 @@ impl Owner {
 
     fn load_config(&mut self) {
         let names: Vec<String> = self.cfg.nodes.iter().map(|n| n.name.clone()).collect();
+        // gres.conf beside slurm.conf: which CPUs are near each GPU (Cores=), for placement.
+        let gres_conf = std::path::Path::new(&self.cfg.path)
+            .parent()
+            .and_then(|d| std::fs::read_to_string(d.join("gres.conf")).ok())
+            .and_then(|t| drover_model::gres::GresConf::parse(&t).ok());
         for n in &self.cfg.nodes {
+            let near = gres_conf.as_ref().map(|gc| drover_model::gres::gpu_cpus(gc, n)).unwrap_or_default();
             self.core.handle(Event::NodeDefined(
-                NodeRes::new(&n.name, n.cpus, n.real_memory_mb, n.features.clone(), n.weight).with_gres(&n.gres_list),
+                NodeRes::new(&n.name, n.cpus, n.real_memory_mb, n.features.clone(), n.weight)
+                    .with_gres(&n.gres_list)
+                    .with_gpu_cpus(near),
             ));
             let admin = self.durable.nodes.entry(n.name.clone()).or_insert_with(|| NodeAdmin {
                 drain: n.state == "DRAIN",

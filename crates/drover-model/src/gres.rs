@@ -190,7 +190,7 @@ pub struct GresConfLine {
     /// Device files (`File=/dev/nvidia[0-3]` expanded).
     pub files: Vec<String>,
     pub count: Option<u64>,
-    /// `Cores=` as written (accepted; placement does not use core affinity yet).
+    /// `Cores=` as written: the cores near these devices (see [`gpu_cpus`]).
     pub cores: Option<String>,
 }
 
@@ -264,6 +264,44 @@ impl GresConf {
     }
 }
 
+/// Per GPU device index of `node` (numbered as its `Gres=` numbers them), the CPU ids near it
+/// from `gres.conf` `Cores=` (core ids; each core is `threads_per_core` CPUs); `None` where
+/// the file says nothing. Empty when no GPU line has `Cores=`.
+pub fn gpu_cpus(gc: &GresConf, node: &crate::conf::NodeConf) -> Vec<Option<Vec<u32>>> {
+    let lines: Vec<&GresConfLine> = gc.for_node(&node.name).into_iter().filter(|l| l.name == "gpu").collect();
+    if lines.iter().all(|l| l.cores.is_none()) {
+        return Vec::new();
+    }
+    let tpc = node.threads_per_core.max(1);
+    let cpus_of = |cores: &str| -> Option<Vec<u32>> {
+        let mut out = Vec::new();
+        for part in cores.split(',') {
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            let (a, b) = (a.trim().parse::<u32>().ok()?, b.trim().parse::<u32>().ok()?);
+            for core in a..=b {
+                out.extend(core * tpc..core * tpc + tpc);
+            }
+        }
+        Some(out)
+    };
+    let mut out = Vec::new();
+    for g in node.gres_list.iter().filter(|g| g.name == "gpu") {
+        // This type's lines, device by device (a line without File= stands for its Count).
+        let mut per_device: Vec<Option<Vec<u32>>> = Vec::new();
+        for l in lines.iter().filter(|l| l.kind.is_none() || l.kind == g.kind) {
+            let n = if l.files.is_empty() { l.count.unwrap_or(g.count) } else { l.files.len() as u64 };
+            let cpus = l.cores.as_deref().and_then(cpus_of);
+            per_device.extend(std::iter::repeat_n(cpus, n as usize));
+        }
+        per_device.resize(g.count.min(MAX_DEVICES) as usize, None);
+        out.extend(per_device);
+    }
+    out
+}
+
+/// Devices counted one by one (larger counts are plain counts, as in the scheduler).
+const MAX_DEVICES: u64 = 1024;
+
 /// `--gpu-bind=[verbose,]TYPE`: which of a node's step GPUs (`gpus`, node device indices in
 /// order) local task `local` of `tasks` sees, as positions in `gpus`; `None`: all of them.
 /// `closest` binds to all (Drover reads no GPU-CPU affinity); `single:N` gives N tasks each
@@ -315,6 +353,19 @@ pub fn gpu_bind(bind: &str, gpus: &[u32], local: usize, tasks: usize) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpu_cores_become_cpu_ids_per_device() {
+        let gc = GresConf::parse("NodeName=n1 Name=gpu File=/dev/nvidia[0-1] Cores=0-1\nNodeName=n1 Name=gpu File=/dev/nvidia[2-3] Cores=2-3\n").unwrap();
+        let cfg = crate::conf::parse_str(
+            "slurm.conf",
+            "GresTypes=gpu\nNodeName=n1 CPUs=8 Sockets=2 CoresPerSocket=2 ThreadsPerCore=2 Gres=gpu:4\nPartitionName=p Nodes=ALL\n",
+        )
+        .unwrap();
+        let v = gpu_cpus(&gc, &cfg.nodes[0]);
+        assert_eq!(v, [Some(vec![0, 1, 2, 3]), Some(vec![0, 1, 2, 3]), Some(vec![4, 5, 6, 7]), Some(vec![4, 5, 6, 7])]);
+        assert!(gpu_cpus(&GresConf::parse("Name=gpu File=/dev/null\n").unwrap(), &cfg.nodes[0]).is_empty());
+    }
 
     #[test]
     fn gpu_bind_picks_each_tasks_gpus() {

@@ -101,9 +101,6 @@ pub fn check(conf_path: &Path, node: &NodeConf, spool: &Path) -> Result<Vec<Stri
             .filter(|l| l.name == g.name && (l.kind.is_none() || l.kind == g.kind))
             .collect();
         let files: Vec<&String> = lines.iter().flat_map(|l| l.files.iter()).collect();
-        if lines.iter().any(|l| l.cores.is_some()) {
-            out.push(format!("gres/{}: Cores= is accepted; placement does not use GPU-core affinity yet", g.name));
-        }
         if files.is_empty() {
             continue;
         }

@@ -21,6 +21,8 @@ pub struct NodeRes {
     pub schedulable: bool,
     /// GPUs and other GRES, and what of them is held.
     pub gres: NodeGresState,
+    /// Per GPU device index: the CPUs near it (`gres.conf` `Cores=`), where known.
+    pub gpu_cpus: Vec<Option<Vec<u32>>>,
     used: Vec<bool>,
     used_mem: u64,
     jobs: u32,
@@ -36,6 +38,7 @@ impl NodeRes {
             weight,
             schedulable: false,
             gres: NodeGresState::default(),
+            gpu_cpus: Vec::new(),
             used: vec![false; cpus as usize],
             used_mem: 0,
             jobs: 0,
@@ -44,6 +47,11 @@ impl NodeRes {
     /// The node's GRES (`Gres=` of slurm.conf).
     pub fn with_gres(mut self, list: &[drover_model::gres::NodeGres]) -> Self {
         self.gres = NodeGresState::new(list);
+        self
+    }
+    /// The CPUs near each GPU device (`gres.conf` `Cores=`, as CPU ids).
+    pub fn with_gpu_cpus(mut self, cpus: Vec<Option<Vec<u32>>>) -> Self {
+        self.gpu_cpus = cpus;
         self
     }
     pub fn alloc_cpus(&self) -> u32 {
@@ -1344,30 +1352,47 @@ impl Core {
             .map(|&(i, t)| {
                 let n = &self.nodes[i];
                 let want = if job.exclusive { n.cpus } else { t * cpt };
-                let cpu_ids: Vec<u32> = n
-                    .used
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, u)| !**u)
-                    .map(|(k, _)| k as u32)
-                    .take(want as usize)
-                    .collect();
-                let mem_mb = match (job.mem_per_node_mb, job.mem_per_cpu_mb) {
-                    (Some(m), _) => m,
-                    (None, Some(m)) => m * cpu_ids.len() as u64,
-                    (None, None) => 0,
+                // GPUs first, those with the most free CPUs near them (gres.conf Cores=)
+                // first; then CPUs, those near the chosen GPUs first.
+                let near_free = |g: u32| -> i64 {
+                    let cpus = n.gpu_cpus.get(g as usize).and_then(|c| c.as_ref());
+                    -(cpus
+                        .map_or(0, |c| c.iter().filter(|&&k| !n.used.get(k as usize).copied().unwrap_or(true)).count())
+                        as i64)
                 };
-                // An exclusive job holds every GRES of its nodes, as in Slurm.
                 let gres = if job.exclusive {
                     n.gres.all()
                 } else {
                     let mut got: Vec<drover_model::gres::GresAlloc> = Vec::new();
                     for g in &job.more().gres {
                         // `place` checked there are enough: the pick cannot come up short.
-                        got.extend(n.gres.pick(g, g.for_tasks(t)).unwrap_or_default());
+                        let picked = if g.name == "gpu" && !n.gpu_cpus.is_empty() {
+                            n.gres.pick_by(g, g.for_tasks(t), near_free)
+                        } else {
+                            n.gres.pick(g, g.for_tasks(t))
+                        };
+                        got.extend(picked.unwrap_or_default());
                     }
                     got
                 };
+                let near: Vec<u32> = gres
+                    .iter()
+                    .filter(|g| g.name == "gpu")
+                    .flat_map(|g| g.indices.iter())
+                    .filter_map(|&d| n.gpu_cpus.get(d as usize).and_then(|c| c.clone()))
+                    .flatten()
+                    .collect();
+                let mut free: Vec<u32> =
+                    n.used.iter().enumerate().filter(|(_, u)| !**u).map(|(k, _)| k as u32).collect();
+                free.sort_by_key(|k| (!near.contains(k), *k));
+                let mut cpu_ids: Vec<u32> = free.into_iter().take(want as usize).collect();
+                cpu_ids.sort_unstable();
+                let mem_mb = match (job.mem_per_node_mb, job.mem_per_cpu_mb) {
+                    (Some(m), _) => m,
+                    (None, Some(m)) => m * cpu_ids.len() as u64,
+                    (None, None) => 0,
+                };
+                // (An exclusive job holds every GRES of its nodes, as in Slurm: see above.)
                 NodeAlloc { node: n.name.clone(), cpu_ids, mem_mb, tasks: t, gres }
             })
             .collect();

@@ -734,3 +734,37 @@ fn licenses_bound_how_many_jobs_run_and_others_pass_them() {
     assert_eq!(started(&d), [3]);
     assert_eq!(c.licenses(), [("matlab".to_string(), 2, 2)]);
 }
+
+#[test]
+fn gpus_and_cpus_are_placed_near_each_other() {
+    // One node: GPU 0 near CPUs 0-1, GPU 1 near CPUs 2-3 (gres.conf Cores=).
+    let mut c = Core::new();
+    let list = drover_model::gres::parse_node_gres("gpu:2").unwrap();
+    let near = vec![Some(vec![0, 1]), Some(vec![2, 3])];
+    c.handle(Event::NodeDefined(NodeRes::new("node1", 4, 1000, vec![], 1).with_gres(&list).with_gpu_cpus(near)));
+    c.handle(Event::NodeSchedulable { node: "node1".into(), schedulable: true });
+    c.handle(Event::PartitionDefined(PartitionRes::open("cpu", vec!["node1".into()])));
+    // A CPU job takes CPUs 0-1; a GPU job then gets GPU 1 and the CPUs beside it.
+    let mut cpu_job = job(1);
+    cpu_job.ntasks = 2;
+    c.handle(Event::Submitted(cpu_job));
+    let mut g = gpu_job(2, None, 1, 0);
+    g.ntasks = 2;
+    c.handle(Event::Submitted(g));
+    let d = c.schedule(0, &mut no_ids);
+    assert_eq!(gpus_of(&d, 2), [("node1".to_string(), vec![1])]);
+    let cpus: Vec<u32> = d
+        .iter()
+        .find_map(|d| match d {
+            Decision::Start { job: 2, alloc, .. } => Some(alloc.nodes[0].cpu_ids.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(cpus, [2, 3]);
+    // A GPU job on an empty node takes a GPU and its own CPUs.
+    c.handle(Event::Ended { job: 1, outcome: Outcome::Succeeded });
+    c.handle(Event::Submitted(gpu_job(3, None, 1, 0)));
+    let d = c.schedule(1, &mut no_ids);
+    assert_eq!(gpus_of(&d, 3), [("node1".to_string(), vec![0])]);
+    assert_eq!(c.check_invariants(), Ok(()));
+}

@@ -129,6 +129,7 @@ fn steps_share_a_batch_jobs_allocation_as_in_slurm() {
          srun -n1 sleep 3 &\n\
          until squeue -h -s -o %j | grep -qx sleep; do sleep 0.1; done\n\
          srun -n1 bash -c 'echo second $SLURM_STEP_ID $SLURM_STEP_NODELIST'\n\
+         until ! squeue -h -s -o %j | grep -qx bash; do sleep 0.1; done\n\
          squeue -h -s -o '%i %j %N'\n\
          wait\n\
          srun -n9 true\n\
