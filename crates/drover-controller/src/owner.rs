@@ -340,10 +340,12 @@ impl Owner {
             .and_then(|t| drover_model::gres::GresConf::parse(&t).ok());
         for n in &self.cfg.nodes {
             let near = gres_conf.as_ref().map(|gc| drover_model::gres::gpu_cpus(gc, n)).unwrap_or_default();
+            let links = gres_conf.as_ref().map(|gc| drover_model::gres::gpu_links(gc, n)).unwrap_or_default();
             self.core.handle(Event::NodeDefined(
                 NodeRes::new(&n.name, n.cpus, n.real_memory_mb, n.features.clone(), n.weight)
                     .with_gres(&n.gres_list)
-                    .with_gpu_cpus(near),
+                    .with_gpu_cpus(near)
+                    .with_gpu_links(links),
             ));
             let admin = self.durable.nodes.entry(n.name.clone()).or_insert_with(|| NodeAdmin {
                 drain: n.state == "DRAIN",

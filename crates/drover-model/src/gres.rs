@@ -192,6 +192,9 @@ pub struct GresConfLine {
     pub count: Option<u64>,
     /// `Cores=` as written: the cores near these devices (see [`gpu_cpus`]).
     pub cores: Option<String>,
+    /// `Links=`: per device index of the node, how many direct links this device has to it
+    /// (`-1` for itself; see [`gpu_links`]).
+    pub links: Option<String>,
 }
 
 /// `gres.conf`: `AutoDetect=`, and lines of `[NodeName=...] Name=... [Type=...] [File=...]
@@ -227,7 +230,8 @@ impl GresConf {
         for (n, line) in logical {
             let at = |e: String| format!("gres.conf:{n}: {e}");
             let mut nodes = None;
-            let (mut name, mut kind, mut files, mut count_v, mut cores) = (None, None, Vec::new(), None, None);
+            let (mut name, mut kind, mut files, mut count_v, mut cores, mut links) =
+                (None, None, Vec::new(), None, None, None);
             for word in line.split_whitespace() {
                 let (k, v) = word.split_once('=').ok_or_else(|| at(format!("expected Key=Value, found `{word}`")))?;
                 match k.to_ascii_lowercase().as_str() {
@@ -244,12 +248,13 @@ impl GresConf {
                         count_v = Some(count(v).ok_or_else(|| at(format!("Count: expected a number, found `{v}`")))?)
                     }
                     "cores" | "cpus" => cores = Some(v.to_string()),
-                    "links" | "flags" | "multiplefiles" => {}
+                    "links" => links = Some(v.to_string()),
+                    "flags" | "multiplefiles" => {}
                     _ => return Err(at(format!("unknown key `{k}`"))),
                 }
             }
             match name {
-                Some(name) => conf.lines.push(GresConfLine { nodes, name, kind, files, count: count_v, cores }),
+                Some(name) => conf.lines.push(GresConfLine { nodes, name, kind, files, count: count_v, cores, links }),
                 None if line.to_ascii_lowercase().contains("autodetect=")
                     && !line.to_ascii_lowercase().contains("name=") => {}
                 None => return Err(at("a line without Name=".into())),
@@ -264,18 +269,38 @@ impl GresConf {
     }
 }
 
-/// Per GPU device index of `node` (numbered as its `Gres=` numbers them), the CPU ids near it
-/// from `gres.conf` `Cores=` (core ids; each core is `threads_per_core` CPUs); `None` where
-/// the file says nothing. Empty when no GPU line has `Cores=`.
-pub fn gpu_cpus(gc: &GresConf, node: &crate::conf::NodeConf) -> Vec<Option<Vec<u32>>> {
+/// Something a node's gres.conf says of each of its GPUs, by device index (numbered as its
+/// `Gres=` numbers them); empty when no GPU line says it.
+fn per_gpu<T: Clone>(
+    gc: &GresConf,
+    node: &crate::conf::NodeConf,
+    of: impl Fn(&GresConfLine) -> Option<T>,
+) -> Vec<Option<T>> {
     let lines: Vec<&GresConfLine> = gc.for_node(&node.name).into_iter().filter(|l| l.name == "gpu").collect();
-    if lines.iter().all(|l| l.cores.is_none()) {
+    if lines.iter().all(|l| of(l).is_none()) {
         return Vec::new();
     }
+    let mut out = Vec::new();
+    for g in node.gres_list.iter().filter(|g| g.name == "gpu") {
+        // This type's lines, device by device (a line without File= stands for its Count).
+        let mut per_device: Vec<Option<T>> = Vec::new();
+        for l in lines.iter().filter(|l| l.kind.is_none() || l.kind == g.kind) {
+            let n = if l.files.is_empty() { l.count.unwrap_or(g.count) } else { l.files.len() as u64 };
+            per_device.extend(std::iter::repeat_n(of(l), n.min(MAX_DEVICES) as usize));
+        }
+        per_device.resize(g.count.min(MAX_DEVICES) as usize, None);
+        out.extend(per_device);
+    }
+    out
+}
+
+/// Per GPU device index of `node`, the CPU ids near it from `gres.conf` `Cores=` (core ids;
+/// each core is `threads_per_core` CPUs); `None` where the file says nothing.
+pub fn gpu_cpus(gc: &GresConf, node: &crate::conf::NodeConf) -> Vec<Option<Vec<u32>>> {
     let tpc = node.threads_per_core.max(1);
-    let cpus_of = |cores: &str| -> Option<Vec<u32>> {
+    per_gpu(gc, node, |l| {
         let mut out = Vec::new();
-        for part in cores.split(',') {
+        for part in l.cores.as_deref()?.split(',') {
             let (a, b) = part.split_once('-').unwrap_or((part, part));
             let (a, b) = (a.trim().parse::<u32>().ok()?, b.trim().parse::<u32>().ok()?);
             for core in a..=b {
@@ -283,20 +308,18 @@ pub fn gpu_cpus(gc: &GresConf, node: &crate::conf::NodeConf) -> Vec<Option<Vec<u
             }
         }
         Some(out)
-    };
-    let mut out = Vec::new();
-    for g in node.gres_list.iter().filter(|g| g.name == "gpu") {
-        // This type's lines, device by device (a line without File= stands for its Count).
-        let mut per_device: Vec<Option<Vec<u32>>> = Vec::new();
-        for l in lines.iter().filter(|l| l.kind.is_none() || l.kind == g.kind) {
-            let n = if l.files.is_empty() { l.count.unwrap_or(g.count) } else { l.files.len() as u64 };
-            let cpus = l.cores.as_deref().and_then(cpus_of);
-            per_device.extend(std::iter::repeat_n(cpus, n as usize));
-        }
-        per_device.resize(g.count.min(MAX_DEVICES) as usize, None);
-        out.extend(per_device);
-    }
-    out
+    })
+}
+
+/// Per GPU device index of `node`, its direct links to every device index (`Links=`; itself
+/// and unknown ones count 0).
+pub fn gpu_links(gc: &GresConf, node: &crate::conf::NodeConf) -> Vec<Vec<u32>> {
+    per_gpu(gc, node, |l| {
+        l.links.as_deref().map(|v| v.split(',').map(|x| x.trim().parse::<i64>().unwrap_or(0).max(0) as u32).collect())
+    })
+    .into_iter()
+    .map(Option::unwrap_or_default)
+    .collect()
 }
 
 /// Devices counted one by one (larger counts are plain counts, as in the scheduler).
@@ -365,6 +388,12 @@ mod tests {
         let v = gpu_cpus(&gc, &cfg.nodes[0]);
         assert_eq!(v, [Some(vec![0, 1, 2, 3]), Some(vec![0, 1, 2, 3]), Some(vec![4, 5, 6, 7]), Some(vec![4, 5, 6, 7])]);
         assert!(gpu_cpus(&GresConf::parse("Name=gpu File=/dev/null\n").unwrap(), &cfg.nodes[0]).is_empty());
+        let gc = GresConf::parse(
+            "Name=gpu File=/dev/nvidia0 Links=-1,2,0,0\nName=gpu File=/dev/nvidia1 Links=2,-1,0,0\n\
+             Name=gpu File=/dev/nvidia2 Links=0,0,-1,2\nName=gpu File=/dev/nvidia3 Links=0,0,2,-1\n",
+        )
+        .unwrap();
+        assert_eq!(gpu_links(&gc, &cfg.nodes[0])[2], [0, 0, 0, 2]);
     }
 
     #[test]

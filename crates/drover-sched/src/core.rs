@@ -21,8 +21,10 @@ pub struct NodeRes {
     pub schedulable: bool,
     /// GPUs and other GRES, and what of them is held.
     pub gres: NodeGresState,
-    /// Per GPU device index: the CPUs near it (`gres.conf` `Cores=`), where known.
+    /// Per GPU device index: the CPUs near it (`gres.conf` `Cores=`), where known, and its
+    /// direct links to each other device (`Links=`).
     pub gpu_cpus: Vec<Option<Vec<u32>>>,
+    pub gpu_links: Vec<Vec<u32>>,
     used: Vec<bool>,
     used_mem: u64,
     jobs: u32,
@@ -39,6 +41,7 @@ impl NodeRes {
             schedulable: false,
             gres: NodeGresState::default(),
             gpu_cpus: Vec::new(),
+            gpu_links: Vec::new(),
             used: vec![false; cpus as usize],
             used_mem: 0,
             jobs: 0,
@@ -52,6 +55,11 @@ impl NodeRes {
     /// The CPUs near each GPU device (`gres.conf` `Cores=`, as CPU ids).
     pub fn with_gpu_cpus(mut self, cpus: Vec<Option<Vec<u32>>>) -> Self {
         self.gpu_cpus = cpus;
+        self
+    }
+    /// Direct links between GPU devices (`gres.conf` `Links=`).
+    pub fn with_gpu_links(mut self, links: Vec<Vec<u32>>) -> Self {
+        self.gpu_links = links;
         self
     }
     pub fn alloc_cpus(&self) -> u32 {
@@ -1366,8 +1374,24 @@ impl Core {
                     let mut got: Vec<drover_model::gres::GresAlloc> = Vec::new();
                     for g in &job.more().gres {
                         // `place` checked there are enough: the pick cannot come up short.
-                        let picked = if g.name == "gpu" && !n.gpu_cpus.is_empty() {
-                            n.gres.pick_by(g, g.for_tasks(t), near_free)
+                        let picked = if g.name == "gpu" && (!n.gpu_cpus.is_empty() || !n.gpu_links.is_empty()) {
+                            // Greedy: the device nearest free CPUs first, then each next one
+                            // with the most links to those chosen.
+                            let links = |a: u32, b: u32| {
+                                n.gpu_links.get(a as usize).and_then(|l| l.get(b as usize)).copied().unwrap_or(0)
+                            };
+                            n.gres.pick_by(g, g.for_tasks(t), |mut free, k| {
+                                let mut chosen: Vec<u32> = Vec::new();
+                                while chosen.len() < k && !free.is_empty() {
+                                    let score = |d: u32| {
+                                        let l: u32 = chosen.iter().map(|&c| links(c, d)).sum();
+                                        (std::cmp::Reverse(l), near_free(d), d)
+                                    };
+                                    let best = (0..free.len()).min_by_key(|&i| score(free[i])).unwrap_or(0);
+                                    chosen.push(free.swap_remove(best));
+                                }
+                                chosen
+                            })
                         } else {
                             n.gres.pick(g, g.for_tasks(t))
                         };

@@ -127,12 +127,17 @@ impl NodeGresState {
 
     /// Concrete GRES for `n` units of `need` (lowest free indices first), if there are that many.
     pub fn pick(&self, need: &GresNeed, n: u64) -> Option<Vec<GresAlloc>> {
-        self.pick_by(need, n, |_| 0)
+        self.pick_by(need, n, |free, k| free.into_iter().take(k).collect())
     }
 
-    /// As [`Self::pick`], taking free devices in the order of `rank` (lower first; index
-    /// breaks ties): GPUs near the CPUs a job can get come first.
-    pub fn pick_by(&self, need: &GresNeed, n: u64, rank: impl Fn(u32) -> i64) -> Option<Vec<GresAlloc>> {
+    /// As [`Self::pick`], with `choose` taking `k` of a pool's free device indices
+    /// (ascending): GPUs near the job's CPUs, or linked to each other, first.
+    pub fn pick_by(
+        &self,
+        need: &GresNeed,
+        n: u64,
+        choose: impl Fn(Vec<u32>, usize) -> Vec<u32>,
+    ) -> Option<Vec<GresAlloc>> {
         let mut left = n;
         let mut out = Vec::new();
         for p in self.pools.iter().filter(|p| need.matches(p)) {
@@ -144,17 +149,16 @@ impl NodeGresState {
                 continue;
             }
             let indices: Vec<u32> = if p.indexed() {
-                let mut free: Vec<u32> = p
+                let free: Vec<u32> = p
                     .used_idx
                     .iter()
                     .enumerate()
                     .filter(|(_, u)| !**u || p.no_consume)
                     .map(|(k, _)| p.base + k as u32)
                     .collect();
-                free.sort_by_key(|&i| (rank(i), i));
-                free.truncate(take as usize);
-                free.sort_unstable();
-                free
+                let mut got = choose(free, take as usize);
+                got.sort_unstable();
+                got
             } else {
                 Vec::new()
             };

@@ -768,3 +768,20 @@ fn gpus_and_cpus_are_placed_near_each_other() {
     assert_eq!(gpus_of(&d, 3), [("node1".to_string(), vec![0])]);
     assert_eq!(c.check_invariants(), Ok(()));
 }
+
+#[test]
+fn a_multi_gpu_job_gets_linked_gpus() {
+    // Four GPUs linked in pairs 0-2 and 1-3 (gres.conf Links=).
+    let mut c = Core::new();
+    let list = drover_model::gres::parse_node_gres("gpu:4").unwrap();
+    let links = vec![vec![0, 0, 2, 0], vec![0, 0, 0, 2], vec![2, 0, 0, 0], vec![0, 2, 0, 0]];
+    c.handle(Event::NodeDefined(NodeRes::new("node1", 8, 1000, vec![], 1).with_gres(&list).with_gpu_links(links)));
+    c.handle(Event::NodeSchedulable { node: "node1".into(), schedulable: true });
+    c.handle(Event::PartitionDefined(PartitionRes::open("cpu", vec!["node1".into()])));
+    c.handle(Event::Submitted(gpu_job(1, None, 2, 0)));
+    c.handle(Event::Submitted(gpu_job(2, None, 2, 0)));
+    let d = c.schedule(0, &mut no_ids);
+    assert_eq!(gpus_of(&d, 1), [("node1".to_string(), vec![0, 2])]);
+    assert_eq!(gpus_of(&d, 2), [("node1".to_string(), vec![1, 3])]);
+    assert_eq!(c.check_invariants(), Ok(()));
+}

@@ -107,7 +107,8 @@ fn jobs_are_confined_to_their_cores_memory_and_gpus() {
     assert!(node.contains("Confinement=on: cgroup/v"), "{node}");
     // Cores: a one-CPU job sees one CPU.
     let id = c.submit(&["-w", "node1", "-c1", "--wrap", "grep Cpus_allowed_list /proc/self/status | cut -f2"]);
-    c.wait_state(id, &["COMPLETED"], Duration::from_secs(20));
+    let st = c.wait_state(id, &["COMPLETED", "FAILED"], Duration::from_secs(20));
+    assert_eq!(st, "COMPLETED", "{}\n{}", out(&c, id), c.logs());
     assert_eq!(out(&c, id).trim().split([',', '-']).count(), 1, "{}", out(&c, id));
     // Memory: past --mem, the out-of-memory killer ends it, and Slurm's words say so.
     let id = c.submit(&["--mem=40", "--wrap", "python3 -c 'x = bytearray(400 * 1024 * 1024)'; echo rc $?"]);
