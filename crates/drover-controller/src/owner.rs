@@ -881,13 +881,71 @@ impl Owner {
     fn launch_started(&mut self, job: &Job) {
         let Some(alloc) = job.status.alloc.as_deref().cloned() else { return };
         self.send_launch(job, None);
-        if self.cfg.prolog_flags.alloc && self.cfg.prolog.is_some() {
+        if self.cfg.prolog_flags.contain {
+            self.start_extern_step(job, &alloc);
+        }
+        // Contain implies Alloc, as in Slurm.
+        let at_alloc = self.cfg.prolog_flags.alloc || self.cfg.prolog_flags.contain;
+        if at_alloc && self.cfg.prolog.is_some() {
             // PrologFlags=Alloc: every node runs the prolog now, tasks or not.
             let info = crate::view::job_info(job);
             for n in alloc.node_names() {
                 let msg = controller_to_node::Msg::JobStart(v1::JobPhase { job: Some(info.clone()) });
                 self.outbox.push((n, msg));
             }
+        }
+    }
+
+    /// PrologFlags=Contain: the job's `extern` step on each of its nodes, a process that holds
+    /// the job's cgroup there for as long as the job runs (what processes started outside
+    /// srun join); it holds no CPUs and ends with the job.
+    fn start_extern_step(&mut self, job: &Job, alloc: &drover_model::alloc::Allocation) {
+        use drover_model::step::{StepLayout, StepNode, EXTERN_STEP};
+        let nodes: Vec<StepNode> = alloc
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, na)| StepNode {
+                node: na.node.clone(),
+                cpu_ids: Vec::new(),
+                mem_mb: 0,
+                task_ids: vec![i as u32],
+                gres: Vec::new(),
+            })
+            .collect();
+        let layout = StepLayout { nodes, distribution: Default::default(), overlap: true, own_gres: false };
+        let step = Step {
+            id: EXTERN_STEP,
+            name: "extern".into(),
+            nodes_running: layout.node_names(),
+            layout,
+            start_time: now(),
+            time_limit: None,
+            srun_host: String::new(),
+            srun_pid: 0,
+            exit_status: 0,
+            how: String::new(),
+            cancelled: false,
+        };
+        self.record(Record::StepSet { id: job.id, step: step.clone() });
+        let Some(j) = self.durable.jobs.get(&job.id).cloned() else { return };
+        let spec = v1::StepSpec {
+            job_id: job.id,
+            name: "extern".into(),
+            argv: vec!["sleep".into(), "100000000".into()],
+            work_dir: "/".into(),
+            input_mode: "none".into(),
+            output_mode: "none".into(),
+            error_mode: "none".into(),
+            overlap: true,
+            ..Default::default()
+        };
+        let info = crate::view::job_info(&j);
+        let sinfo = crate::view::step_info(&j, &step);
+        for (idx, sn) in step.layout.nodes.iter().enumerate() {
+            let sl = v1::StepLaunch { step: Some(sinfo.clone()), spec: Some(spec.clone()) };
+            let launch = self.launch_msg(&info, "", idx, sn.task_ids.clone(), Some(sl));
+            self.outbox.push((sn.node.clone(), controller_to_node::Msg::Launch(launch)));
         }
     }
 

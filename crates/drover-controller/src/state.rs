@@ -342,7 +342,10 @@ impl Durable {
             Record::StepSet { id, step } => {
                 if let Some(j) = self.jobs.get_mut(&id) {
                     let steps = Arc::make_mut(j).steps.get_or_insert_with(Default::default);
-                    steps.next_id = steps.next_id.max(step.id.saturating_add(1));
+                    // Reserved ids (extern, batch, interactive) do not move the numbering.
+                    if step.id < drover_model::step::INTERACTIVE_STEP {
+                        steps.next_id = steps.next_id.max(step.id.saturating_add(1));
+                    }
                     match steps.running.iter_mut().find(|s| s.id == step.id) {
                         Some(s) => *s = step,
                         None => steps.running.push(step),

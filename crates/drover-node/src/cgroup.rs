@@ -179,18 +179,22 @@ impl Cgroups {
             dir = dir.join(p);
             match std::fs::create_dir(&dir) {
                 Ok(()) => {
-                    if ctrl == "cpuset" {
-                        // A v1 cpuset is unusable until it has CPUs and memory nodes.
-                        for f in ["cpuset.cpus", "cpuset.mems"] {
-                            write(&dir.join(f), read(&parent.join(f)).trim())?;
-                        }
-                    }
                     if ctrl == "memory" && self.version == Version::V1 {
                         let _ = write(&dir.join("memory.use_hierarchy"), "1");
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+            }
+            if ctrl == "cpuset" {
+                // A v1 cpuset is unusable until it has CPUs and memory nodes. Another agent
+                // or supervisor may have made the directory a moment ago and not filled it
+                // yet: whoever finds it empty fills it.
+                for f in ["cpuset.cpus", "cpuset.mems"] {
+                    if read(&dir.join(f)).trim().is_empty() {
+                        write(&dir.join(f), read(&parent.join(f)).trim())?;
+                    }
+                }
             }
         }
         Ok(dir)

@@ -574,12 +574,16 @@ impl Supervisor<'_> {
         };
         // srun hears every task's exit status over this connection, and its output unless
         // that goes to files.
+        // (No srun: the extern step, whose streams go nowhere.)
         let addr = spec.io_addr.clone();
-        let mut io = std::net::TcpStream::connect(&addr).map_err(|e| format!("connecting to srun at {addr}: {e}"))?;
-        let _ = io.set_nodelay(true);
-        drover_proto::io::write_frame(&mut io, drover_proto::io::HELLO, 0, self.node.as_bytes())
-            .map_err(|e| e.to_string())?;
-        self.io = Some(io);
+        if !addr.is_empty() {
+            let mut io =
+                std::net::TcpStream::connect(&addr).map_err(|e| format!("connecting to srun at {addr}: {e}"))?;
+            let _ = io.set_nodelay(true);
+            drover_proto::io::write_frame(&mut io, drover_proto::io::HELLO, 0, self.node.as_bytes())
+                .map_err(|e| e.to_string())?;
+            self.io = Some(io);
+        }
         let out_path = |sv: &Self, t: u32| spec.stdout.as_deref().map(|p| sv.pattern(p, Some(t)));
         let err_path = |sv: &Self, t: u32| spec.stderr.as_deref().map(|p| sv.pattern(p, Some(t)));
         let in_path = |sv: &Self, t: u32| spec.stdin.as_deref().map(|p| sv.pattern(p, Some(t)));

@@ -192,3 +192,24 @@ fn prolog_and_epilog_slurmctld_run_on_the_controller_around_the_job() {
     });
     assert_eq!(read(&c.path().join(format!("slurm-{bad}.out"))), "");
 }
+
+#[test]
+fn prolog_flags_contain_runs_an_extern_step_for_the_jobs_life() {
+    let c = cluster("PrologFlags=Contain\n".into());
+    let id = c.submit(&[
+        "-N2",
+        "--wrap",
+        "srun -N1 -n1 bash -c 'echo step $SLURM_STEP_ID'; squeue -h -s -o '%i %j %N' | sort",
+    ]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
+    // The extern step on both nodes beside the batch step; srun's steps still count from 0.
+    assert_eq!(
+        read(&c.path().join(format!("slurm-{id}.out"))),
+        format!("step 0\n{id}.batch batch node1\n{id}.extern extern node[1-2]\n")
+    );
+    assert!(c.ok("scontrol", &["show", "job", &id.to_string()]).contains("JobState=COMPLETED"));
+    // Its processes end with the job.
+    c.wait_until("the extern step gone", Duration::from_secs(10), || {
+        drover_testkit::processes_with("sleep 100000000").is_empty()
+    });
+}
