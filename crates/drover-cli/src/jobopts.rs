@@ -89,6 +89,10 @@ pub struct JobArgs {
     pub ntasks_per_gpu: Option<String>,
     #[arg(short = 'L', long = "licenses")]
     pub licenses: Option<String>,
+    #[arg(long = "gpus-per-socket")]
+    pub gpus_per_socket: Option<String>,
+    #[arg(long = "sockets-per-node")]
+    pub sockets_per_node: Option<String>,
     #[arg(long = "contiguous")]
     pub contiguous: bool,
     #[arg(long = "nice", num_args = 0..=1, default_missing_value = "100", require_equals = true)]
@@ -396,6 +400,9 @@ impl JobArgs {
         spec.gpus = self.gpus.as_deref().map(drover_model::gres::parse_gpus).transpose().map_err(bad_gres)?;
         spec.gpus_per_task =
             self.gpus_per_task.as_deref().map(drover_model::gres::parse_gpus).transpose().map_err(bad_gres)?;
+        spec.gpus_per_socket =
+            self.gpus_per_socket.as_deref().map(drover_model::gres::parse_gpus).transpose().map_err(bad_gres)?;
+        spec.sockets_per_node = self.sockets_per_node.as_deref().map(|c| num(c, "sockets-per-node")).transpose()?;
         spec.cpus_per_gpu = self.cpus_per_gpu.as_deref().map(|c| num(c, "cpus-per-gpu")).transpose()?;
         spec.mem_per_gpu_mb = self
             .mem_per_gpu

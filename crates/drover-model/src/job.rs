@@ -246,6 +246,10 @@ pub struct JobSpec {
     pub ntasks_per_gpu: Option<u32>,
     /// `-L/--licenses` as given (`matlab:2,fluent`; see [`parse_licenses`]).
     pub licenses: Option<String>,
+    /// `--gpus-per-socket` with `--sockets-per-node`: that many GPUs on each of that many
+    /// sockets of every node (scheduled as their product per node, placed near their CPUs).
+    pub gpus_per_socket: Option<crate::gres::GresReq>,
+    pub sockets_per_node: Option<u32>,
 }
 
 /// Licenses as `-L` and `Licenses=` write them: `name[:count]` (or `name*count`), comma
@@ -272,6 +276,17 @@ impl JobSpec {
     /// per node (`--gres`, `--gpus-per-node`) or for the job (`--gpus`, spread evenly over
     /// its minimum node count, as it is scheduled).
     pub fn resolve_per_gpu(&mut self) -> Result<(), String> {
+        if let Some(g) = &self.gpus_per_socket {
+            let sockets =
+                self.sockets_per_node.ok_or("--gpus-per-socket option requires --sockets-per-node specification")?;
+            if self.gpus_per_node.is_none() {
+                self.gpus_per_node = Some(crate::gres::GresReq {
+                    name: g.name.clone(),
+                    kind: g.kind.clone(),
+                    count: g.count * u64::from(sockets.max(1)),
+                });
+            }
+        }
         if self.cpus_per_gpu.is_none() && self.mem_per_gpu_mb.is_none() && self.ntasks_per_gpu.is_none() {
             return Ok(());
         }
@@ -485,6 +500,15 @@ mod tests {
         let mut s = JobSpec { ntasks: Some(5), ntasks_per_gpu: Some(2), ..Default::default() };
         s.resolve_per_gpu().unwrap();
         assert_eq!(s.gpus.map(|g| g.count), Some(3));
+        // Per socket: the product per node, and Slurm's refusal without a socket count.
+        let mut s = JobSpec { gpus_per_socket: Some(g("2")), sockets_per_node: Some(2), ..Default::default() };
+        s.resolve_per_gpu().unwrap();
+        assert_eq!(s.gpus_per_node.map(|g| g.count), Some(4));
+        let mut s = JobSpec { gpus_per_socket: Some(g("2")), ..Default::default() };
+        assert_eq!(
+            s.resolve_per_gpu().unwrap_err(),
+            "--gpus-per-socket option requires --sockets-per-node specification"
+        );
         // Per-GPU amounts without GPUs.
         let mut s = JobSpec { cpus_per_gpu: Some(2), ..Default::default() };
         assert_eq!(s.resolve_per_gpu().unwrap_err(), "Invalid generic resource (gres) specification");

@@ -114,6 +114,7 @@ fn add_job_vars(c: &EnvCtx<'_>, env: &mut Vec<(String, String)>) {
         ("SLURM_GPUS", &spec.gpus),
         ("SLURM_GPUS_PER_NODE", &spec.gpus_per_node),
         ("SLURM_GPUS_PER_TASK", &spec.gpus_per_task),
+        ("SLURM_GPUS_PER_SOCKET", &spec.gpus_per_socket),
     ] {
         if let Some(g) = g {
             set(k, gpu_request_text(g));

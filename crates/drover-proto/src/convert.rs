@@ -57,6 +57,8 @@ pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
         mem_per_gpu_mb: s.mem_per_gpu_mb,
         ntasks_per_gpu: s.ntasks_per_gpu,
         licenses: s.licenses.clone(),
+        gpus_per_socket: s.gpus_per_socket.as_ref().map(|g| g.text()),
+        sockets_per_node: s.sockets_per_node,
     }
 }
 
@@ -132,6 +134,8 @@ pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
         mem_per_gpu_mb: w.mem_per_gpu_mb,
         ntasks_per_gpu: w.ntasks_per_gpu,
         licenses: w.licenses,
+        gpus_per_socket: w.gpus_per_socket.as_deref().map(gres_one).transpose()?,
+        sockets_per_node: w.sockets_per_node,
     })
 }
 

@@ -499,6 +499,22 @@ fn per_gpu_cpus_memory_and_tasks() {
     let t = c.submit(&["-p", "gpu", "--gpus=1", "--ntasks-per-gpu=2", "--wrap", probe]);
     c.wait_state(t, &["COMPLETED"], Duration::from_secs(30));
     assert_eq!(output(&c, t).split_whitespace().last(), Some("2"));
+    // GPUs per socket, on each of the sockets asked for.
+    let s = c.submit(&[
+        "-p",
+        "gpu",
+        "--gpus-per-socket=2",
+        "--sockets-per-node=1",
+        "--wrap",
+        "echo $CUDA_VISIBLE_DEVICES $SLURM_GPUS_PER_SOCKET",
+    ]);
+    c.wait_state(s, &["COMPLETED"], Duration::from_secs(30));
+    assert_eq!(output(&c, s), "0,1 2\n");
+    let o = c.run("sbatch", &["--gpus-per-socket=1", "--wrap", "true"]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "sbatch: error: --gpus-per-socket option requires --sockets-per-node specification\n"
+    );
     // Slurm's refusals.
     let o = c.run("sbatch", &["--gpus=1", "--cpus-per-gpu=2", "-c", "2", "--wrap", "true"]);
     assert_eq!(

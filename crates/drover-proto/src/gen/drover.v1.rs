@@ -113,6 +113,10 @@ pub struct JobSpec {
     /// -L/--licenses as given (`matlab:2,fluent`).
     #[prost(string, optional, tag = "49")]
     pub licenses: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "50")]
+    pub gpus_per_socket: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(uint32, optional, tag = "51")]
+    pub sockets_per_node: ::core::option::Option<u32>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SubmitRequest {
