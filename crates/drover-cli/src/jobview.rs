@@ -215,11 +215,43 @@ pub fn tres(j: &v1::JobInfo) -> String {
     } else {
         s.mem_per_node_mb.map(|m| m * u64::from(nodes)).or(s.mem_per_cpu_mb.map(|m| m * u64::from(cpus))).unwrap_or(0)
     };
-    if mem > 0 {
+    let base = if mem > 0 {
         format!("cpu={cpus},mem={},node={nodes},billing={cpus}", fmt_tres_mb(mem))
     } else {
         format!("cpu={cpus},node={nodes},billing={cpus}")
+    };
+    with_gpu_tres(base, job_gpus(j))
+}
+
+/// GPUs a job holds (or, pending, asks for).
+fn job_gpus(j: &v1::JobInfo) -> u64 {
+    if !j.alloc.is_empty() {
+        return j.alloc.iter().flat_map(|a| a.gres.iter()).filter(|g| g.name == "gpu").map(|g| g.count).sum();
     }
+    let s = spec(j);
+    let nodes = u64::from(num_nodes(j));
+    // Requests on the wire read `gpu[:type]:N`.
+    let count =
+        |t: &String| if t.starts_with("gpu") { t.rsplit(':').next().and_then(|n| n.parse().ok()) } else { None };
+    let per_node: u64 = s.gres.iter().chain(s.gpus_per_node.iter()).filter_map(count).sum::<u64>() * nodes;
+    let per_task = s.gpus_per_task.as_ref().and_then(count).map_or(0, |g| g * u64::from(s.ntasks.unwrap_or(1)));
+    per_node + per_task + s.gpus.as_ref().and_then(count).unwrap_or(0)
+}
+
+/// `...,gres/gpu=N` where slurm.conf tracks GPUs as a TRES (`AccountingStorageTRES=gres/gpu`),
+/// as Slurm prints TRES lists then.
+pub fn with_gpu_tres(mut base: String, gpus: u64) -> String {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| {
+        crate::common::load_config().is_ok_and(|c| c.accounting_storage_tres.iter().any(|t| t == "gres/gpu"))
+    });
+    if on && gpus > 0 {
+        if !base.is_empty() {
+            base.push(',');
+        }
+        base.push_str(&format!("gres/gpu={gpus}"));
+    }
+    base
 }
 
 pub fn std_path(j: &v1::JobInfo, which: char) -> String {

@@ -598,18 +598,27 @@ fn node_text(n: &v1::NodeInfo, oneliner: bool, details: bool) -> String {
             "LastBusyTime={}",
             if n.last_busy_time > 0 { fmt_time(n.last_busy_time) } else { fmt_time(n.slurmd_start_time) }
         ),
-        format!("CfgTRES=cpu={},mem={},billing={}", n.cpus, fmt_tres_mb(n.real_memory_mb), n.cpus),
+        format!(
+            "CfgTRES={}",
+            jobview::with_gpu_tres(
+                format!("cpu={},mem={},billing={}", n.cpus, fmt_tres_mb(n.real_memory_mb), n.cpus),
+                gpu_count(&n.gres)
+            )
+        ),
         format!(
             "AllocTRES={}",
-            if n.alloc_cpus > 0 {
-                if n.alloc_mem_mb > 0 {
-                    format!("cpu={},mem={}", n.alloc_cpus, fmt_tres_mb(n.alloc_mem_mb))
+            jobview::with_gpu_tres(
+                if n.alloc_cpus > 0 {
+                    if n.alloc_mem_mb > 0 {
+                        format!("cpu={},mem={}", n.alloc_cpus, fmt_tres_mb(n.alloc_mem_mb))
+                    } else {
+                        format!("cpu={}", n.alloc_cpus)
+                    }
                 } else {
-                    format!("cpu={}", n.alloc_cpus)
-                }
-            } else {
-                String::new()
-            }
+                    String::new()
+                },
+                gpu_count(&n.gres_used)
+            )
         ),
         "CapWatts=n/a".into(),
         "CurrentWatts=0 AveWatts=0".into(),
@@ -679,6 +688,14 @@ fn block(lines: &[String], oneliner: bool, trailer: &str) -> String {
 
 fn parse_ids(list: &str) -> Result<Vec<v1::JobTarget>, String> {
     common::parse_targets([&list.to_string()]).map_err(|id| format!("Invalid job id specified: {id}"))
+}
+
+/// GPUs in a node's `Gres=` or `GresUsed` text (`gpu:a100:2,gpu:v100:1(IDX:2)`).
+fn gpu_count(gres: &str) -> u64 {
+    gres.split(',')
+        .filter(|g| g.starts_with("gpu"))
+        .filter_map(|g| g.split('(').next()?.rsplit(':').next()?.parse::<u64>().ok())
+        .sum()
 }
 
 fn job_action(action: &str, rest: &[String], fields: &[v1::KeyValue]) -> i32 {

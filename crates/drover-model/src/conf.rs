@@ -144,6 +144,9 @@ pub struct Config {
     pub health_check_interval: u32,
     /// `Licenses=`: the cluster's licenses and how many of each.
     pub licenses: Vec<(String, u32)>,
+    /// `AccountingStorageTRES`: TRES tracked beyond cpu, mem, node and billing (`gres/gpu`
+    /// makes GPUs show in TRES, CfgTRES and AllocTRES, as in Slurm).
+    pub accounting_storage_tres: Vec<String>,
     pub nodes: Vec<NodeConf>,
     pub partitions: Vec<PartitionConf>,
     pub unsupported: Vec<Unsupported>,
@@ -203,6 +206,7 @@ impl Default for Config {
             health_check_program: None,
             health_check_interval: 0,
             licenses: Vec::new(),
+            accounting_storage_tres: Vec::new(),
             nodes: Vec::new(),
             partitions: Vec::new(),
             unsupported: Vec::new(),
@@ -272,6 +276,7 @@ const SUPPORTED: &[&str] = &[
     "licenses",
     "prologslurmctld",
     "epilogslurmctld",
+    "accountingstoragetres",
 ];
 
 const NODE_KEYS: &[&str] = &[
@@ -601,6 +606,9 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                 }
                 "prolog" => cfg.prolog = Some(v.clone()),
                 "prologslurmctld" => cfg.prolog_slurmctld = Some(v.clone()),
+                "accountingstoragetres" => {
+                    cfg.accounting_storage_tres = v.split(',').map(|t| t.trim().to_ascii_lowercase()).collect()
+                }
                 "epilogslurmctld" => cfg.epilog_slurmctld = Some(v.clone()),
                 "epilog" => cfg.epilog = Some(v.clone()),
                 "taskprolog" => cfg.task_prolog = Some(v.clone()),

@@ -67,3 +67,29 @@ fn counted_gres_are_consumed_without_device_files() {
     let o = c.run("sbatch", &["--gres=nvme:3", "--wrap", "true"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("Requested node configuration is not available"), "{o:?}");
 }
+
+#[test]
+fn gpus_are_a_tres_where_accounting_tracks_them() {
+    let c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 1,
+            cpus: 2,
+            extra_conf: "GresTypes=gpu\nAccountingStorageTRES=gres/gpu\n".into(),
+            node_line: Some(
+                "NodeName=node1 NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=2 RealMemory=2000 Gres=gpu:fake:2 State=UNKNOWN"
+                    .into(),
+            ),
+            files: vec![("gres.conf".into(), "Name=gpu Type=fake File=/dev/null\n".into())],
+            ..Default::default()
+        },
+    );
+    let id = c.submit(&["--gpus=1", "--wrap", "sleep 30"]);
+    c.wait_state(id, &["RUNNING"], Duration::from_secs(20));
+    let node = c.ok("scontrol", &["show", "node", "node1"]);
+    assert!(node.contains("CfgTRES=cpu=2,mem=2000M,billing=2,gres/gpu=2\n"), "{node}");
+    assert!(node.contains("AllocTRES=cpu=1,gres/gpu=1\n"), "{node}");
+    let job = c.ok("scontrol", &["show", "job", &id.to_string()]);
+    assert!(job.contains("TRES=cpu=1,node=1,billing=1,gres/gpu=1\n"), "{job}");
+    c.ok("scancel", &[&id.to_string()]);
+}
