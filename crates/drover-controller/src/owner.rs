@@ -194,6 +194,9 @@ pub struct Owner {
     /// PrologSlurmctld runs: nothing of them is launched until it succeeds.
     self_tx: Option<std::sync::mpsc::Sender<Msg>>,
     ctld_prolog: HashSet<JobId>,
+    /// Nodes running the epilog of jobs that ended there: they take no new work (they show
+    /// `comp`) until it is done.
+    epilog_pending: HashMap<String, HashSet<JobId>>,
     stat_parts: HashMap<u64, (u64, String)>,
     next_stat: u64,
     view: Arc<ArcSwap<View>>,
@@ -284,6 +287,7 @@ impl Owner {
             stats: HashMap::new(),
             self_tx: None,
             ctld_prolog: HashSet::new(),
+            epilog_pending: HashMap::new(),
             stat_parts: HashMap::new(),
             next_stat: 1,
             view,
@@ -528,6 +532,15 @@ impl Owner {
                     node_to_controller::Msg::Ended(e) => self.job_ended_on(&node, e),
                     node_to_controller::Msg::Problem(p) => self.node_problem(&node, p),
                     node_to_controller::Msg::Stat(r) => self.stat_reply(r),
+                    node_to_controller::Msg::EpilogDone(d) => {
+                        if let Some(set) = self.epilog_pending.get_mut(&node) {
+                            set.remove(&d.job_id);
+                            if set.is_empty() {
+                                self.epilog_pending.remove(&node);
+                            }
+                            self.refresh_node(&node);
+                        }
+                    }
                     node_to_controller::Msg::Started(_) | node_to_controller::Msg::Register(_) => {}
                 }
             }
@@ -1215,6 +1228,10 @@ impl Owner {
             info.exit_status = st.exit_status;
             for n in st.alloc.as_ref().map(|a| a.node_names()).unwrap_or_default() {
                 let msg = controller_to_node::Msg::JobDone(v1::JobPhase { job: Some(info.clone()) });
+                // With an Epilog, the node takes no new work until it has run (see node_state).
+                if self.cfg.epilog.is_some() && self.live.get(&n).is_some_and(|l| l.registered) {
+                    self.epilog_pending.entry(n.clone()).or_default().insert(id);
+                }
                 self.outbox.push((n, msg));
             }
         }
@@ -2081,6 +2098,7 @@ impl Owner {
         };
         let mut st = NodeState::new(base);
         st.drain = admin.drain;
+        st.completing = self.epilog_pending.contains_key(name);
         st.not_responding = live.is_some_and(|l| l.not_responding) || !registered;
         if admin.down {
             st.base = NodeBase::Down;
@@ -2096,6 +2114,8 @@ impl Owner {
         }
         let t = now();
         let rts = self.cfg.return_to_service;
+        // A (re)started agent has no epilog running for us to wait on.
+        self.epilog_pending.remove(&name);
         {
             let l = self.live.entry(name.clone()).or_default();
             l.session = Some((session, tx));

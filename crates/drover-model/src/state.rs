@@ -266,6 +266,7 @@ impl NodeState {
     /// Whether the scheduler may place work here, now or (when it is full) once its jobs end.
     pub fn schedulable(&self) -> bool {
         !self.drain
+            && !self.completing
             && !self.not_responding
             && matches!(self.base, NodeBase::Idle | NodeBase::Mixed | NodeBase::Allocated)
     }

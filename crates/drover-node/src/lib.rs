@@ -387,6 +387,8 @@ impl Agent {
                         log(&node, &format!("error: epilog failed: rc:{} output:{out}", code >> 8));
                         let _ = tx.send(problem("epilog", Some(job.job_id), "Epilog error"));
                     }
+                    let done = v1::RunningJob { job_id: job.job_id, step_id: None };
+                    let _ = tx.send(v1::NodeToController { msg: Some(node_to_controller::Msg::EpilogDone(done)) });
                 });
             }
             controller_to_node::Msg::Stat(r) => {

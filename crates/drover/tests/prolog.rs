@@ -213,3 +213,21 @@ fn prolog_flags_contain_runs_an_extern_step_for_the_jobs_life() {
         drover_testkit::processes_with("sleep 100000000").is_empty()
     });
 }
+
+#[test]
+fn a_node_takes_no_new_work_until_its_epilog_is_done() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().display().to_string();
+    let epilog = script(d.path(), "epilog.sh", &format!("sleep 1.5; touch {out}/epilog-done-$SLURM_JOB_ID\n"));
+    let c = cluster(format!("Epilog={epilog}\n"));
+    let a = c.submit(&["-w", "node1", "--wrap", "true"]);
+    c.wait_state(a, &["COMPLETED"], Duration::from_secs(20));
+    // While the epilog runs the node shows `comp` and the next job waits for it.
+    assert_eq!(c.ok("sinfo", &["-h", "-n", "node1", "-o", "%t"]).trim(), "comp");
+    let b = c.submit(&["-w", "node1", "--wrap", &format!("test -f {out}/epilog-done-{a} && echo after-epilog")]);
+    c.wait_state(b, &["COMPLETED"], Duration::from_secs(20));
+    assert_eq!(read(&c.path().join(format!("slurm-{b}.out"))), "after-epilog\n");
+    c.wait_until("node1 idle", Duration::from_secs(10), || {
+        c.ok("sinfo", &["-h", "-n", "node1", "-o", "%t"]).trim() == "idle"
+    });
+}

@@ -819,7 +819,7 @@ pub struct NodeStatus {
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct NodeToController {
-    #[prost(oneof = "node_to_controller::Msg", tags = "1, 2, 3, 4, 5, 6")]
+    #[prost(oneof = "node_to_controller::Msg", tags = "1, 2, 3, 4, 5, 6, 7")]
     pub msg: ::core::option::Option<node_to_controller::Msg>,
 }
 /// Nested message and enum types in `NodeToController`.
@@ -838,6 +838,9 @@ pub mod node_to_controller {
         Problem(super::NodeProblem),
         #[prost(message, tag = "6")]
         Stat(super::StatReply),
+        /// The job's epilog here is done (whatever its result): the node takes work again.
+        #[prost(message, tag = "7")]
+        EpilogDone(super::RunningJob),
     }
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
