@@ -78,7 +78,10 @@ fn add_job_vars(c: &EnvCtx<'_>, env: &mut Vec<(String, String)>) {
         "SLURM_JOB_END_TIME",
         job.time_limit_secs.map(|t| job.start_time + t as i64).unwrap_or(job.start_time + 365 * 86400).to_string(),
     );
-    set("SLURM_RESTART_COUNT", job.restarts.to_string());
+    // Only a job that was requeued has it, as in Slurm.
+    if job.restarts > 0 {
+        set("SLURM_RESTART_COUNT", job.restarts.to_string());
+    }
     if let Some(task) = job.array_task_id {
         set("SLURM_ARRAY_JOB_ID", job.array_job_id.to_string());
         set("SLURM_ARRAY_TASK_COUNT", job.array_task_count.to_string());

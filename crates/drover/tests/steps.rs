@@ -69,7 +69,7 @@ fn env_map(text: &str) -> BTreeMap<String, String> {
         "SLURM_SRUN_COMM_HOST",
     ];
     // Drover's documented additions (Slurm 23.02's variables).
-    const NOT_COMPARED: &[&str] = &["SLURM_JOB_START_TIME", "SLURM_JOB_END_TIME", "SLURM_RESTART_COUNT"];
+    const NOT_COMPARED: &[&str] = &["SLURM_JOB_START_TIME", "SLURM_JOB_END_TIME"];
     text.lines()
         .filter_map(|l| l.split_once('='))
         // The captures hold the `SLURM_` variables and the GPU ones.
@@ -379,7 +379,7 @@ fn a_job_requeues_itself_and_runs_again() {
     let c = cluster(1, 1);
     let id = c.submit(&[
         "--wrap",
-        "echo run $SLURM_RESTART_COUNT; if [ $SLURM_RESTART_COUNT = 0 ]; then scontrol requeue $SLURM_JOB_ID; sleep 30; fi; echo done",
+        "echo run ${SLURM_RESTART_COUNT:-0}; if [ -z \"$SLURM_RESTART_COUNT\" ]; then scontrol requeue $SLURM_JOB_ID; sleep 30; fi; echo done",
     ]);
     c.wait_until("the second run to end", Duration::from_secs(30), || {
         c.ok("scontrol", &["show", "job", &id.to_string()]).contains("JobState=COMPLETED")
