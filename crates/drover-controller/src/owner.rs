@@ -1008,6 +1008,7 @@ impl Owner {
         if j.status.state != JobState::Running {
             return;
         }
+        self.dirty = true;
         match result {
             Ok(()) => {
                 self.launch_started(&j);
@@ -2445,6 +2446,7 @@ impl Owner {
             jobs: self.durable.jobs.values().cloned().collect(),
             nodes,
             licenses: self.core.licenses(),
+            configuring: self.ctld_prolog.clone(),
         };
         self.view.store(Arc::new(view));
         self.dirty = false;

@@ -442,7 +442,7 @@ mod tests {
         };
         let j = Job::new(7, &spec, status, None);
         let mut buf = drover_proto::bytes::BytesMut::new();
-        crate::view::encode_record(&j, &mut buf);
+        crate::view::encode_record(&j, false, &mut buf);
         let got = drover_proto::v1::JobInfo::decode(buf.freeze()).unwrap();
         assert_eq!(got, crate::view::job_info(&j));
         assert_eq!(got.spec.unwrap().user, "alice");

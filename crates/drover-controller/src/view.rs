@@ -35,11 +35,20 @@ pub struct View {
     pub nodes: Vec<NodeLiveView>,
     /// Cluster licenses: (name, total, in use).
     pub licenses: Vec<(String, u32, u32)>,
+    /// Running jobs whose PrologSlurmctld runs (shown `CONFIGURING`).
+    pub configuring: std::collections::HashSet<drover_model::job::JobId>,
 }
 
 impl Default for View {
     fn default() -> Self {
-        View { written: 0, cfg: Arc::new(Config::default()), jobs: Vec::new(), nodes: Vec::new(), licenses: Vec::new() }
+        View {
+            written: 0,
+            cfg: Arc::new(Config::default()),
+            jobs: Vec::new(),
+            nodes: Vec::new(),
+            licenses: Vec::new(),
+            configuring: Default::default(),
+        }
     }
 }
 
@@ -129,10 +138,14 @@ fn array_info(j: &Job) -> v1::JobInfo {
 
 /// Appends a job's encoded `JobInfo`: its status fields, then its stored request verbatim
 /// as field 2 (protobuf readers take fields in any order).
-pub fn encode_record(j: &Job, out: &mut drover_proto::bytes::BytesMut) {
+pub fn encode_record(j: &Job, configuring: bool, out: &mut drover_proto::bytes::BytesMut) {
     use prost::encoding::{encode_key, encode_varint, WireType};
     use prost::Message;
-    status_info(j).encode_raw(out);
+    let mut info = status_info(j);
+    if configuring {
+        info.state = JobState::Configuring.name().to_string();
+    }
+    info.encode_raw(out);
     let spec = j.spec.bytes();
     encode_key(2, WireType::LengthDelimited, out);
     encode_varint(spec.len() as u64, out);
@@ -157,7 +170,7 @@ pub fn job_records(
         .iter()
         .filter(|j| wanted(j))
         .map(|j| {
-            encode_record(j, &mut buf);
+            encode_record(j, view.configuring.contains(&j.id), &mut buf);
             buf.split().freeze()
         })
         .collect()

@@ -18,10 +18,13 @@ pub enum JobState {
     BootFail,
     Deadline,
     OutOfMemory,
+    /// Allocated, and waiting for its `PrologSlurmctld` before anything is launched (shown
+    /// for a running job whose controller prolog runs; never stored).
+    Configuring,
 }
 
 impl JobState {
-    pub const ALL: [JobState; 13] = [
+    pub const ALL: [JobState; 14] = [
         JobState::Pending,
         JobState::Running,
         JobState::Suspended,
@@ -35,6 +38,7 @@ impl JobState {
         JobState::BootFail,
         JobState::Deadline,
         JobState::OutOfMemory,
+        JobState::Configuring,
     ];
 
     pub fn name(self) -> &'static str {
@@ -52,6 +56,7 @@ impl JobState {
             JobState::BootFail => "BOOT_FAIL",
             JobState::Deadline => "DEADLINE",
             JobState::OutOfMemory => "OUT_OF_MEMORY",
+            JobState::Configuring => "CONFIGURING",
         }
     }
 
@@ -70,6 +75,7 @@ impl JobState {
             JobState::BootFail => "BF",
             JobState::Deadline => "DL",
             JobState::OutOfMemory => "OOM",
+            JobState::Configuring => "CF",
         }
     }
 
@@ -84,7 +90,10 @@ impl JobState {
 
     /// A job in this state has ended and holds nothing.
     pub fn is_finished(self) -> bool {
-        !matches!(self, JobState::Pending | JobState::Running | JobState::Suspended | JobState::Completing)
+        !matches!(
+            self,
+            JobState::Pending | JobState::Running | JobState::Suspended | JobState::Completing | JobState::Configuring
+        )
     }
 }
 

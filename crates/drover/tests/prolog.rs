@@ -169,7 +169,8 @@ fn prolog_and_epilog_slurmctld_run_on_the_controller_around_the_job() {
         d.path(),
         "pctld.sh",
         &format!(
-            "sleep 0.3; env | sort > {out}/pctld-$SLURM_JOB_ID\n[ \"$SLURM_JOB_NAME\" = bad ] && exit 1\nexit 0\n"
+            "sleep 0.3; [ \"$SLURM_JOB_NAME\" = slow ] && sleep 3\nenv | sort > {out}/pctld-$SLURM_JOB_ID\n\
+             [ \"$SLURM_JOB_NAME\" = bad ] && exit 1\nexit 0\n"
         ),
     );
     let epilog = script(d.path(), "ectld.sh", &format!("env | sort > {out}/ectld-$SLURM_JOB_ID\n"));
@@ -186,6 +187,12 @@ fn prolog_and_epilog_slurmctld_run_on_the_controller_around_the_job() {
     // srun inside waits for it too; a failing one sends a batch job back held.
     let o = c.run("srun", &["-J", "ok", "bash", "-c", &format!("test -f {out}/pctld-$SLURM_JOB_ID && echo ok")]);
     assert_eq!(String::from_utf8_lossy(&o.stdout), "ok\n", "{:?}", String::from_utf8_lossy(&o.stderr));
+    // While it runs, the job shows CONFIGURING (CF), as in Slurm.
+    let slow = c.submit(&["-J", "slow", "--wrap", "true"]);
+    c.wait_until("CF", Duration::from_secs(10), || {
+        c.ok("squeue", &["-h", "-j", &slow.to_string(), "-o", "%t %T"]).trim() == "CF CONFIGURING"
+    });
+    c.wait_state(slow, &["COMPLETED"], Duration::from_secs(20));
     let bad = c.submit(&["-J", "bad", "--wrap", "echo ran"]);
     c.wait_until("held", Duration::from_secs(20), || {
         c.ok("squeue", &["-h", "-j", &bad.to_string(), "-o", "%T %r"]).trim() == "PENDING launch failed requeued held"
