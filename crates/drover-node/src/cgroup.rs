@@ -386,6 +386,15 @@ pub fn conf_for(slurm_conf: &Path) -> Result<CgroupConf, String> {
 
 /// The host's online CPUs (`/sys/devices/system/cpu/online`: `0-3,8`).
 fn host_cpus() -> Vec<u32> {
+    // The CPUs this process may run on (a container or a cgroup may allow fewer than are
+    // online); what the node's CPU ids are folded onto.
+    if let Ok(set) = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) {
+        let allowed: Vec<u32> =
+            (0..nix::sched::CpuSet::count() as u32).filter(|&c| set.is_set(c as usize).unwrap_or(false)).collect();
+        if !allowed.is_empty() {
+            return allowed;
+        }
+    }
     let text = read(Path::new("/sys/devices/system/cpu/online"));
     let mut out = Vec::new();
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
