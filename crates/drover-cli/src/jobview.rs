@@ -220,7 +220,16 @@ pub fn tres(j: &v1::JobInfo) -> String {
     } else {
         format!("cpu={cpus},node={nodes},billing={cpus}")
     };
-    with_gpu_tres(base, job_gpus(j))
+    with_gpu_tres(base, || job_gpus(j))
+}
+
+/// GPUs in GRES text: a node's `Gres=`/`GresUsed` (`gpu:a100:2,gpu:v100:1(IDX:2)`) or a
+/// request (`gpu:2`).
+pub fn gpu_count(gres: &str) -> u64 {
+    gres.split(',')
+        .filter(|g| g.starts_with("gpu"))
+        .filter_map(|g| g.split('(').next()?.rsplit(':').next()?.parse::<u64>().ok())
+        .sum()
 }
 
 /// GPUs a job holds (or, pending, asks for).
@@ -230,22 +239,21 @@ fn job_gpus(j: &v1::JobInfo) -> u64 {
     }
     let s = spec(j);
     let nodes = u64::from(num_nodes(j));
-    // Requests on the wire read `gpu[:type]:N`.
-    let count =
-        |t: &String| if t.starts_with("gpu") { t.rsplit(':').next().and_then(|n| n.parse().ok()) } else { None };
-    let per_node: u64 = s.gres.iter().chain(s.gpus_per_node.iter()).filter_map(count).sum::<u64>() * nodes;
-    let per_task = s.gpus_per_task.as_ref().and_then(count).map_or(0, |g| g * u64::from(s.ntasks.unwrap_or(1)));
-    per_node + per_task + s.gpus.as_ref().and_then(count).unwrap_or(0)
+    let count = |t: &String| gpu_count(t);
+    let per_node: u64 = s.gres.iter().chain(s.gpus_per_node.iter()).map(count).sum::<u64>() * nodes;
+    let per_task = s.gpus_per_task.as_ref().map_or(0, |g| count(g) * u64::from(s.ntasks.unwrap_or(1)));
+    per_node + per_task + s.gpus.as_ref().map_or(0, count)
 }
 
 /// `...,gres/gpu=N` where slurm.conf tracks GPUs as a TRES (`AccountingStorageTRES=gres/gpu`),
 /// as Slurm prints TRES lists then.
-pub fn with_gpu_tres(mut base: String, gpus: u64) -> String {
+pub fn with_gpu_tres(mut base: String, gpus: impl FnOnce() -> u64) -> String {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let on = *ON.get_or_init(|| {
         crate::common::load_config().is_ok_and(|c| c.accounting_storage_tres.iter().any(|t| t == "gres/gpu"))
     });
-    if on && gpus > 0 {
+    let gpus = if on { gpus() } else { 0 };
+    if gpus > 0 {
         if !base.is_empty() {
             base.push(',');
         }

@@ -602,7 +602,7 @@ fn node_text(n: &v1::NodeInfo, oneliner: bool, details: bool) -> String {
             "CfgTRES={}",
             jobview::with_gpu_tres(
                 format!("cpu={},mem={},billing={}", n.cpus, fmt_tres_mb(n.real_memory_mb), n.cpus),
-                gpu_count(&n.gres)
+                || jobview::gpu_count(&n.gres)
             )
         ),
         format!(
@@ -617,7 +617,7 @@ fn node_text(n: &v1::NodeInfo, oneliner: bool, details: bool) -> String {
                 } else {
                     String::new()
                 },
-                gpu_count(&n.gres_used)
+                || jobview::gpu_count(&n.gres_used)
             )
         ),
         "CapWatts=n/a".into(),
@@ -688,14 +688,6 @@ fn block(lines: &[String], oneliner: bool, trailer: &str) -> String {
 
 fn parse_ids(list: &str) -> Result<Vec<v1::JobTarget>, String> {
     common::parse_targets([&list.to_string()]).map_err(|id| format!("Invalid job id specified: {id}"))
-}
-
-/// GPUs in a node's `Gres=` or `GresUsed` text (`gpu:a100:2,gpu:v100:1(IDX:2)`).
-fn gpu_count(gres: &str) -> u64 {
-    gres.split(',')
-        .filter(|g| g.starts_with("gpu"))
-        .filter_map(|g| g.split('(').next()?.rsplit(':').next()?.parse::<u64>().ok())
-        .sum()
 }
 
 fn job_action(action: &str, rest: &[String], fields: &[v1::KeyValue]) -> i32 {

@@ -104,7 +104,7 @@ pub fn main(args: Vec<String>) -> i32 {
             return 1;
         }
     }
-    if let Some(Err(e)) = a.gpu_bind.as_deref().map(|b| drover_model::gres::gpu_bind(b, &[0], 0, 1)) {
+    if let Some(Err(e)) = a.gpu_bind.as_deref().map(|b| drover_model::gres::gpu_bind(b, &[0], 0)) {
         eprintln!("srun: error: {e}");
         return 255;
     }

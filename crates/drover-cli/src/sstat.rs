@@ -438,7 +438,7 @@ pub fn main(args: Vec<String>) -> i32 {
             let mut req = v1::StepStatRequest { job_id, all_steps: all, ..Default::default() };
             match step {
                 Some("batch") => req.batch = true,
-                Some(s) => match s.parse::<u32>() {
+                Some(s) => match drover_model::step::parse_step(s).ok_or(()) {
                     Ok(n) => req.step_id = Some(n),
                     Err(_) => {
                         eprintln!("sstat: error: Invalid job id: {j}");

@@ -190,6 +190,8 @@ pub struct Owner {
     /// sstat requests in flight, and which of them each node request belongs to (with its
     /// step's name).
     stats: HashMap<u64, PendingStat>,
+    stat_parts: HashMap<u64, (u64, String)>,
+    next_stat: u64,
     /// The owner's own channel (for PrologSlurmctld's end), and the jobs whose
     /// PrologSlurmctld runs: nothing of them is launched until it succeeds.
     self_tx: Option<std::sync::mpsc::Sender<Msg>>,
@@ -197,8 +199,6 @@ pub struct Owner {
     /// Nodes running the epilog of jobs that ended there: they take no new work (they show
     /// `comp`) until it is done.
     epilog_pending: HashMap<String, HashSet<JobId>>,
-    stat_parts: HashMap<u64, (u64, String)>,
-    next_stat: u64,
     view: Arc<ArcSwap<View>>,
     dirty: bool,
     after_commit: Vec<Box<dyn FnOnce() + Send>>,
@@ -1017,18 +1017,7 @@ impl Owner {
             Err(e) => {
                 eprintln!("drover controller: error: prolog_slurmctld job {id} failed: {e}");
                 let mut st = j.status.clone();
-                let how = if j.batch && j.spec.unpack().requeue != Some(false) {
-                    // Held, as after a node's prolog failure: a script that always fails must
-                    // not requeue the job in a loop.
-                    if !self.cfg.prolog_flags.nohold {
-                        st.hold = Some(HoldKind::LaunchFailed);
-                    }
-                    st.state_desc = "REQUEUE".into();
-                    "REQUEUE"
-                } else {
-                    st.state_desc = "PrologSlurmctld failed".into();
-                    "FAILED_LAUNCH"
-                };
+                let how = self.launch_failed(&j, &mut st, "PrologSlurmctld failed");
                 st.nodes_running.clear();
                 self.finish(id, st, how, now());
             }
@@ -1184,16 +1173,7 @@ impl Owner {
             // The node is drained; the job goes back to the queue, held unless
             // PrologFlags=NoHold, to run elsewhere once released.
             self.drain_node(node, "Prolog error");
-            if j.batch && j.spec.unpack().requeue != Some(false) {
-                if !self.cfg.prolog_flags.nohold {
-                    st.hold = Some(HoldKind::LaunchFailed);
-                }
-                st.state_desc = "REQUEUE".into();
-                how = "REQUEUE";
-            } else {
-                st.state_desc = "Prolog error".into();
-                how = "FAILED_LAUNCH";
-            }
+            how = self.launch_failed(&j, &mut st, "Prolog error");
         }
         if !how.is_empty() && st.state_desc.is_empty() {
             st.state_desc = how.to_string();
@@ -1337,7 +1317,7 @@ impl Owner {
                 }
             } else if let Some(id) = req.step_id {
                 if let Some(s) = steps.iter().find(|s| s.id == id) {
-                    units.push((Some(id), id.to_string(), s.nodes_running.clone()));
+                    units.push((Some(id), drover_model::step::step_name(id), s.nodes_running.clone()));
                 }
             } else {
                 if req.all_steps && j.batch {
@@ -1348,7 +1328,7 @@ impl Owner {
                 // Without --allsteps, the first running step (the batch script's if none).
                 let take = if req.all_steps { ids.len() } else { 1 };
                 for s in ids.into_iter().take(take) {
-                    units.push((Some(s.id), s.id.to_string(), s.nodes_running.clone()));
+                    units.push((Some(s.id), drover_model::step::step_name(s.id), s.nodes_running.clone()));
                 }
                 if units.is_empty() && j.batch {
                     units.push(batch());
@@ -1416,7 +1396,7 @@ impl Owner {
             })
             .collect();
         // The batch step first, then steps by number, as sstat lists them.
-        steps.sort_by_key(|s| (s.step != "batch", s.step.parse::<u32>().unwrap_or(0)));
+        steps.sort_by_key(|s| (s.step != "batch", drover_model::step::parse_step(&s.step).unwrap_or(0)));
         self.reply(p.reply, Ok(v1::StepStatReply { steps }));
     }
 
@@ -2273,27 +2253,35 @@ impl Owner {
             return;
         }
         let mut st = j.status.clone();
-        if j.batch && j.spec.unpack().requeue != Some(false) {
-            if !self.cfg.prolog_flags.nohold {
-                st.hold = Some(HoldKind::LaunchFailed);
-            }
-            st.state_desc = "REQUEUE".into();
-        } else {
-            st.state_desc = "Prolog error".into();
-        }
+        let how = self.launch_failed(&j, &mut st, "Prolog error");
         st.state = JobState::Completing;
         self.set_status(id, st);
         // Whatever runs of it stops; the job ends (or is requeued) when its nodes say so.
         let busy = Self::busy_nodes(&j);
         if busy.is_empty() {
             let st = self.durable.jobs[&id].status.clone();
-            let how = if st.state_desc == "REQUEUE" { "REQUEUE" } else { "FAILED_LAUNCH" };
             self.finish(id, st, how, now());
             return;
         }
         for n in busy {
             let msg = v1::Signal { job_id: id, terminate: true, requeue: true, ..Default::default() };
             self.outbox.push((n, controller_to_node::Msg::Signal(msg)));
+        }
+    }
+
+    /// A prolog (node or controller) failed for job `j`: a batch job that may be requeued goes
+    /// back to the queue, held unless `PrologFlags=NoHold` (a script that always fails must not
+    /// requeue it in a loop); any other job fails with `why`. Returns how it ends.
+    fn launch_failed(&self, j: &Job, st: &mut JobStatus, why: &str) -> &'static str {
+        if j.batch && j.spec.unpack().requeue != Some(false) {
+            if !self.cfg.prolog_flags.nohold {
+                st.hold = Some(HoldKind::LaunchFailed);
+            }
+            st.state_desc = "REQUEUE".into();
+            "REQUEUE"
+        } else {
+            st.state_desc = why.into();
+            "FAILED_LAUNCH"
         }
     }
 

@@ -170,7 +170,7 @@ pub fn job_records(
         .iter()
         .filter(|j| wanted(j))
         .map(|j| {
-            encode_record(j, view.configuring.contains(&j.id), &mut buf);
+            encode_record(j, !view.configuring.is_empty() && view.configuring.contains(&j.id), &mut buf);
             buf.split().freeze()
         })
         .collect()

@@ -326,10 +326,10 @@ pub fn gpu_links(gc: &GresConf, node: &crate::conf::NodeConf) -> Vec<Vec<u32>> {
 const MAX_DEVICES: u64 = 1024;
 
 /// `--gpu-bind=[verbose,]TYPE`: which of a node's step GPUs (`gpus`, node device indices in
-/// order) local task `local` of `tasks` sees, as positions in `gpus`; `None`: all of them.
+/// order) local task `local` sees, as positions in `gpus`; `None`: all of them.
 /// `closest` binds to all (Drover reads no GPU-CPU affinity); `single:N` gives N tasks each
 /// GPU; `per_task:N` N GPUs each task; `map_gpu:`/`mask_gpu:` name node device indices.
-pub fn gpu_bind(bind: &str, gpus: &[u32], local: usize, tasks: usize) -> Result<Option<Vec<usize>>, String> {
+pub fn gpu_bind(bind: &str, gpus: &[u32], local: usize) -> Result<Option<Vec<usize>>, String> {
     let bad = || format!("Invalid --gpu-bind argument: gpu:{bind}");
     let kind = bind.strip_prefix("verbose,").unwrap_or(bind);
     let (name, arg) = kind.split_once(':').unwrap_or((kind, ""));
@@ -369,7 +369,6 @@ pub fn gpu_bind(bind: &str, gpus: &[u32], local: usize, tasks: usize) -> Result<
         }
         _ => return Err(bad()),
     };
-    let _ = tasks;
     Ok(Some(picks))
 }
 
@@ -399,14 +398,14 @@ mod tests {
     #[test]
     fn gpu_bind_picks_each_tasks_gpus() {
         let gpus = [0, 1, 2, 3];
-        assert_eq!(gpu_bind("none", &gpus, 1, 4).unwrap(), None);
-        assert_eq!(gpu_bind("closest", &gpus, 1, 4).unwrap(), None);
-        assert_eq!(gpu_bind("single:1", &gpus, 2, 4).unwrap(), Some(vec![2]));
-        assert_eq!(gpu_bind("single:2", &gpus, 3, 4).unwrap(), Some(vec![1]));
-        assert_eq!(gpu_bind("per_task:2", &gpus, 1, 2).unwrap(), Some(vec![2, 3]));
-        assert_eq!(gpu_bind("verbose,map_gpu:3,2", &gpus, 1, 2).unwrap(), Some(vec![2]));
-        assert_eq!(gpu_bind("mask_gpu:0x3,0xc", &[2, 3], 1, 2).unwrap(), Some(vec![0, 1]));
-        assert_eq!(gpu_bind("foo", &gpus, 0, 1).unwrap_err(), "Invalid --gpu-bind argument: gpu:foo");
+        assert_eq!(gpu_bind("none", &gpus, 1).unwrap(), None);
+        assert_eq!(gpu_bind("closest", &gpus, 1).unwrap(), None);
+        assert_eq!(gpu_bind("single:1", &gpus, 2).unwrap(), Some(vec![2]));
+        assert_eq!(gpu_bind("single:2", &gpus, 3).unwrap(), Some(vec![1]));
+        assert_eq!(gpu_bind("per_task:2", &gpus, 1).unwrap(), Some(vec![2, 3]));
+        assert_eq!(gpu_bind("verbose,map_gpu:3,2", &gpus, 1).unwrap(), Some(vec![2]));
+        assert_eq!(gpu_bind("mask_gpu:0x3,0xc", &[2, 3], 1).unwrap(), Some(vec![0, 1]));
+        assert_eq!(gpu_bind("foo", &gpus, 0).unwrap_err(), "Invalid --gpu-bind argument: gpu:foo");
     }
 
     #[test]

@@ -236,7 +236,7 @@ pub fn step_task_env(c: &EnvCtx<'_>, sl: &v1::StepLaunch, task: u32, local: u32)
     let gpus = here.map(|n| gpu_indices(&n.gres)).unwrap_or_default();
     set_gpus(&mut set, gpus.clone(), "SLURM_STEP_GPUS", c.gpus_isolated);
     // --gpu-bind: the task sees its own of the step's GPUs.
-    if let Ok(Some(picks)) = drover_model::gres::gpu_bind(&spec.gpu_bind, &gpus, local as usize, l.task_ids.len()) {
+    if let Ok(Some(picks)) = drover_model::gres::gpu_bind(&spec.gpu_bind, &gpus, local as usize) {
         let visible: Vec<u32> = picks.iter().map(|&p| if c.gpus_isolated { p as u32 } else { gpus[p] }).collect();
         set("CUDA_VISIBLE_DEVICES", join(&visible));
         set("GPU_DEVICE_ORDINAL", join(&visible));

@@ -257,6 +257,19 @@ impl Agent {
         }
     }
 
+    /// Sends `line` to every supervisor of `job` here (its batch script's and its steps').
+    fn tell_job(&self, job: u32, line: &str) {
+        Self::tell(&spool::job_dir(&self.spool, job), line);
+        for d in spool::step_dirs_of(&self.spool, job) {
+            Self::tell(&d, line);
+        }
+    }
+
+    /// Where a prolog or epilog runs: (spool, node, cluster, slurm.conf), owned for a thread.
+    fn script_place(&self) -> (PathBuf, String, String, String) {
+        (self.spool.clone(), self.name.clone(), self.cfg.cluster_name.clone(), self.cfg.path.clone())
+    }
+
     /// Sends a request line to the supervisor of `dir`; false when none listens there.
     fn tell(dir: &Path, line: &str) -> bool {
         match std::os::unix::net::UnixStream::connect(dir.join(spool::SV_SOCK)) {
@@ -299,20 +312,12 @@ impl Agent {
             controller_to_node::Msg::Signal(s) => {
                 if s.suspend || s.resume {
                     // Every supervisor of the job here stops (or continues) its processes.
-                    let line = if s.suspend { "suspend" } else { "resume" };
-                    Self::tell(&spool::job_dir(&self.spool, s.job_id), line);
-                    for d in spool::step_dirs_of(&self.spool, s.job_id) {
-                        Self::tell(&d, line);
-                    }
+                    self.tell_job(s.job_id, if s.suspend { "suspend" } else { "resume" });
                     return;
                 }
                 if let Some(end) = s.end_time {
                     // A new time limit: every supervisor of the job here re-arms.
-                    let line = format!("limit {end}");
-                    Self::tell(&spool::job_dir(&self.spool, s.job_id), &line);
-                    for d in spool::step_dirs_of(&self.spool, s.job_id) {
-                        Self::tell(&d, &line);
-                    }
+                    self.tell_job(s.job_id, &format!("limit {end}"));
                     return;
                 }
                 if let Some(step) = s.step_id {
@@ -364,8 +369,7 @@ impl Agent {
             controller_to_node::Msg::JobStart(p) => {
                 // PrologFlags=Alloc: the prolog runs as the job starts, on every node.
                 let (Some(job), Some(prog)) = (p.job, self.cfg.prolog.clone()) else { return };
-                let (spool, node, cluster, conf) =
-                    (self.spool.clone(), self.name.clone(), self.cfg.cluster_name.clone(), self.cfg.path.clone());
+                let (spool, node, cluster, conf) = self.script_place();
                 let tx = tx.clone();
                 tokio::task::spawn_blocking(move || {
                     let c = prolog::Context { job: &job, node: &node, cluster: &cluster, conf_path: &conf };
@@ -378,8 +382,7 @@ impl Agent {
             controller_to_node::Msg::JobDone(p) => {
                 let Some(job) = p.job else { return };
                 let prog = self.cfg.epilog.clone();
-                let (spool, node, cluster, conf) =
-                    (self.spool.clone(), self.name.clone(), self.cfg.cluster_name.clone(), self.cfg.path.clone());
+                let (spool, node, cluster, conf) = self.script_place();
                 let tx = tx.clone();
                 tokio::task::spawn_blocking(move || {
                     let c = prolog::Context { job: &job, node: &node, cluster: &cluster, conf_path: &conf };
@@ -427,9 +430,10 @@ impl Agent {
         std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
         let tmp = dir.join("launch.tmp");
         let mut l = l.clone();
-        if let Some(n) = self.cfg.nodes.iter().find(|n| n.name == self.name) {
+        if let Some(n) = self.cfg.node(&self.name) {
             l.shape = Some(v1::NodeShape {
-                sockets: n.sockets * n.boards.max(1),
+                // Already every board's sockets (slurm.conf's SocketsPerBoard x Boards).
+                sockets: n.sockets,
                 cores_per_socket: n.cores_per_socket,
                 threads_per_core: n.threads_per_core,
                 task_affinity: self.cfg.task_affinity,

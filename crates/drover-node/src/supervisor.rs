@@ -30,8 +30,24 @@ use std::time::{Duration, Instant};
 
 static SIGCHLD_PIPE: AtomicI32 = AtomicI32::new(-1);
 
-/// How `run` says the node's prolog failed (the job is requeued, the node drained).
-const PROLOG_FAILED: &str = "prolog failed: ";
+/// Why a supervisor could not run its job: the node's prolog failed (the job is requeued and
+/// the node drained), or anything else about the launch.
+enum Failure {
+    Prolog(String),
+    Launch(String),
+}
+
+impl From<String> for Failure {
+    fn from(e: String) -> Failure {
+        Failure::Launch(e)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(e: &str) -> Failure {
+        Failure::Launch(e.to_string())
+    }
+}
 
 extern "C" fn on_sigchld(_: libc::c_int) {
     let fd = SIGCHLD_PIPE.load(Ordering::Relaxed);
@@ -64,10 +80,10 @@ struct User {
 pub fn supervise(dir: &Path) -> ! {
     let code = match run(dir) {
         Ok(()) => 0,
-        Err(e) => {
-            let (how, message) = match e.strip_prefix(PROLOG_FAILED) {
-                Some(_) => ("PROLOG_FAILED", "Prolog error".to_string()),
-                None => ("FAILED_LAUNCH", e.clone()),
+        Err(f) => {
+            let (how, message, e) = match f {
+                Failure::Prolog(e) => ("PROLOG_FAILED", "Prolog error".to_string(), e),
+                Failure::Launch(e) => ("FAILED_LAUNCH", e.clone(), e),
             };
             let _ =
                 spool::write_status(dir, &EndStatus { exit_status: 1 << 8, how: how.into(), end_time: now(), message });
@@ -79,7 +95,7 @@ pub fn supervise(dir: &Path) -> ! {
     std::process::exit(code)
 }
 
-fn run(dir: &Path) -> Result<(), String> {
+fn run(dir: &Path) -> Result<(), Failure> {
     let bytes = std::fs::read(dir.join(spool::LAUNCH)).map_err(|e| format!("reading launch: {e}"))?;
     let launch = v1::Launch::decode(&bytes[..]).map_err(|e| format!("decoding launch: {e}"))?;
     let job = launch.job.clone().ok_or("launch without job")?;
@@ -168,7 +184,7 @@ fn run(dir: &Path) -> Result<(), String> {
                     let _ = writeln!(f, "Error running slurm prolog: {rc}");
                 }
             }
-            return Err(format!("{PROLOG_FAILED}rc:{rc} output:{out}"));
+            return Err(Failure::Prolog(format!("prolog failed: rc:{rc} output:{out}")));
         }
     }
     if let Some(step) = launch.step.as_ref() {
@@ -371,6 +387,21 @@ fn run_task_prolog(prog: &str, envc: &mut Vec<CString>) {
         let _ = writeln!(o, "{line}");
     }
     let _ = o.flush();
+}
+
+/// The whole frames a stream has for us now (`pending` keeps a partial one; nonsense is
+/// dropped); `None` when the other end has gone.
+fn read_frames(conn: &std::net::TcpStream, pending: &mut Vec<u8>) -> Option<Vec<drover_proto::io::Frame>> {
+    let mut buf = [0u8; 65536];
+    match nix::sys::socket::recv(conn.as_raw_fd(), &mut buf, nix::sys::socket::MsgFlags::MSG_DONTWAIT) {
+        Ok(0) => return None,
+        Ok(n) => pending.extend_from_slice(&buf[..n]),
+        Err(_) => return Some(Vec::new()),
+    }
+    Some(drover_proto::io::split_frames(pending).unwrap_or_else(|_| {
+        pending.clear();
+        Vec::new()
+    }))
 }
 
 /// In a forked child, before it drops privileges: into the step's cgroup.
@@ -1221,36 +1252,18 @@ impl Supervisor<'_> {
     /// What srun sent: stdin for tasks, a terminal size; its end means srun is gone.
     fn read_srun(&mut self) {
         let Some(io) = self.io.as_ref() else { return };
-        let mut buf = [0u8; 65536];
-        match nix::sys::socket::recv(io.as_raw_fd(), &mut buf, nix::sys::socket::MsgFlags::MSG_DONTWAIT) {
-            Ok(0) => {
-                // srun is gone: the step goes with it.
-                self.io = None;
-                if self.how.is_empty() {
-                    self.how = "CANCELLED".into();
-                }
-                self.signal_all(Signal::SIGKILL);
-                return;
+        let Some(frames) = read_frames(io, &mut self.io_in) else {
+            // srun is gone: the step goes with it.
+            self.io = None;
+            if self.how.is_empty() {
+                self.how = "CANCELLED".into();
             }
-            Ok(n) => self.io_in.extend_from_slice(&buf[..n]),
-            Err(_) => return,
-        }
-        let Ok(frames) = drover_proto::io::split_frames(&mut self.io_in) else {
-            self.io_in.clear();
+            self.signal_all(Signal::SIGKILL);
             return;
         };
         for f in frames {
             match f.kind {
-                drover_proto::io::STDIN => {
-                    if let Some(sink) = self.stdin.get_mut(&f.task) {
-                        if f.data.is_empty() {
-                            sink.eof = true;
-                        } else {
-                            sink.pending.extend_from_slice(&f.data);
-                        }
-                        self.feed_stdin(f.task);
-                    }
-                }
+                drover_proto::io::STDIN => self.give_stdin(f.task, &f.data, true),
                 drover_proto::io::WINSIZE if f.data.len() == 4 => {
                     if let Some(m) = &self.pty {
                         let rows = u16::from_be_bytes([f.data[0], f.data[1]]);
@@ -1267,26 +1280,28 @@ impl Supervisor<'_> {
     /// Input from a sattach listener: its stdin for the tasks (its end of input leaves theirs
     /// open: srun's is the one that closes it); its end detaches it.
     fn read_attached(&mut self, k: usize) {
-        let mut buf = [0u8; 65536];
-        let fd = self.attached[k].0.as_raw_fd();
-        match nix::sys::socket::recv(fd, &mut buf, nix::sys::socket::MsgFlags::MSG_DONTWAIT) {
-            Ok(0) => {
-                self.attached.remove(k);
-                return;
-            }
-            Ok(n) => self.attached[k].1.extend_from_slice(&buf[..n]),
-            Err(_) => return,
-        }
-        let Ok(frames) = drover_proto::io::split_frames(&mut self.attached[k].1) else {
+        let (conn, pending) = &mut self.attached[k];
+        let Some(frames) = read_frames(conn, pending) else {
             self.attached.remove(k);
             return;
         };
-        for f in frames.into_iter().filter(|f| f.kind == drover_proto::io::STDIN && !f.data.is_empty()) {
-            if let Some(sink) = self.stdin.get_mut(&f.task) {
-                sink.pending.extend_from_slice(&f.data);
-                self.feed_stdin(f.task);
-            }
+        for f in frames.into_iter().filter(|f| f.kind == drover_proto::io::STDIN) {
+            self.give_stdin(f.task, &f.data, false);
         }
+    }
+
+    /// Bytes for a task's stdin (empty: srun's end of input, which closes it when `may_close`).
+    fn give_stdin(&mut self, task: u32, data: &[u8], may_close: bool) {
+        let Some(sink) = self.stdin.get_mut(&task) else { return };
+        if data.is_empty() {
+            if !may_close {
+                return;
+            }
+            sink.eof = true;
+        } else {
+            sink.pending.extend_from_slice(data);
+        }
+        self.feed_stdin(task);
     }
 
     /// Writes what a task's stdin can take now; closes it at srun's end of input, or when
