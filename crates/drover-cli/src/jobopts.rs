@@ -410,6 +410,8 @@ impl JobArgs {
             .map(|m| parse_mb(m).map_err(|_| "invalid memory constraint".to_string()))
             .transpose()?;
         spec.ntasks_per_gpu = self.ntasks_per_gpu.as_deref().map(|n| num(n, "ntasks-per-gpu")).transpose()?;
+        spec.account = self.account.clone();
+        spec.qos = self.qos.clone();
         spec.resolve_per_gpu()?;
         if let Some(l) = &self.licenses {
             drover_model::job::parse_licenses(l)?;

@@ -2154,6 +2154,7 @@ impl Owner {
                 end_time: t,
                 message: format!("the launch of the step on {name} was lost"),
                 step_id: Some(step),
+                usage: Vec::new(),
             };
             self.step_ended_on(&name, step, e);
         }

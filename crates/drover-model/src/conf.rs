@@ -147,6 +147,11 @@ pub struct Config {
     /// `AccountingStorageTRES`: TRES tracked beyond cpu, mem, node and billing (`gres/gpu`
     /// makes GPUs show in TRES, CfgTRES and AllocTRES, as in Slurm).
     pub accounting_storage_tres: Vec<String>,
+    /// Where job records go: `AccountingStorageType=accounting_storage/slurmdbd` sends them
+    /// to `drover accounting` at `AccountingStorageHost:AccountingStoragePort`; `None` keeps
+    /// none (`accounting_storage/none`, Slurm's default).
+    pub accounting_storage: Option<String>,
+    pub accounting_storage_port: u16,
     pub nodes: Vec<NodeConf>,
     pub partitions: Vec<PartitionConf>,
     pub unsupported: Vec<Unsupported>,
@@ -207,6 +212,8 @@ impl Default for Config {
             health_check_interval: 0,
             licenses: Vec::new(),
             accounting_storage_tres: Vec::new(),
+            accounting_storage: None,
+            accounting_storage_port: 6819,
             nodes: Vec::new(),
             partitions: Vec::new(),
             unsupported: Vec::new(),
@@ -236,6 +243,11 @@ impl Config {
         Path::new(&self.state_save_location).join("drover-ctld.sock")
     }
     /// The controller address agents connect to.
+    /// `drover accounting`'s address (`AccountingStorageHost:AccountingStoragePort`), where
+    /// slurm.conf sends records there.
+    pub fn accounting_addr(&self) -> Option<String> {
+        self.accounting_storage.as_ref().map(|h| format!("{h}:{}", self.accounting_storage_port))
+    }
     pub fn controller_addr(&self) -> String {
         let host = self.controller_hosts.first().map(|h| h.addr.as_str()).unwrap_or("127.0.0.1");
         format!("{host}:{}", self.slurmctld_port)
@@ -277,6 +289,9 @@ const SUPPORTED: &[&str] = &[
     "prologslurmctld",
     "epilogslurmctld",
     "accountingstoragetres",
+    "accountingstoragetype",
+    "accountingstoragehost",
+    "accountingstorageport",
 ];
 
 const NODE_KEYS: &[&str] = &[
@@ -477,6 +492,7 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
     let mut gres_lines: Vec<(String, usize, usize)> = Vec::new();
     let mut part_default: Vec<(String, String)> = Vec::new();
     let mut raw_parts: Vec<(&Line, Vec<(String, String)>)> = Vec::new();
+    let (mut accounting_on, mut accounting_host) = (None, None);
     for l in lines {
         let err = |msg: String| ConfError { file: l.file.clone(), line: l.line, msg };
         let (k0, v0) = &l.pairs[0];
@@ -609,6 +625,20 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                 "accountingstoragetres" => {
                     cfg.accounting_storage_tres = v.split(',').map(|t| t.trim().to_ascii_lowercase()).collect()
                 }
+                "accountingstoragetype" => match v.to_ascii_lowercase().as_str() {
+                    "accounting_storage/none" => accounting_on = Some(false),
+                    "accounting_storage/slurmdbd" | "accounting_storage/drover" => accounting_on = Some(true),
+                    _ => {
+                        return Err(err(format!(
+                            "AccountingStorageType: expected accounting_storage/slurmdbd or accounting_storage/none, found `{v}`"
+                        )))
+                    }
+                },
+                "accountingstoragehost" => accounting_host = Some(v.clone()),
+                "accountingstorageport" => {
+                    cfg.accounting_storage_port =
+                        v.parse().map_err(|_| err(format!("AccountingStoragePort: expected a port, found `{v}`")))?
+                }
                 "epilogslurmctld" => cfg.epilog_slurmctld = Some(v.clone()),
                 "epilog" => cfg.epilog = Some(v.clone()),
                 "taskprolog" => cfg.task_prolog = Some(v.clone()),
@@ -666,6 +696,9 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
             }
         }
         k += count;
+    }
+    if accounting_on == Some(true) {
+        cfg.accounting_storage = Some(accounting_host.unwrap_or_else(|| "localhost".into()));
     }
     let all_nodes: Vec<String> = cfg.nodes.iter().map(|n| n.name.clone()).collect();
     for (l, attrs) in raw_parts {

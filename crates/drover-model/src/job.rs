@@ -250,6 +250,9 @@ pub struct JobSpec {
     /// sockets of every node (scheduled as their product per node, placed near their CPUs).
     pub gpus_per_socket: Option<crate::gres::GresReq>,
     pub sockets_per_node: Option<u32>,
+    /// `-A/--account` and `-q/--qos` as given (accounting decides what they become).
+    pub account: Option<String>,
+    pub qos: Option<String>,
 }
 
 /// Licenses as `-L` and `Licenses=` write them: `name[:count]` (or `name*count`), comma

@@ -13,6 +13,7 @@ pub mod array;
 pub mod cgroup_conf;
 pub mod conf;
 pub mod cpubind;
+pub mod dbd_conf;
 pub mod duration;
 pub mod gres;
 pub mod hostlist;

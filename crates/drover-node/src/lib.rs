@@ -495,6 +495,7 @@ fn scan_spool(spool: &Path) -> (Vec<v1::RunningJob>, Vec<v1::EndedJob>) {
                     end_time: now(),
                     message: "job supervisor died".into(),
                     step_id,
+                    usage: Vec::new(),
                 });
             }
         }
@@ -510,6 +511,7 @@ fn ended_msg(unit: Unit, st: spool::EndStatus) -> v1::EndedJob {
         end_time: st.end_time,
         message: st.message,
         step_id: unit.1,
+        usage: Vec::new(),
     }
 }
 

@@ -59,6 +59,8 @@ pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
         licenses: s.licenses.clone(),
         gpus_per_socket: s.gpus_per_socket.as_ref().map(|g| g.text()),
         sockets_per_node: s.sockets_per_node,
+        account: s.account.clone(),
+        qos: s.qos.clone(),
     }
 }
 
@@ -136,6 +138,8 @@ pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
         licenses: w.licenses,
         gpus_per_socket: w.gpus_per_socket.as_deref().map(gres_one).transpose()?,
         sockets_per_node: w.sockets_per_node,
+        account: w.account,
+        qos: w.qos,
     })
 }
 

@@ -117,6 +117,11 @@ pub struct JobSpec {
     pub gpus_per_socket: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(uint32, optional, tag = "51")]
     pub sockets_per_node: ::core::option::Option<u32>,
+    /// -A/--account and -q/--qos as given.
+    #[prost(string, optional, tag = "52")]
+    pub account: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "53")]
+    pub qos: ::core::option::Option<::prost::alloc::string::String>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SubmitRequest {
@@ -769,7 +774,7 @@ pub struct RunningJob {
     #[prost(uint32, optional, tag = "2")]
     pub step_id: ::core::option::Option<u32>,
 }
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct EndedJob {
     #[prost(uint32, tag = "1")]
     pub job_id: u32,
@@ -784,6 +789,9 @@ pub struct EndedJob {
     pub message: ::prost::alloc::string::String,
     #[prost(uint32, optional, tag = "6")]
     pub step_id: ::core::option::Option<u32>,
+    /// What each task used, sampled as it ended (for accounting).
+    #[prost(message, repeated, tag = "7")]
+    pub usage: ::prost::alloc::vec::Vec<TaskUsage>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct Register {
@@ -976,6 +984,108 @@ pub mod controller_to_node {
         #[prost(message, tag = "7")]
         Attach(super::AttachRequest),
     }
+}
+/// One run of a job (a requeued job has one record per run, `info.restarts` apart), sent
+/// whole each time it changes: the store keeps the latest, so a record delivered twice is
+/// stored once.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AcctJob {
+    #[prost(string, tag = "1")]
+    pub cluster: ::prost::alloc::string::String,
+    /// As squeue saw it (the request without script and environment).
+    #[prost(message, optional, tag = "2")]
+    pub info: ::core::option::Option<JobInfo>,
+    /// TRES lists as Slurm prints them (`cpu=2,mem=8000M,node=2,billing=2`).
+    #[prost(string, tag = "3")]
+    pub req_tres: ::prost::alloc::string::String,
+    #[prost(string, tag = "4")]
+    pub alloc_tres: ::prost::alloc::string::String,
+    /// The account and QoS the job runs under.
+    #[prost(string, tag = "5")]
+    pub account: ::prost::alloc::string::String,
+    #[prost(string, tag = "6")]
+    pub qos: ::prost::alloc::string::String,
+}
+/// One step of one run of a job (`N.batch`, `N.extern`, `N.0`, ...).
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AcctStep {
+    #[prost(string, tag = "1")]
+    pub cluster: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "2")]
+    pub restarts: u32,
+    /// Its id, name, nodes, times, state and exit status.
+    #[prost(message, optional, tag = "3")]
+    pub info: ::core::option::Option<StepInfo>,
+    #[prost(string, tag = "4")]
+    pub alloc_tres: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "5")]
+    pub ntasks: u32,
+    #[prost(string, tag = "6")]
+    pub submit_line: ::prost::alloc::string::String,
+    /// What each task used (empty: not measured).
+    #[prost(message, repeated, tag = "7")]
+    pub usage: ::prost::alloc::vec::Vec<TaskUsage>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AcctRecords {
+    #[prost(message, repeated, tag = "1")]
+    pub jobs: ::prost::alloc::vec::Vec<AcctJob>,
+    #[prost(message, repeated, tag = "2")]
+    pub steps: ::prost::alloc::vec::Vec<AcctStep>,
+}
+/// A job id as sacct -j takes it: `N`, `N_M`, `N.S` (step `batch`/`extern` by their ids).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AcctJobSelector {
+    #[prost(uint32, tag = "1")]
+    pub job_id: u32,
+    #[prost(uint32, optional, tag = "2")]
+    pub array_task_id: ::core::option::Option<u32>,
+    #[prost(uint32, optional, tag = "3")]
+    pub step_id: ::core::option::Option<u32>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AcctQuery {
+    #[prost(string, repeated, tag = "1")]
+    pub clusters: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(message, repeated, tag = "2")]
+    pub jobs: ::prost::alloc::vec::Vec<AcctJobSelector>,
+    /// Empty: every user's.
+    #[prost(uint32, repeated, tag = "3")]
+    pub uids: ::prost::alloc::vec::Vec<u32>,
+    #[prost(string, repeated, tag = "4")]
+    pub accounts: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "5")]
+    pub names: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "6")]
+    pub partitions: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// Slurm state names (COMPLETED, CANCELLED, ...).
+    #[prost(string, repeated, tag = "7")]
+    pub states: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The window a job must have been in one of `states` (or, with none, been eligible to run)
+    /// during; 0: open.
+    #[prost(int64, tag = "8")]
+    pub start: i64,
+    #[prost(int64, tag = "9")]
+    pub end: i64,
+    /// Every run of a requeued job, not only the latest (`-D`).
+    #[prost(bool, tag = "10")]
+    pub duplicates: bool,
+    /// Without steps (`-X`).
+    #[prost(bool, tag = "11")]
+    pub no_steps: bool,
+    #[prost(uint32, repeated, tag = "12")]
+    pub gids: ::prost::alloc::vec::Vec<u32>,
+    #[prost(string, repeated, tag = "13")]
+    pub qos: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "14")]
+    pub nodes: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AcctRows {
+    #[prost(message, repeated, tag = "1")]
+    pub jobs: ::prost::alloc::vec::Vec<AcctJob>,
+    #[prost(message, repeated, tag = "2")]
+    pub steps: ::prost::alloc::vec::Vec<AcctStep>,
 }
 /// Generated client implementations.
 pub mod controller_client {
@@ -2508,6 +2618,447 @@ pub mod node_link_server {
     /// Generated gRPC service name
     pub const SERVICE_NAME: &str = "drover.v1.NodeLink";
     impl<T> tonic::server::NamedService for NodeLinkServer<T> {
+        const NAME: &'static str = SERVICE_NAME;
+    }
+}
+/// Generated client implementations.
+pub mod accounting_client {
+    #![allow(
+        unused_variables,
+        dead_code,
+        missing_docs,
+        clippy::wildcard_imports,
+        clippy::let_unit_value,
+    )]
+    use tonic::codegen::*;
+    use tonic::codegen::http::Uri;
+    #[derive(Debug, Clone)]
+    pub struct AccountingClient<T> {
+        inner: tonic::client::Grpc<T>,
+    }
+    impl AccountingClient<tonic::transport::Channel> {
+        /// Attempt to create a new client by connecting to a given endpoint.
+        pub async fn connect<D>(dst: D) -> Result<Self, tonic::transport::Error>
+        where
+            D: TryInto<tonic::transport::Endpoint>,
+            D::Error: Into<StdError>,
+        {
+            let conn = tonic::transport::Endpoint::new(dst)?.connect().await?;
+            Ok(Self::new(conn))
+        }
+    }
+    impl<T> AccountingClient<T>
+    where
+        T: tonic::client::GrpcService<tonic::body::Body>,
+        T::Error: Into<StdError>,
+        T::ResponseBody: Body<Data = Bytes> + std::marker::Send + 'static,
+        <T::ResponseBody as Body>::Error: Into<StdError> + std::marker::Send,
+    {
+        pub fn new(inner: T) -> Self {
+            let inner = tonic::client::Grpc::new(inner);
+            Self { inner }
+        }
+        pub fn with_origin(inner: T, origin: Uri) -> Self {
+            let inner = tonic::client::Grpc::with_origin(inner, origin);
+            Self { inner }
+        }
+        pub fn with_interceptor<F>(
+            inner: T,
+            interceptor: F,
+        ) -> AccountingClient<InterceptedService<T, F>>
+        where
+            F: tonic::service::Interceptor,
+            T::ResponseBody: Default,
+            T: tonic::codegen::Service<
+                http::Request<tonic::body::Body>,
+                Response = http::Response<
+                    <T as tonic::client::GrpcService<tonic::body::Body>>::ResponseBody,
+                >,
+            >,
+            <T as tonic::codegen::Service<
+                http::Request<tonic::body::Body>,
+            >>::Error: Into<StdError> + std::marker::Send + std::marker::Sync,
+        {
+            AccountingClient::new(InterceptedService::new(inner, interceptor))
+        }
+        /// Compress requests with the given encoding.
+        ///
+        /// This requires the server to support it otherwise it might respond with an
+        /// error.
+        #[must_use]
+        pub fn send_compressed(mut self, encoding: CompressionEncoding) -> Self {
+            self.inner = self.inner.send_compressed(encoding);
+            self
+        }
+        /// Enable decompressing responses.
+        #[must_use]
+        pub fn accept_compressed(mut self, encoding: CompressionEncoding) -> Self {
+            self.inner = self.inner.accept_compressed(encoding);
+            self
+        }
+        /// Limits the maximum size of a decoded message.
+        ///
+        /// Default: `4MB`
+        #[must_use]
+        pub fn max_decoding_message_size(mut self, limit: usize) -> Self {
+            self.inner = self.inner.max_decoding_message_size(limit);
+            self
+        }
+        /// Limits the maximum size of an encoded message.
+        ///
+        /// Default: `usize::MAX`
+        #[must_use]
+        pub fn max_encoding_message_size(mut self, limit: usize) -> Self {
+            self.inner = self.inner.max_encoding_message_size(limit);
+            self
+        }
+        /// Stores records; answers once they are durable in the database.
+        pub async fn record(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AcctRecords>,
+        ) -> std::result::Result<tonic::Response<super::Empty>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/drover.v1.Accounting/Record",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("drover.v1.Accounting", "Record"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Jobs (and their steps) matching a query, in batches.
+        pub async fn jobs(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AcctQuery>,
+        ) -> std::result::Result<
+            tonic::Response<tonic::codec::Streaming<super::AcctRows>>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/drover.v1.Accounting/Jobs",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("drover.v1.Accounting", "Jobs"));
+            self.inner.server_streaming(req, path, codec).await
+        }
+        pub async fn ping(
+            &mut self,
+            request: impl tonic::IntoRequest<super::Empty>,
+        ) -> std::result::Result<tonic::Response<super::PingReply>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/drover.v1.Accounting/Ping",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("drover.v1.Accounting", "Ping"));
+            self.inner.unary(req, path, codec).await
+        }
+    }
+}
+/// Generated server implementations.
+pub mod accounting_server {
+    #![allow(
+        unused_variables,
+        dead_code,
+        missing_docs,
+        clippy::wildcard_imports,
+        clippy::let_unit_value,
+    )]
+    use tonic::codegen::*;
+    /// Generated trait containing gRPC methods that should be implemented for use with AccountingServer.
+    #[async_trait]
+    pub trait Accounting: std::marker::Send + std::marker::Sync + 'static {
+        /// Stores records; answers once they are durable in the database.
+        async fn record(
+            &self,
+            request: tonic::Request<super::AcctRecords>,
+        ) -> std::result::Result<tonic::Response<super::Empty>, tonic::Status>;
+        /// Server streaming response type for the Jobs method.
+        type JobsStream: tonic::codegen::tokio_stream::Stream<
+                Item = std::result::Result<super::AcctRows, tonic::Status>,
+            >
+            + std::marker::Send
+            + 'static;
+        /// Jobs (and their steps) matching a query, in batches.
+        async fn jobs(
+            &self,
+            request: tonic::Request<super::AcctQuery>,
+        ) -> std::result::Result<tonic::Response<Self::JobsStream>, tonic::Status>;
+        async fn ping(
+            &self,
+            request: tonic::Request<super::Empty>,
+        ) -> std::result::Result<tonic::Response<super::PingReply>, tonic::Status>;
+    }
+    #[derive(Debug)]
+    pub struct AccountingServer<T> {
+        inner: Arc<T>,
+        accept_compression_encodings: EnabledCompressionEncodings,
+        send_compression_encodings: EnabledCompressionEncodings,
+        max_decoding_message_size: Option<usize>,
+        max_encoding_message_size: Option<usize>,
+    }
+    impl<T> AccountingServer<T> {
+        pub fn new(inner: T) -> Self {
+            Self::from_arc(Arc::new(inner))
+        }
+        pub fn from_arc(inner: Arc<T>) -> Self {
+            Self {
+                inner,
+                accept_compression_encodings: Default::default(),
+                send_compression_encodings: Default::default(),
+                max_decoding_message_size: None,
+                max_encoding_message_size: None,
+            }
+        }
+        pub fn with_interceptor<F>(
+            inner: T,
+            interceptor: F,
+        ) -> InterceptedService<Self, F>
+        where
+            F: tonic::service::Interceptor,
+        {
+            InterceptedService::new(Self::new(inner), interceptor)
+        }
+        /// Enable decompressing requests with the given encoding.
+        #[must_use]
+        pub fn accept_compressed(mut self, encoding: CompressionEncoding) -> Self {
+            self.accept_compression_encodings.enable(encoding);
+            self
+        }
+        /// Compress responses with the given encoding, if the client supports it.
+        #[must_use]
+        pub fn send_compressed(mut self, encoding: CompressionEncoding) -> Self {
+            self.send_compression_encodings.enable(encoding);
+            self
+        }
+        /// Limits the maximum size of a decoded message.
+        ///
+        /// Default: `4MB`
+        #[must_use]
+        pub fn max_decoding_message_size(mut self, limit: usize) -> Self {
+            self.max_decoding_message_size = Some(limit);
+            self
+        }
+        /// Limits the maximum size of an encoded message.
+        ///
+        /// Default: `usize::MAX`
+        #[must_use]
+        pub fn max_encoding_message_size(mut self, limit: usize) -> Self {
+            self.max_encoding_message_size = Some(limit);
+            self
+        }
+    }
+    impl<T, B> tonic::codegen::Service<http::Request<B>> for AccountingServer<T>
+    where
+        T: Accounting,
+        B: Body + std::marker::Send + 'static,
+        B::Error: Into<StdError> + std::marker::Send + 'static,
+    {
+        type Response = http::Response<tonic::body::Body>;
+        type Error = std::convert::Infallible;
+        type Future = BoxFuture<Self::Response, Self::Error>;
+        fn poll_ready(
+            &mut self,
+            _cx: &mut Context<'_>,
+        ) -> Poll<std::result::Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+        fn call(&mut self, req: http::Request<B>) -> Self::Future {
+            match req.uri().path() {
+                "/drover.v1.Accounting/Record" => {
+                    #[allow(non_camel_case_types)]
+                    struct RecordSvc<T: Accounting>(pub Arc<T>);
+                    impl<T: Accounting> tonic::server::UnaryService<super::AcctRecords>
+                    for RecordSvc<T> {
+                        type Response = super::Empty;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AcctRecords>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Accounting>::record(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = RecordSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/drover.v1.Accounting/Jobs" => {
+                    #[allow(non_camel_case_types)]
+                    struct JobsSvc<T: Accounting>(pub Arc<T>);
+                    impl<
+                        T: Accounting,
+                    > tonic::server::ServerStreamingService<super::AcctQuery>
+                    for JobsSvc<T> {
+                        type Response = super::AcctRows;
+                        type ResponseStream = T::JobsStream;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::ResponseStream>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AcctQuery>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Accounting>::jobs(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = JobsSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.server_streaming(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/drover.v1.Accounting/Ping" => {
+                    #[allow(non_camel_case_types)]
+                    struct PingSvc<T: Accounting>(pub Arc<T>);
+                    impl<T: Accounting> tonic::server::UnaryService<super::Empty>
+                    for PingSvc<T> {
+                        type Response = super::PingReply;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::Empty>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Accounting>::ping(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = PingSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                _ => {
+                    Box::pin(async move {
+                        let mut response = http::Response::new(
+                            tonic::body::Body::default(),
+                        );
+                        let headers = response.headers_mut();
+                        headers
+                            .insert(
+                                tonic::Status::GRPC_STATUS,
+                                (tonic::Code::Unimplemented as i32).into(),
+                            );
+                        headers
+                            .insert(
+                                http::header::CONTENT_TYPE,
+                                tonic::metadata::GRPC_CONTENT_TYPE,
+                            );
+                        Ok(response)
+                    })
+                }
+            }
+        }
+    }
+    impl<T> Clone for AccountingServer<T> {
+        fn clone(&self) -> Self {
+            let inner = self.inner.clone();
+            Self {
+                inner,
+                accept_compression_encodings: self.accept_compression_encodings,
+                send_compression_encodings: self.send_compression_encodings,
+                max_decoding_message_size: self.max_decoding_message_size,
+                max_encoding_message_size: self.max_encoding_message_size,
+            }
+        }
+    }
+    /// Generated gRPC service name
+    pub const SERVICE_NAME: &str = "drover.v1.Accounting";
+    impl<T> tonic::server::NamedService for AccountingServer<T> {
         const NAME: &'static str = SERVICE_NAME;
     }
 }

@@ -1,0 +1,527 @@
+//! The SQL store: one schema and one code path over SQLite, PostgreSQL and MariaDB/MySQL
+//! (sqlx's `Any` driver), with the few places where their dialects differ spelled out here.
+//!
+//! Each job run and each step is one row, keyed by what identifies it (cluster, job id, run,
+//! step id). A record is written whole each time it changes (an upsert), so a record delivered
+//! twice is stored once: the controller's outbox may retry without fear of duplicates. The
+//! columns hold what queries filter and reports sum; `record` holds the whole message, so a
+//! field added to the wire reaches `sacct` without a migration.
+
+use drover_proto::prost::Message;
+use drover_proto::v1;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Row};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+    MySql,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("accounting database {url}: {source}")]
+    Connect { url: String, source: sqlx::Error },
+    #[error("accounting database: {0}")]
+    Sql(#[from] sqlx::Error),
+    #[error("accounting database: stored record of {what} does not decode: {source}")]
+    Decode { what: String, source: drover_proto::prost::DecodeError },
+    #[error("accounting database has schema version {found}; this Drover knows up to {known} (upgrade Drover)")]
+    TooNew { found: i64, known: i64 },
+}
+
+/// One schema change, in each dialect. Changes only ever add (columns, indexes, tables), so
+/// they apply online: a running Drover of the previous version keeps working meanwhile.
+struct Migration {
+    version: i64,
+    what: &'static str,
+    sql: fn(Dialect) -> Vec<String>,
+}
+
+fn ddl(d: Dialect) -> (&'static str, &'static str) {
+    match d {
+        Dialect::Sqlite => ("INTEGER PRIMARY KEY", "BLOB"),
+        Dialect::Postgres => ("BIGSERIAL PRIMARY KEY", "BYTEA"),
+        Dialect::MySql => ("BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY", "LONGBLOB"),
+    }
+}
+
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    what: "job and step records",
+    sql: |d| {
+        let (serial, blob) = ddl(d);
+        vec![
+            format!(
+                "CREATE TABLE IF NOT EXISTS jobs (
+                    seq {serial},
+                    cluster VARCHAR(64) NOT NULL,
+                    job_id BIGINT NOT NULL,
+                    restarts BIGINT NOT NULL,
+                    array_job_id BIGINT NOT NULL,
+                    array_task_id BIGINT NOT NULL,
+                    name VARCHAR(255) NOT NULL,
+                    uid BIGINT NOT NULL,
+                    gid BIGINT NOT NULL,
+                    user_name VARCHAR(64) NOT NULL,
+                    account VARCHAR(64) NOT NULL,
+                    qos VARCHAR(64) NOT NULL,
+                    partition_name VARCHAR(64) NOT NULL,
+                    state VARCHAR(32) NOT NULL,
+                    exit_status BIGINT NOT NULL,
+                    time_submit BIGINT NOT NULL,
+                    time_eligible BIGINT NOT NULL,
+                    time_start BIGINT NOT NULL,
+                    time_end BIGINT NOT NULL,
+                    nodelist TEXT NOT NULL,
+                    nnodes BIGINT NOT NULL,
+                    ncpus BIGINT NOT NULL,
+                    req_tres TEXT NOT NULL,
+                    alloc_tres TEXT NOT NULL,
+                    record {blob} NOT NULL
+                )"
+            ),
+            "CREATE UNIQUE INDEX IF NOT EXISTS jobs_key ON jobs (cluster, job_id, restarts)".into(),
+            "CREATE INDEX IF NOT EXISTS jobs_array ON jobs (cluster, array_job_id)".into(),
+            "CREATE INDEX IF NOT EXISTS jobs_uid_end ON jobs (uid, time_end)".into(),
+            "CREATE INDEX IF NOT EXISTS jobs_end ON jobs (time_end)".into(),
+            "CREATE INDEX IF NOT EXISTS jobs_account_end ON jobs (account, time_end)".into(),
+            format!(
+                "CREATE TABLE IF NOT EXISTS steps (
+                    seq {serial},
+                    cluster VARCHAR(64) NOT NULL,
+                    job_id BIGINT NOT NULL,
+                    restarts BIGINT NOT NULL,
+                    step_id BIGINT NOT NULL,
+                    name VARCHAR(255) NOT NULL,
+                    state VARCHAR(32) NOT NULL,
+                    exit_status BIGINT NOT NULL,
+                    time_start BIGINT NOT NULL,
+                    time_end BIGINT NOT NULL,
+                    nodelist TEXT NOT NULL,
+                    nnodes BIGINT NOT NULL,
+                    ntasks BIGINT NOT NULL,
+                    alloc_tres TEXT NOT NULL,
+                    record {blob} NOT NULL
+                )"
+            ),
+            "CREATE UNIQUE INDEX IF NOT EXISTS steps_key ON steps (cluster, job_id, restarts, step_id)".into(),
+        ]
+    },
+}];
+
+/// A value bound to a statement.
+#[derive(Debug, Clone)]
+enum Arg {
+    I(i64),
+    S(String),
+    B(Vec<u8>),
+}
+
+pub struct Store {
+    pool: AnyPool,
+    dialect: Dialect,
+}
+
+const JOB_COLS: &[&str] = &[
+    "cluster",
+    "job_id",
+    "restarts",
+    "array_job_id",
+    "array_task_id",
+    "name",
+    "uid",
+    "gid",
+    "user_name",
+    "account",
+    "qos",
+    "partition_name",
+    "state",
+    "exit_status",
+    "time_submit",
+    "time_eligible",
+    "time_start",
+    "time_end",
+    "nodelist",
+    "nnodes",
+    "ncpus",
+    "req_tres",
+    "alloc_tres",
+    "record",
+];
+const JOB_KEY: &[&str] = &["cluster", "job_id", "restarts"];
+
+const STEP_COLS: &[&str] = &[
+    "cluster",
+    "job_id",
+    "restarts",
+    "step_id",
+    "name",
+    "state",
+    "exit_status",
+    "time_start",
+    "time_end",
+    "nodelist",
+    "nnodes",
+    "ntasks",
+    "alloc_tres",
+    "record",
+];
+const STEP_KEY: &[&str] = &["cluster", "job_id", "restarts", "step_id"];
+
+/// Rows per INSERT statement (well under every store's limit on bound values).
+const ROWS_PER_STATEMENT: usize = 200;
+
+fn i(v: impl Into<i64>) -> Arg {
+    Arg::I(v.into())
+}
+
+fn job_args(j: &v1::AcctJob) -> Vec<Arg> {
+    let info = j.info.clone().unwrap_or_default();
+    let spec = info.spec.clone().unwrap_or_default();
+    let cpus = info.alloc.iter().map(|a| a.cpu_ids.len() as i64).sum::<i64>();
+    vec![
+        Arg::S(j.cluster.clone()),
+        i(info.job_id),
+        i(info.restarts),
+        i(info.array_job_id),
+        i(info.array_task_id.map_or(-1, i64::from)),
+        Arg::S(spec.name.clone()),
+        i(spec.uid),
+        i(spec.gid),
+        Arg::S(spec.user.clone()),
+        Arg::S(j.account.clone()),
+        Arg::S(j.qos.clone()),
+        Arg::S(info.partition.clone()),
+        Arg::S(info.state.clone()),
+        i(info.exit_status),
+        i(info.submit_time),
+        i(info.eligible_time),
+        i(info.start_time),
+        i(info.end_time),
+        Arg::S(info.nodes.clone()),
+        i(info.alloc.len() as i64),
+        i(cpus),
+        Arg::S(j.req_tres.clone()),
+        Arg::S(j.alloc_tres.clone()),
+        Arg::B(j.encode_to_vec()),
+    ]
+}
+
+fn step_args(s: &v1::AcctStep) -> Vec<Arg> {
+    let info = s.info.clone().unwrap_or_default();
+    let nodes: Vec<&str> = info.nodes.iter().map(|n| n.node.as_str()).collect();
+    vec![
+        Arg::S(s.cluster.clone()),
+        i(info.job_id),
+        i(s.restarts),
+        i(info.step_id),
+        Arg::S(info.name.clone()),
+        Arg::S(info.state.clone()),
+        i(info.exit_status),
+        i(info.start_time),
+        i(info.end_time),
+        Arg::S(drover_model::hostlist::Hostlist::from_iter(nodes.iter().copied()).ranged()),
+        i(nodes.len() as i64),
+        i(s.ntasks),
+        Arg::S(s.alloc_tres.clone()),
+        Arg::B(s.encode_to_vec()),
+    ]
+}
+
+/// Jobs that were in one of `states` at some time in [start, end], as Slurm's store asks
+/// (`as_mysql_jobacct_process.c`); with no states, jobs eligible to run in the window.
+fn window_condition(states: &[String], start: i64, end: i64, args: &mut Vec<Arg>) -> String {
+    if states.is_empty() {
+        args.extend([i(end), i(start)]);
+        return "(time_eligible > 0 AND time_eligible <= ? AND (time_end >= ? OR time_end = 0))".into();
+    }
+    let mut any = Vec::new();
+    for s in states {
+        match s.as_str() {
+            "PENDING" => {
+                args.extend([i(end), i(start)]);
+                any.push("(time_submit <= ? AND (time_start >= ? OR time_start = 0))".to_string());
+            }
+            "RUNNING" | "SUSPENDED" | "REQUEUED" | "RESIZING" => {
+                args.extend([i(end), i(start)]);
+                any.push("(time_start > 0 AND time_start <= ? AND (time_end >= ? OR time_end = 0))".to_string());
+            }
+            other => {
+                args.extend([Arg::S(other.to_string()), i(start), i(end)]);
+                any.push("(state = ? AND time_end >= ? AND time_end <= ?)".to_string());
+            }
+        }
+    }
+    format!("({})", any.join(" OR "))
+}
+
+impl Store {
+    /// Opens (creating a SQLite file where asked) and brings the schema up to date.
+    pub async fn open(url: &str) -> Result<Store, StoreError> {
+        sqlx::any::install_default_drivers();
+        let dialect = if url.starts_with("sqlite:") {
+            Dialect::Sqlite
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Dialect::Postgres
+        } else {
+            Dialect::MySql
+        };
+        let shown = redact(url);
+        let mut opts = AnyPoolOptions::new().max_connections(if dialect == Dialect::Sqlite { 4 } else { 8 });
+        if dialect == Dialect::Sqlite {
+            // WAL: readers (sacct) never wait for the writer; FULL: a commit is on disk
+            // before it is acknowledged. Writers queue on the file's lock rather than fail.
+            opts = opts.after_connect(|c, _| {
+                Box::pin(async move {
+                    use sqlx::Executor;
+                    c.execute("PRAGMA journal_mode=WAL").await?;
+                    c.execute("PRAGMA synchronous=FULL").await?;
+                    c.execute("PRAGMA busy_timeout=10000").await?;
+                    Ok(())
+                })
+            });
+        }
+        let pool = opts.connect(url).await.map_err(|source| StoreError::Connect { url: shown, source })?;
+        let s = Store { pool, dialect };
+        s.migrate().await?;
+        Ok(s)
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// The schema version this store has.
+    pub async fn version(&self) -> Result<i64, StoreError> {
+        let row = sqlx::query("SELECT MAX(version) FROM drover_schema").fetch_one(&self.pool).await?;
+        Ok(row.try_get::<Option<i64>, _>(0)?.unwrap_or(0))
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        sqlx::query(
+            "CREATE TABLE IF NOT EXISTS drover_schema (version BIGINT NOT NULL, what VARCHAR(255) NOT NULL, applied BIGINT NOT NULL)",
+        )
+        .execute(&self.pool)
+        .await?;
+        let have = self.version().await?;
+        let known = MIGRATIONS.last().map_or(0, |m| m.version);
+        if have > known {
+            return Err(StoreError::TooNew { found: have, known });
+        }
+        for m in MIGRATIONS.iter().filter(|m| m.version > have) {
+            // DDL is not transactional on MariaDB; every statement is idempotent instead
+            // (IF NOT EXISTS), so a change cut short is finished by the next start.
+            for stmt in (m.sql)(self.dialect) {
+                sqlx::query(&stmt).execute(&self.pool).await?;
+            }
+            self.run(
+                "INSERT INTO drover_schema (version, what, applied) VALUES (?, ?, ?)",
+                vec![i(m.version), Arg::S(m.what.into()), i(jiff::Timestamp::now().as_second())],
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// `?` placeholders as the dialect writes them.
+    fn sql(&self, q: &str) -> String {
+        if self.dialect != Dialect::Postgres {
+            return q.to_string();
+        }
+        let mut out = String::with_capacity(q.len() + 16);
+        let mut n = 0;
+        for c in q.chars() {
+            if c == '?' {
+                n += 1;
+                out.push('$');
+                out.push_str(&n.to_string());
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    fn bind<'q>(
+        mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+        args: Vec<Arg>,
+    ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+        for a in args {
+            q = match a {
+                Arg::I(v) => q.bind(v),
+                Arg::S(v) => q.bind(v),
+                Arg::B(v) => q.bind(v),
+            };
+        }
+        q
+    }
+
+    async fn run(&self, q: &str, args: Vec<Arg>) -> Result<(), StoreError> {
+        let sql = self.sql(q);
+        Self::bind(sqlx::query(&sql), args).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn fetch(&self, q: &str, args: Vec<Arg>) -> Result<Vec<AnyRow>, StoreError> {
+        let sql = self.sql(q);
+        Ok(Self::bind(sqlx::query(&sql), args).fetch_all(&self.pool).await?)
+    }
+
+    /// `INSERT ... VALUES (...), (...)` for `rows` rows that replaces a row with the same key.
+    fn upsert_sql(&self, table: &str, cols: &[&str], key: &[&str], rows: usize) -> String {
+        let one = format!("({})", vec!["?"; cols.len()].join(", "));
+        let values = vec![one.as_str(); rows].join(", ");
+        let set: Vec<String> = cols
+            .iter()
+            .filter(|c| !key.contains(c))
+            .map(|c| match self.dialect {
+                Dialect::MySql => format!("{c} = VALUES({c})"),
+                _ => format!("{c} = excluded.{c}"),
+            })
+            .collect();
+        let conflict = match self.dialect {
+            Dialect::MySql => format!("ON DUPLICATE KEY UPDATE {}", set.join(", ")),
+            _ => format!("ON CONFLICT ({}) DO UPDATE SET {}", key.join(", "), set.join(", ")),
+        };
+        self.sql(&format!("INSERT INTO {table} ({}) VALUES {values} {conflict}", cols.join(", ")))
+    }
+
+    /// Stores a batch of records in one transaction: all of it is durable when this returns,
+    /// or none of it.
+    pub async fn record(&self, recs: &v1::AcctRecords) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        for chunk in recs.jobs.chunks(ROWS_PER_STATEMENT) {
+            let sql = self.upsert_sql("jobs", JOB_COLS, JOB_KEY, chunk.len());
+            let args = chunk.iter().flat_map(job_args).collect();
+            Self::bind(sqlx::query(&sql), args).execute(&mut *tx).await?;
+        }
+        for chunk in recs.steps.chunks(ROWS_PER_STATEMENT) {
+            let sql = self.upsert_sql("steps", STEP_COLS, STEP_KEY, chunk.len());
+            let args = chunk.iter().flat_map(step_args).collect();
+            Self::bind(sqlx::query(&sql), args).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The jobs a query selects, in the order they were first recorded, each run of a
+    /// requeued job (or only its latest), with their steps.
+    pub async fn jobs(&self, q: &v1::AcctQuery) -> Result<v1::AcctRows, StoreError> {
+        let mut conds: Vec<String> = Vec::new();
+        let mut args: Vec<Arg> = Vec::new();
+        let list = |col: &str, vals: Vec<Arg>, conds: &mut Vec<String>, args: &mut Vec<Arg>| {
+            if !vals.is_empty() {
+                conds.push(format!("{col} IN ({})", vec!["?"; vals.len()].join(", ")));
+                args.extend(vals);
+            }
+        };
+        list("cluster", q.clusters.iter().cloned().map(Arg::S).collect(), &mut conds, &mut args);
+        list("uid", q.uids.iter().map(|u| i(*u)).collect(), &mut conds, &mut args);
+        list("gid", q.gids.iter().map(|g| i(*g)).collect(), &mut conds, &mut args);
+        list("account", q.accounts.iter().cloned().map(Arg::S).collect(), &mut conds, &mut args);
+        list("name", q.names.iter().cloned().map(Arg::S).collect(), &mut conds, &mut args);
+        list("partition_name", q.partitions.iter().cloned().map(Arg::S).collect(), &mut conds, &mut args);
+        list("qos", q.qos.iter().cloned().map(Arg::S).collect(), &mut conds, &mut args);
+        if !q.jobs.is_empty() {
+            let mut any = Vec::new();
+            for sel in &q.jobs {
+                match sel.array_task_id {
+                    Some(t) => {
+                        any.push("(array_job_id = ? AND array_task_id = ?)".to_string());
+                        args.extend([i(sel.job_id), i(t)]);
+                    }
+                    None => {
+                        any.push("(job_id = ? OR array_job_id = ?)".to_string());
+                        args.extend([i(sel.job_id), i(sel.job_id)]);
+                    }
+                }
+            }
+            conds.push(format!("({})", any.join(" OR ")));
+        }
+        if q.start != 0 || q.end != 0 {
+            let end = if q.end == 0 { i64::MAX } else { q.end };
+            conds.push(window_condition(&q.states, q.start, end, &mut args));
+        } else if !q.states.is_empty() {
+            list("state", q.states.iter().cloned().map(Arg::S).collect(), &mut conds, &mut args);
+        }
+        let filter = if conds.is_empty() { String::new() } else { format!(" WHERE {}", conds.join(" AND ")) };
+        let rows = self.fetch(&format!("SELECT record FROM jobs{filter} ORDER BY seq"), args).await?;
+        let mut jobs = Vec::with_capacity(rows.len());
+        for r in rows {
+            let b: Vec<u8> = r.try_get(0)?;
+            jobs.push(
+                v1::AcctJob::decode(&b[..]).map_err(|source| StoreError::Decode { what: "a job".into(), source })?,
+            );
+        }
+        if !q.duplicates {
+            // Only each job's latest run.
+            let mut latest: std::collections::HashMap<(&str, u32), u32> = std::collections::HashMap::new();
+            for j in &jobs {
+                let info = j.info.as_ref();
+                let k = (j.cluster.as_str(), info.map_or(0, |i| i.job_id));
+                let r = info.map_or(0, |i| i.restarts);
+                latest.entry(k).and_modify(|m| *m = (*m).max(r)).or_insert(r);
+            }
+            let keep: Vec<bool> = jobs
+                .iter()
+                .map(|j| {
+                    let info = j.info.as_ref();
+                    latest.get(&(j.cluster.as_str(), info.map_or(0, |i| i.job_id))) == Some(&info.map_or(0, |i| i.restarts))
+                })
+                .collect();
+            let mut k = keep.into_iter();
+            jobs.retain(|_| k.next().unwrap_or(true));
+        }
+        let steps = if q.no_steps { Vec::new() } else { self.steps_of(&jobs).await? };
+        Ok(v1::AcctRows { jobs, steps })
+    }
+
+    /// The steps of these job runs, in the order they were recorded.
+    async fn steps_of(&self, jobs: &[v1::AcctJob]) -> Result<Vec<v1::AcctStep>, StoreError> {
+        use std::collections::{BTreeMap, HashSet};
+        let mut by_cluster: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+        let mut runs: HashSet<(&str, u32, u32)> = HashSet::new();
+        for j in jobs {
+            let Some(info) = j.info.as_ref() else { continue };
+            by_cluster.entry(&j.cluster).or_default().push(info.job_id);
+            runs.insert((&j.cluster, info.job_id, info.restarts));
+        }
+        let mut out = Vec::new();
+        for (cluster, ids) in by_cluster {
+            for chunk in ids.chunks(500) {
+                let mut args = vec![Arg::S(cluster.to_string())];
+                args.extend(chunk.iter().map(|id| i(*id)));
+                let sql = format!(
+                    "SELECT record FROM steps WHERE cluster = ? AND job_id IN ({}) ORDER BY seq",
+                    vec!["?"; chunk.len()].join(", ")
+                );
+                for r in self.fetch(&sql, args).await? {
+                    let b: Vec<u8> = r.try_get(0)?;
+                    let s = v1::AcctStep::decode(&b[..])
+                        .map_err(|source| StoreError::Decode { what: "a step".into(), source })?;
+                    let job = s.info.as_ref().map_or(0, |i| i.job_id);
+                    if runs.contains(&(cluster, job, s.restarts)) {
+                        out.push(s);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A store URL without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}

@@ -1,0 +1,226 @@
+//! The store conformance suite: the same checks on SQLite (always), PostgreSQL and MariaDB.
+//! The servers come from `DROVER_TEST_POSTGRES` and `DROVER_TEST_MARIADB` (URLs of a user who
+//! may create databases; `.ci/run` starts both on loopback and sets them). Where one is not
+//! set the suite says so and checks the others, unless `DROVER_TEST_REQUIRE_SQL=1` (CI), which
+//! makes a missing server a failure.
+
+use drover_accounting::store::Store;
+use drover_proto::v1;
+
+/// A fresh database on each configured server, dropped when the guard goes.
+struct TestDb {
+    url: String,
+    drop_sql: Option<(String, String)>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Some((admin, sql)) = self.drop_sql.take() {
+            // Its own thread and runtime: the guard drops inside the test's runtime.
+            let _ = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                rt.block_on(async {
+                    if let Ok(mut c) = <sqlx::AnyConnection as sqlx::Connection>::connect(&admin).await {
+                        let _ = sqlx::query(&sql).execute(&mut c).await;
+                    }
+                });
+            })
+            .join();
+        }
+    }
+}
+
+async fn server_db(var: &str, name: &str) -> Option<TestDb> {
+    let Ok(admin) = std::env::var(var) else {
+        if std::env::var("DROVER_TEST_REQUIRE_SQL").is_ok_and(|v| v == "1") {
+            panic!("{var} is not set and DROVER_TEST_REQUIRE_SQL=1");
+        }
+        eprintln!("{var} not set: the {name} conformance run is skipped");
+        return None;
+    };
+    sqlx::any::install_default_drivers();
+    let db = format!("drover_conf_{}_{}", std::process::id(), rand_suffix());
+    let mut c = <sqlx::AnyConnection as sqlx::Connection>::connect(&admin)
+        .await
+        .unwrap_or_else(|e| panic!("{var}={admin}: {e}"));
+    sqlx::query(&format!("CREATE DATABASE {db}")).execute(&mut c).await.unwrap();
+    let base = admin.rsplit_once('/').unwrap().0;
+    Some(TestDb { url: format!("{base}/{db}"), drop_sql: Some((admin, format!("DROP DATABASE {db}"))), _dir: None })
+}
+
+fn rand_suffix() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64);
+    h.finish() % 1_000_000_000
+}
+
+fn sqlite_db() -> TestDb {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("acct.db").display());
+    TestDb { url, drop_sql: None, _dir: Some(dir) }
+}
+
+fn job(id: u32, uid: u32, state: &str, submit: i64, start: i64, end: i64) -> v1::AcctJob {
+    v1::AcctJob {
+        cluster: "lab".into(),
+        info: Some(v1::JobInfo {
+            job_id: id,
+            spec: Some(v1::JobSpec {
+                name: format!("job{id}"),
+                uid,
+                gid: uid,
+                user: format!("u{uid}"),
+                ..Default::default()
+            }),
+            state: state.into(),
+            submit_time: submit,
+            eligible_time: submit,
+            start_time: start,
+            end_time: end,
+            partition: "cpu".into(),
+            nodes: "node1".into(),
+            ..Default::default()
+        }),
+        req_tres: "cpu=1,node=1,billing=1".into(),
+        alloc_tres: "cpu=1,node=1,billing=1".into(),
+        account: format!("acct{}", uid % 2),
+        qos: "normal".into(),
+    }
+}
+
+fn step(job: u32, id: u32, state: &str) -> v1::AcctStep {
+    v1::AcctStep {
+        cluster: "lab".into(),
+        restarts: 0,
+        info: Some(v1::StepInfo {
+            job_id: job,
+            step_id: id,
+            name: "hostname".into(),
+            state: state.into(),
+            nodes: vec![v1::StepNode { node: "node1".into(), ..Default::default() }],
+            ..Default::default()
+        }),
+        alloc_tres: "cpu=1,mem=0,node=1".into(),
+        ntasks: 1,
+        ..Default::default()
+    }
+}
+
+fn ids(rows: &v1::AcctRows) -> Vec<u32> {
+    rows.jobs.iter().map(|j| j.info.as_ref().unwrap().job_id).collect()
+}
+
+async fn conformance(url: &str) {
+    let s = Store::open(url).await.unwrap();
+    assert_eq!(s.version().await.unwrap(), 1);
+    // Opening again finds the schema current and changes nothing.
+    drop(s);
+    let s = Store::open(url).await.unwrap();
+    assert_eq!(s.version().await.unwrap(), 1);
+
+    // Submitted, then started, then ended: one row, the latest.
+    let recs = |jobs: Vec<v1::AcctJob>, steps: Vec<v1::AcctStep>| v1::AcctRecords { jobs, steps };
+    s.record(&recs(vec![job(1, 1000, "PENDING", 100, 0, 0), job(2, 1001, "PENDING", 110, 0, 0)], vec![]))
+        .await
+        .unwrap();
+    s.record(&recs(vec![job(1, 1000, "RUNNING", 100, 120, 0)], vec![step(1, 0, "RUNNING")])).await.unwrap();
+    s.record(&recs(vec![job(1, 1000, "COMPLETED", 100, 120, 200)], vec![step(1, 0, "COMPLETED"), step(1, 1, "FAILED")]))
+        .await
+        .unwrap();
+    // Delivered twice (a retry after a lost answer): stored once.
+    s.record(&recs(vec![job(1, 1000, "COMPLETED", 100, 120, 200)], vec![step(1, 1, "FAILED")])).await.unwrap();
+
+    let all = s.jobs(&v1::AcctQuery::default()).await.unwrap();
+    assert_eq!(ids(&all), [1, 2], "in the order first recorded, once each");
+    assert_eq!(all.jobs[0].info.as_ref().unwrap().state, "COMPLETED");
+    let steps: Vec<(u32, String)> =
+        all.steps.iter().map(|st| (st.info.as_ref().unwrap().step_id, st.info.as_ref().unwrap().state.clone())).collect();
+    assert_eq!(steps, [(0, "COMPLETED".to_string()), (1, "FAILED".to_string())]);
+
+    // Selection by user, account, job id; -X drops steps.
+    let q = |f: &dyn Fn(&mut v1::AcctQuery)| {
+        let mut q = v1::AcctQuery::default();
+        f(&mut q);
+        q
+    };
+    assert_eq!(ids(&s.jobs(&q(&|q| q.uids = vec![1001])).await.unwrap()), [2]);
+    assert_eq!(ids(&s.jobs(&q(&|q| q.accounts = vec!["acct0".into()])).await.unwrap()), [1]);
+    let one = s.jobs(&q(&|q| {
+        q.jobs = vec![v1::AcctJobSelector { job_id: 1, ..Default::default() }];
+        q.no_steps = true;
+    }))
+    .await
+    .unwrap();
+    assert_eq!((ids(&one), one.steps.len()), (vec![1], 0));
+
+    // Time windows as Slurm's store reads them: eligible before the end and not ended
+    // before the start; with states, in that state during the window.
+    assert_eq!(ids(&s.jobs(&q(&|q| (q.start, q.end) = (150, 300))).await.unwrap()), [1, 2]);
+    assert_eq!(ids(&s.jobs(&q(&|q| (q.start, q.end) = (201, 300))).await.unwrap()), [2]);
+    assert_eq!(ids(&s.jobs(&q(&|q| (q.start, q.end) = (0, 105))).await.unwrap()), [1]);
+    let done = q(&|q| {
+        (q.start, q.end) = (150, 300);
+        q.states = vec!["COMPLETED".into()];
+    });
+    assert_eq!(ids(&s.jobs(&done).await.unwrap()), [1]);
+    let pending = q(&|q| {
+        (q.start, q.end) = (150, 300);
+        q.states = vec!["PENDING".into()];
+    });
+    assert_eq!(ids(&s.jobs(&pending).await.unwrap()), [2]);
+
+    // A requeued job has a row per run; by default only its latest is shown.
+    let mut again = job(2, 1001, "RUNNING", 110, 130, 0);
+    again.info.as_mut().unwrap().restarts = 1;
+    let mut first = job(2, 1001, "REQUEUED", 110, 115, 125);
+    first.info.as_mut().unwrap().restarts = 0;
+    s.record(&recs(vec![first, again], vec![])).await.unwrap();
+    let sel = |dup| {
+        q(&|q| {
+            q.jobs = vec![v1::AcctJobSelector { job_id: 2, ..Default::default() }];
+            q.duplicates = dup;
+        })
+    };
+    let latest = s.jobs(&sel(false)).await.unwrap();
+    assert_eq!(latest.jobs.iter().map(|j| j.info.as_ref().unwrap().restarts).collect::<Vec<_>>(), [1]);
+    assert_eq!(s.jobs(&sel(true)).await.unwrap().jobs.len(), 2);
+
+    // Array tasks: `N` selects every task, `N_M` one.
+    let mut t0 = job(7, 1000, "COMPLETED", 300, 301, 302);
+    t0.info.as_mut().unwrap().array_job_id = 7;
+    t0.info.as_mut().unwrap().array_task_id = Some(0);
+    let mut t1 = job(8, 1000, "COMPLETED", 300, 301, 302);
+    t1.info.as_mut().unwrap().array_job_id = 7;
+    t1.info.as_mut().unwrap().array_task_id = Some(1);
+    s.record(&recs(vec![t0, t1], vec![])).await.unwrap();
+    let arr = |task| q(&move |q| q.jobs = vec![v1::AcctJobSelector { job_id: 7, array_task_id: task, step_id: None }]);
+    assert_eq!(ids(&s.jobs(&arr(None)).await.unwrap()), [7, 8]);
+    assert_eq!(ids(&s.jobs(&arr(Some(1))).await.unwrap()), [8]);
+
+    // A large batch lands in one transaction (more rows than one statement carries).
+    let many: Vec<v1::AcctJob> = (1000..1450).map(|id| job(id, 2000, "COMPLETED", 400, 401, 402)).collect();
+    s.record(&recs(many, vec![])).await.unwrap();
+    assert_eq!(s.jobs(&q(&|q| q.uids = vec![2000])).await.unwrap().jobs.len(), 450);
+}
+
+#[tokio::test]
+async fn sqlite_conforms() {
+    let db = sqlite_db();
+    conformance(&db.url).await;
+}
+
+#[tokio::test]
+async fn postgres_conforms() {
+    if let Some(db) = server_db("DROVER_TEST_POSTGRES", "PostgreSQL").await {
+        conformance(&db.url).await;
+    }
+}
+
+#[tokio::test]
+async fn mariadb_conforms() {
+    if let Some(db) = server_db("DROVER_TEST_MARIADB", "MariaDB").await {
+        conformance(&db.url).await;
+    }
+}
