@@ -10,4 +10,86 @@
 // Daemons never unwrap on input; broken invariants use `expect("invariant: ...")`.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod server;
 pub mod store;
+
+use drover_model::dbd_conf::DbdConf;
+use drover_proto::v1::accounting_server::AccountingServer;
+use std::path::Path;
+use std::sync::Arc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AccountingError {
+    #[error("{0}")]
+    Config(String),
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: String, source: std::io::Error },
+    #[error("serving: {0}")]
+    Serve(String),
+}
+
+pub(crate) fn log(msg: &str) {
+    let now = jiff::Zoned::now();
+    eprintln!("[{}] drover accounting: {msg}", now.strftime("%Y-%m-%dT%H:%M:%S%.3f"));
+}
+
+/// Reads a `slurmdbd.conf`.
+pub fn load_conf(path: &Path) -> Result<DbdConf, AccountingError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| AccountingError::Config(format!("{}: {e}", path.display())))?;
+    DbdConf::parse(&path.display().to_string(), &text).map_err(AccountingError::Config)
+}
+
+/// Runs the accounting service for the given `slurmdbd.conf` until SIGTERM/SIGINT.
+pub async fn run(conf_path: &Path) -> Result<(), AccountingError> {
+    let conf = load_conf(conf_path)?;
+    if let Some(path) = &conf.log_file {
+        log_to(path).map_err(|e| AccountingError::Config(format!("LogFile {path}: {e}")))?;
+    }
+    for (line, key) in &conf.unsupported {
+        log(&format!("{}:{line}: {key} is not supported by Drover yet and is ignored", conf_path.display()));
+    }
+    if let Some(p) = &conf.pid_file {
+        let _ = std::fs::write(p, format!("{}\n", std::process::id()));
+    }
+    let url = conf.storage_url();
+    let store = Arc::new(store::Store::open(&url).await?);
+    let addr = format!("{}:{}", conf.addr, conf.port);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|source| AccountingError::Listen { addr: addr.clone(), source })?;
+    log(&format!("storing in {} (schema {}), listening on {addr}", store::redact(&url), store.version().await?));
+    let host = nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
+    let svc = server::Service { store, host };
+    let stop = async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+        }
+        log("shutting down");
+    };
+    tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .add_service(
+            AccountingServer::new(svc).max_decoding_message_size(256 << 20).max_encoding_message_size(256 << 20),
+        )
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), stop)
+        .await
+        .map_err(|e| AccountingError::Serve(e.to_string()))?;
+    if let Some(p) = &conf.pid_file {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(())
+}
+
+/// Sends this process's log lines (stderr) to `path`, appending (`LogFile`).
+fn log_to(path: &str) -> std::io::Result<()> {
+    if let Some(dir) = Path::new(path).parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    nix::unistd::dup2_stderr(&f).map_err(std::io::Error::from)
+}

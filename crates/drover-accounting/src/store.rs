@@ -447,13 +447,15 @@ impl Store {
             list("state", q.states.iter().cloned().map(Arg::S).collect(), &mut conds, &mut args);
         }
         let filter = if conds.is_empty() { String::new() } else { format!(" WHERE {}", conds.join(" AND ")) };
-        let rows = self.fetch(&format!("SELECT record FROM jobs{filter} ORDER BY seq"), args).await?;
+        let rows = self.fetch(&format!("SELECT seq, record FROM jobs{filter} ORDER BY seq"), args).await?;
         let mut jobs = Vec::with_capacity(rows.len());
         for r in rows {
-            let b: Vec<u8> = r.try_get(0)?;
-            jobs.push(
-                v1::AcctJob::decode(&b[..]).map_err(|source| StoreError::Decode { what: "a job".into(), source })?,
-            );
+            let seq: i64 = r.try_get(0)?;
+            let b: Vec<u8> = r.try_get(1)?;
+            let mut j =
+                v1::AcctJob::decode(&b[..]).map_err(|source| StoreError::Decode { what: "a job".into(), source })?;
+            j.db_index = seq as u64;
+            jobs.push(j);
         }
         if !q.duplicates {
             // Only each job's latest run.
@@ -468,7 +470,8 @@ impl Store {
                 .iter()
                 .map(|j| {
                     let info = j.info.as_ref();
-                    latest.get(&(j.cluster.as_str(), info.map_or(0, |i| i.job_id))) == Some(&info.map_or(0, |i| i.restarts))
+                    latest.get(&(j.cluster.as_str(), info.map_or(0, |i| i.job_id)))
+                        == Some(&info.map_or(0, |i| i.restarts))
                 })
                 .collect();
             let mut k = keep.into_iter();

@@ -87,6 +87,7 @@ fn job(id: u32, uid: u32, state: &str, submit: i64, start: i64, end: i64) -> v1:
         alloc_tres: "cpu=1,node=1,billing=1".into(),
         account: format!("acct{}", uid % 2),
         qos: "normal".into(),
+        db_index: 0,
     }
 }
 
@@ -126,17 +127,24 @@ async fn conformance(url: &str) {
         .await
         .unwrap();
     s.record(&recs(vec![job(1, 1000, "RUNNING", 100, 120, 0)], vec![step(1, 0, "RUNNING")])).await.unwrap();
-    s.record(&recs(vec![job(1, 1000, "COMPLETED", 100, 120, 200)], vec![step(1, 0, "COMPLETED"), step(1, 1, "FAILED")]))
-        .await
-        .unwrap();
+    s.record(&recs(
+        vec![job(1, 1000, "COMPLETED", 100, 120, 200)],
+        vec![step(1, 0, "COMPLETED"), step(1, 1, "FAILED")],
+    ))
+    .await
+    .unwrap();
     // Delivered twice (a retry after a lost answer): stored once.
     s.record(&recs(vec![job(1, 1000, "COMPLETED", 100, 120, 200)], vec![step(1, 1, "FAILED")])).await.unwrap();
 
     let all = s.jobs(&v1::AcctQuery::default()).await.unwrap();
     assert_eq!(ids(&all), [1, 2], "in the order first recorded, once each");
     assert_eq!(all.jobs[0].info.as_ref().unwrap().state, "COMPLETED");
-    let steps: Vec<(u32, String)> =
-        all.steps.iter().map(|st| (st.info.as_ref().unwrap().step_id, st.info.as_ref().unwrap().state.clone())).collect();
+    assert!(all.jobs[0].db_index > 0 && all.jobs[1].db_index > all.jobs[0].db_index, "DBIndex is the store's");
+    let steps: Vec<(u32, String)> = all
+        .steps
+        .iter()
+        .map(|st| (st.info.as_ref().unwrap().step_id, st.info.as_ref().unwrap().state.clone()))
+        .collect();
     assert_eq!(steps, [(0, "COMPLETED".to_string()), (1, "FAILED".to_string())]);
 
     // Selection by user, account, job id; -X drops steps.
@@ -147,12 +155,13 @@ async fn conformance(url: &str) {
     };
     assert_eq!(ids(&s.jobs(&q(&|q| q.uids = vec![1001])).await.unwrap()), [2]);
     assert_eq!(ids(&s.jobs(&q(&|q| q.accounts = vec!["acct0".into()])).await.unwrap()), [1]);
-    let one = s.jobs(&q(&|q| {
-        q.jobs = vec![v1::AcctJobSelector { job_id: 1, ..Default::default() }];
-        q.no_steps = true;
-    }))
-    .await
-    .unwrap();
+    let one = s
+        .jobs(&q(&|q| {
+            q.jobs = vec![v1::AcctJobSelector { job_id: 1, ..Default::default() }];
+            q.no_steps = true;
+        }))
+        .await
+        .unwrap();
     assert_eq!((ids(&one), one.steps.len()), (vec![1], 0));
 
     // Time windows as Slurm's store reads them: eligible before the end and not ended

@@ -278,7 +278,10 @@ pub fn parse_time_spec(s: &str, now: i64) -> Option<i64> {
         if rest.is_empty() {
             return Some(now);
         }
-        let rest = rest.strip_prefix('+')?;
+        let (sign, rest) = match rest.strip_prefix('+') {
+            Some(r) => (1, r),
+            None => (-1, rest.strip_prefix('-')?),
+        };
         let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
         let n: i64 = digits.parse().ok()?;
         let unit = &rest[digits.len()..];
@@ -290,7 +293,7 @@ pub fn parse_time_spec(s: &str, now: i64) -> Option<i64> {
             "w" | "week" | "weeks" => 604800,
             _ => return None,
         };
-        return Some(now + n * mult);
+        return Some(now + sign * n * mult);
     }
     match lower.as_str() {
         "today" => return at(0, 0, 0, false),
@@ -343,6 +346,7 @@ mod tests {
         assert_eq!(parse_time_spec("now+60", now), Some(now + 60));
         assert_eq!(parse_time_spec("now+2hours", now), Some(now + 7200));
         assert_eq!(parse_time_spec("now", now), Some(now));
+        assert_eq!(parse_time_spec("now-30days", now), Some(now - 30 * 86400));
         assert!(parse_time_spec("2026-12-25T10:00:00", now).is_some());
         assert!(parse_time_spec("2026-12-25", now).is_some());
         let t = parse_time_spec("16:00", now).unwrap();

@@ -7,10 +7,7 @@ use drover_model::memsize::fmt_tres_mb;
 use drover_proto::v1;
 use std::borrow::Cow;
 
-pub fn spec(j: &v1::JobInfo) -> &v1::JobSpec {
-    static EMPTY: std::sync::OnceLock<v1::JobSpec> = std::sync::OnceLock::new();
-    j.spec.as_ref().unwrap_or_else(|| EMPTY.get_or_init(v1::JobSpec::default))
-}
+pub use drover_proto::jobinfo::{gpu_count, num_cpus, num_nodes, num_tasks, spec};
 
 /// `SLURM_BITSTR_LEN`, read once.
 fn bitstr_len() -> usize {
@@ -111,33 +108,6 @@ pub fn used(j: &v1::JobInfo, now: i64) -> u64 {
     (end - j.start_time - j.suspended_secs).max(0) as u64
 }
 
-pub fn num_nodes(j: &v1::JobInfo) -> u32 {
-    if !j.alloc.is_empty() {
-        j.alloc.len() as u32
-    } else {
-        let s = spec(j);
-        s.min_nodes.unwrap_or(1).max(1)
-    }
-}
-
-pub fn num_tasks(j: &v1::JobInfo) -> u32 {
-    let s = spec(j);
-    match (s.ntasks, s.ntasks_per_node) {
-        (Some(n), _) => n,
-        (None, Some(p)) => p * s.min_nodes.unwrap_or(1),
-        (None, None) => s.min_nodes.unwrap_or(1),
-    }
-    .max(s.min_nodes.unwrap_or(1))
-}
-
-pub fn num_cpus(j: &v1::JobInfo) -> u32 {
-    if !j.alloc.is_empty() {
-        j.alloc.iter().map(|a| a.cpu_ids.len() as u32).sum()
-    } else {
-        num_tasks(j) * spec(j).cpus_per_task.unwrap_or(1)
-    }
-}
-
 pub fn nodelist(j: &v1::JobInfo) -> String {
     j.nodes.clone()
 }
@@ -206,53 +176,23 @@ pub fn tres_per_task(j: &v1::JobInfo) -> Option<String> {
     spec(j).gpus_per_task.as_ref().map(|g| format!("gres:{g}"))
 }
 
+/// The job's TRES (what it holds, or pending, asks for) as scontrol and squeue print them.
 pub fn tres(j: &v1::JobInfo) -> String {
-    let cpus = num_cpus(j);
-    let nodes = num_nodes(j);
-    let s = spec(j);
-    let mem: u64 = if !j.alloc.is_empty() {
-        j.alloc.iter().map(|a| a.mem_mb).sum()
-    } else {
-        s.mem_per_node_mb.map(|m| m * u64::from(nodes)).or(s.mem_per_cpu_mb.map(|m| m * u64::from(cpus))).unwrap_or(0)
-    };
-    let base = if mem > 0 {
-        format!("cpu={cpus},mem={},node={nodes},billing={cpus}", fmt_tres_mb(mem))
-    } else {
-        format!("cpu={cpus},node={nodes},billing={cpus}")
-    };
-    with_gpu_tres(base, || job_gpus(j))
+    drover_proto::jobinfo::tres(j, gpus_tracked())
 }
 
-/// GPUs in GRES text: a node's `Gres=`/`GresUsed` (`gpu:a100:2,gpu:v100:1(IDX:2)`) or a
-/// request (`gpu:2`).
-pub fn gpu_count(gres: &str) -> u64 {
-    gres.split(',')
-        .filter(|g| g.starts_with("gpu"))
-        .filter_map(|g| g.split('(').next()?.rsplit(':').next()?.parse::<u64>().ok())
-        .sum()
-}
-
-/// GPUs a job holds (or, pending, asks for).
-fn job_gpus(j: &v1::JobInfo) -> u64 {
-    if !j.alloc.is_empty() {
-        return j.alloc.iter().flat_map(|a| a.gres.iter()).filter(|g| g.name == "gpu").map(|g| g.count).sum();
-    }
-    let s = spec(j);
-    let nodes = u64::from(num_nodes(j));
-    let count = |t: &String| gpu_count(t);
-    let per_node: u64 = s.gres.iter().chain(s.gpus_per_node.iter()).map(count).sum::<u64>() * nodes;
-    let per_task = s.gpus_per_task.as_ref().map_or(0, |g| count(g) * u64::from(s.ntasks.unwrap_or(1)));
-    per_node + per_task + s.gpus.as_ref().map_or(0, count)
+/// Whether slurm.conf tracks GPUs as a TRES (`AccountingStorageTRES=gres/gpu`).
+pub fn gpus_tracked() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        crate::common::load_config().is_ok_and(|c| c.accounting_storage_tres.iter().any(|t| t == "gres/gpu"))
+    })
 }
 
 /// `...,gres/gpu=N` where slurm.conf tracks GPUs as a TRES (`AccountingStorageTRES=gres/gpu`),
 /// as Slurm prints TRES lists then.
 pub fn with_gpu_tres(mut base: String, gpus: impl FnOnce() -> u64) -> String {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| {
-        crate::common::load_config().is_ok_and(|c| c.accounting_storage_tres.iter().any(|t| t == "gres/gpu"))
-    });
-    let gpus = if on { gpus() } else { 0 };
+    let gpus = if gpus_tracked() { gpus() } else { 0 };
     if gpus > 0 {
         if !base.is_empty() {
             base.push(',');

@@ -15,6 +15,7 @@ pub mod format;
 pub mod jobopts;
 pub mod jobview;
 pub mod json;
+pub mod sacct;
 pub mod salloc;
 pub mod sattach;
 pub mod sbatch;
@@ -30,7 +31,7 @@ pub mod up;
 
 /// The commands this crate implements, by the name they are invoked under.
 pub const COMMANDS: &[&str] =
-    &["sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat", "sattach"];
+    &["sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat", "sattach", "sacct"];
 
 /// Runs command `prog` with its arguments (without argv[0]); returns the exit status.
 pub fn run(prog: &str, args: Vec<String>) -> Option<i32> {
@@ -44,6 +45,7 @@ pub fn run(prog: &str, args: Vec<String>) -> Option<i32> {
         "scontrol" => scontrol::main(args),
         "sstat" => sstat::main(args),
         "sattach" => sattach::main(args),
+        "sacct" => sacct::main(args),
         _ => return None,
     })
 }

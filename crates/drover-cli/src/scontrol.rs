@@ -397,9 +397,8 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
     } else {
         nodes.to_string()
     };
-    let tres = if pending && s.mem_per_node_mb.is_none() && s.mem_per_cpu_mb.is_none() {
-        let mem = partition_node_mem(j, reply) * u64::from(nodes);
-        format!("cpu={cpus},mem={},node={nodes},billing={cpus}", fmt_tres_mb(mem))
+    let tres = if pending {
+        drover_proto::jobinfo::req_tres(j, jobview::gpus_tracked(), partition_node_mem(j, reply))
     } else {
         jobview::tres(j)
     };

@@ -120,6 +120,7 @@ pub fn main(args: Vec<String>) -> i32 {
             return 1;
         }
     };
+    spec.submit_line = std::iter::once("srun").chain(args.iter().map(String::as_str)).collect::<Vec<_>>().join(" ");
     if a.multi_prog {
         let file = &a.command[0];
         match std::fs::read_to_string(file) {

@@ -77,20 +77,14 @@ const USAGE: &str = "Usage: sstat [options] -j <job(.stepid)>\n\
   -P, --parsable2     '|' between fields\n";
 
 /// A step's usage across its tasks, the way sstat sums it up.
-struct Summary<'a> {
-    id: String,
-    tasks: &'a [v1::TaskUsage],
+pub(crate) struct Summary<'a> {
+    pub(crate) id: String,
+    pub(crate) tasks: &'a [v1::TaskUsage],
 }
 
 /// Slurm's elapsed time for CPU fields: `[D-]HH:MM:SS`.
 fn cpu_time(secs: f64) -> String {
-    let s = secs.round() as u64;
-    let (d, h, m, sec) = (s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
-    if d > 0 {
-        format!("{d}-{h:02}:{m:02}:{sec:02}")
-    } else {
-        format!("{h:02}:{m:02}:{sec:02}")
-    }
+    drover_model::duration::fmt_long(secs.max(0.0).round() as u64)
 }
 
 impl Summary<'_> {
@@ -196,7 +190,7 @@ impl Summary<'_> {
         parts.join(",")
     }
 
-    fn field(&self, name: &str) -> String {
+    pub(crate) fn field(&self, name: &str) -> String {
         let kb = |v: f64| format!("{}K", v.round() as u64);
         let node = |p: Option<(&v1::TaskUsage, f64)>| p.map(|(t, _)| t.node.clone()).unwrap_or_default();
         let task = |p: Option<(&v1::TaskUsage, f64)>| p.map(|(t, _)| t.task.to_string()).unwrap_or_default();

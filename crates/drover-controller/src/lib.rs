@@ -13,6 +13,7 @@
 // Daemons never unwrap on input; broken invariants use `expect("invariant: ...")`.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+mod acct;
 mod intern;
 mod owner;
 mod rpc;
@@ -76,6 +77,10 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
     let mut owner = owner::Owner::recover(cfg.clone(), journal, rec, view.clone()).map_err(ControllerError::Recover)?;
     let (tx, rx) = std::sync::mpsc::channel();
     owner.set_self_tx(tx.clone());
+    if let Some(addr) = cfg.accounting_addr() {
+        log(&format!("job records go to accounting at {addr}"));
+        tokio::spawn(acct::deliver(cfg.clone(), tx.clone(), addr));
+    }
     let owner_thread = std::thread::Builder::new()
         .name("state-owner".into())
         .spawn(move || owner.run(rx))

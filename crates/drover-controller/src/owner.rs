@@ -106,6 +106,17 @@ pub enum Msg {
         node: String,
         session: u64,
     },
+    /// Accounting's delivery task asks for what is not delivered yet (at most `max` jobs).
+    AcctTake {
+        max: usize,
+        reply: Reply<crate::acct::Batch>,
+    },
+    /// Accounting stored these jobs as they were taken, and the first `gone` records that
+    /// left the state.
+    AcctDone {
+        jobs: Vec<Arc<Job>>,
+        gone: usize,
+    },
     Shutdown,
 }
 
@@ -270,6 +281,12 @@ impl Owner {
             Some(b) => Durable::decode(&b).map_err(|e| format!("cannot decode snapshot: {e}"))?,
             None => Durable::default(),
         };
+        // Records go to accounting only where slurm.conf sends them there.
+        if cfg.accounting_storage.is_none() {
+            durable.acct = None;
+        } else if durable.acct.is_none() {
+            durable.acct = Some(Default::default());
+        }
         for (at, b) in rec.records {
             durable.apply(decode_record(&b).map_err(|e| format!("cannot decode journal record: {e}"))?, Some(at));
         }
@@ -551,6 +568,11 @@ impl Owner {
                     }
                 }
             }
+            Msg::AcctTake { max, reply } => {
+                let batch = self.acct_take(max);
+                self.reply(reply, Ok(batch));
+            }
+            Msg::AcctDone { jobs, gone } => self.acct_done(jobs, gone),
             Msg::Shutdown => self.shutdown = true,
         }
     }
@@ -758,6 +780,7 @@ impl Owner {
             suspend_time: 0,
             pre_suspend_secs: 0,
             suspended_secs: 0,
+            requeue_time: 0,
         };
         let array = spec.array.as_deref().and_then(|a| crate::state::ArrayPart::remainder(id, a));
         let mut sj = Self::sched_job_from(id, &spec, &status, array.as_ref());
@@ -936,6 +959,7 @@ impl Owner {
             time_limit: None,
             srun_host: String::new(),
             srun_pid: 0,
+            submit_line: String::new(),
             exit_status: 0,
             how: String::new(),
             cancelled: false,
@@ -1220,6 +1244,7 @@ impl Owner {
             st.state = JobState::Pending;
             st.reason = PendingReason::None;
             st.restarts += 1;
+            st.requeue_time = end;
             st.alloc = None;
             st.start_time = 0;
             st.state_desc.clear();
@@ -1449,6 +1474,7 @@ impl Owner {
             time_limit: spec.time_limit_secs,
             srun_host: spec.srun_host.clone(),
             srun_pid: spec.srun_pid,
+            submit_line: spec.submit_line.clone(),
             exit_status: 0,
             how: String::new(),
             cancelled: false,
@@ -2396,6 +2422,31 @@ impl Owner {
                 self.core.handle(Event::Forgotten(id));
             }
         }
+    }
+
+    // ---- accounting ----
+
+    /// What accounting has not had yet: up to `max` changed jobs as they are now, and the
+    /// records that left the state, oldest first. Sent after this turn's commit, so nothing
+    /// reaches accounting that the journal could lose.
+    fn acct_take(&self, max: usize) -> crate::acct::Batch {
+        let Some(out) = self.durable.acct.as_ref() else { return Default::default() };
+        crate::acct::Batch {
+            jobs: out.dirty.iter().take(max).filter_map(|id| self.durable.jobs.get(id).cloned()).collect(),
+            gone: out.gone.iter().take(max).cloned().collect(),
+        }
+    }
+
+    /// Accounting stored a batch: jobs unchanged since they were taken are clean, and the
+    /// first `gone` records are delivered.
+    fn acct_done(&mut self, jobs: Vec<Arc<Job>>, gone: usize) {
+        let Some(out) = self.durable.acct.as_mut() else { return };
+        for j in jobs {
+            if self.durable.jobs.get(&j.id).is_none_or(|now| Arc::ptr_eq(now, &j)) {
+                out.dirty.remove(&j.id);
+            }
+        }
+        out.gone.drain(..gone.min(out.gone.len()));
     }
 
     fn publish(&mut self) {

@@ -54,6 +54,8 @@ pub struct JobStatus {
     pub suspend_time: i64,
     pub pre_suspend_secs: i64,
     pub suspended_secs: i64,
+    /// When the job was last requeued (its previous run ended); 0: never.
+    pub requeue_time: i64,
 }
 
 impl JobStatus {
@@ -125,6 +127,8 @@ pub struct Step {
     pub time_limit: Option<u64>,
     pub srun_host: String,
     pub srun_pid: u32,
+    /// The srun command line.
+    pub submit_line: String,
     /// Nodes whose part of the step has not reported its end.
     pub nodes_running: Vec<String>,
     /// The worst raw wait status reported so far.
@@ -274,16 +278,86 @@ pub enum Record {
     },
 }
 
+/// What accounting has not confirmed yet, where slurm.conf sends records there. A job is
+/// sent whole from its current state, so one changed several times before delivery is sent
+/// once; what leaves the state before delivery (a purged job, the earlier run of a requeued
+/// one, a step that ended) is kept here until it is delivered. Delivery is confirmed in
+/// memory only: after a crash the journal's records since the last snapshot mark their jobs
+/// again and they are sent again, which the store absorbs (records are upserts by key).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct AcctOutbox {
+    pub dirty: std::collections::BTreeSet<JobId>,
+    pub gone: std::collections::VecDeque<Gone>,
+}
+
+/// A record that left the controller's state before accounting had it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Gone {
+    /// A job as it was last before it was purged.
+    Job(Arc<Job>),
+    /// A run of a job as it was when a requeue ended it (recorded as `REQUEUED`).
+    Requeued { job: Arc<Job>, end_time: i64 },
+    /// A step that ended, with its job as it was then.
+    Step { job: Arc<Job>, step: Box<Step>, state: JobState, exit_status: i32, end_time: i64 },
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Durable {
     pub next_job_id: JobId,
     pub jobs: BTreeMap<JobId, Arc<Job>>,
     pub nodes: BTreeMap<String, NodeAdmin>,
+    /// `None`: slurm.conf keeps no accounting.
+    pub acct: Option<AcctOutbox>,
 }
 
 impl Durable {
+    /// Marks what a record changes for accounting, before it is applied.
+    fn track(&mut self, rec: &Record) {
+        let Some(out) = self.acct.as_mut() else { return };
+        match rec {
+            Record::Submit { id, .. } | Record::StepSet { id, .. } => {
+                out.dirty.insert(*id);
+            }
+            Record::Update { id, status, .. } | Record::Status { id, status } => {
+                if let Some(j) = self.jobs.get(id) {
+                    if j.status.restarts != status.restarts {
+                        // The run that ended in the requeue keeps its own record.
+                        out.gone.push_back(Gone::Requeued { job: j.clone(), end_time: status.requeue_time });
+                    }
+                }
+                out.dirty.insert(*id);
+            }
+            Record::Purge { id } => {
+                if out.dirty.remove(id) {
+                    if let Some(j) = self.jobs.get(id) {
+                        out.gone.push_back(Gone::Job(j.clone()));
+                    }
+                }
+            }
+            Record::ArraySplit { array, id, .. } => {
+                out.dirty.insert(*array);
+                out.dirty.insert(*id);
+            }
+            Record::StepEnd { id, step, state, exit_status, end_time } => {
+                if let Some(j) = self.jobs.get(id) {
+                    if let Some(s) = j.step(*step) {
+                        out.gone.push_back(Gone::Step {
+                            job: j.clone(),
+                            step: Box::new(s.clone()),
+                            state: *state,
+                            exit_status: *exit_status,
+                            end_time: *end_time,
+                        });
+                    }
+                }
+            }
+            Record::ArrayThrottle { .. } | Record::NodeAdmin { .. } => {}
+        }
+    }
+
     /// Applies a record; `at` is where the journal keeps it.
     pub fn apply(&mut self, rec: Record, at: Option<RecordRef>) {
+        self.track(&rec);
         match rec {
             Record::Submit { id, mut spec, status } => {
                 self.next_job_id = self.next_job_id.max(id + 1);
@@ -439,6 +513,7 @@ mod tests {
             suspend_time: 0,
             pre_suspend_secs: 0,
             suspended_secs: 0,
+            requeue_time: 0,
         };
         let j = Job::new(7, &spec, status, None);
         let mut buf = drover_proto::bytes::BytesMut::new();

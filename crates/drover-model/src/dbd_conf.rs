@@ -74,7 +74,8 @@ impl DbdConf {
             if line.is_empty() {
                 continue;
             }
-            let (k, v) = line.split_once('=').ok_or_else(|| format!("{name}:{n}: expected Key=Value, found `{line}`"))?;
+            let (k, v) =
+                line.split_once('=').ok_or_else(|| format!("{name}:{n}: expected Key=Value, found `{line}`"))?;
             let (k, v) = (k.trim(), v.trim().to_string());
             match k.to_ascii_lowercase().as_str() {
                 "dbdhost" => host = Some(v),
@@ -163,7 +164,8 @@ mod tests {
         assert_eq!(c.storage_url(), "postgres://slurm:p%40ss%20word@localhost:5432/acct");
         assert_eq!(c.purge_job_after, Some(360 * 86_400));
         assert_eq!(c.unsupported, [(9, "archivejobs".to_string())]);
-        let s = DbdConf::parse("d", "StorageType=accounting_storage/sqlite\nStorageLoc=/var/lib/drover/acct.db\n").unwrap();
+        let s =
+            DbdConf::parse("d", "StorageType=accounting_storage/sqlite\nStorageLoc=/var/lib/drover/acct.db\n").unwrap();
         assert_eq!(s.storage_url(), "sqlite:///var/lib/drover/acct.db?mode=rwc");
         assert_eq!(
             DbdConf::parse("d", "StorageType=accounting_storage/mysql\nStorageUser=slurm\nStoragePort=3307\n")

@@ -15,6 +15,7 @@ pub mod v1 {
 
 mod convert;
 pub mod io;
+pub mod jobinfo;
 mod transport;
 
 pub use bytes;

@@ -22,6 +22,9 @@ pub struct Cluster {
     controller: Option<Child>,
     nodes: BTreeMap<String, Child>,
     pub node_names: Vec<String>,
+    /// `drover accounting` (with [`Options::accounting`]) and its `slurmdbd.conf`.
+    accounting: Option<Child>,
+    pub dbd_conf: Option<PathBuf>,
 }
 
 pub struct Options {
@@ -35,6 +38,9 @@ pub struct Options {
     /// Other files beside `slurm.conf` (`gres.conf`, `cgroup.conf`), written before the
     /// daemons start: (name, text).
     pub files: Vec<(String, String)>,
+    /// Runs `drover accounting` (SQLite in the cluster's directory) and sends job records
+    /// there (`AccountingStorageType=accounting_storage/slurmdbd`).
+    pub accounting: bool,
 }
 
 impl Default for Options {
@@ -47,6 +53,7 @@ impl Default for Options {
             partitions: "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n".into(),
             node_line: None,
             files: Vec::new(),
+            accounting: false,
         }
     }
 }
@@ -74,10 +81,29 @@ impl Cluster {
                 o.nodes, o.cpus, o.mem_mb
             )
         });
+        let mut acct_conf = String::new();
+        let mut dbd_conf = None;
+        if o.accounting {
+            let dbd_port = free_port();
+            acct_conf = format!(
+                "AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=127.0.0.1\n\
+                 AccountingStoragePort={dbd_port}\n"
+            );
+            let path = dir.path().join("slurmdbd.conf");
+            std::fs::write(
+                &path,
+                format!(
+                    "DbdAddr=127.0.0.1\nDbdPort={dbd_port}\nStorageType=accounting_storage/sqlite\n\
+                     StorageLoc={d}/acct.db\n"
+                ),
+            )
+            .expect("write slurmdbd.conf");
+            dbd_conf = Some(path);
+        }
         let conf_text = format!(
             "ClusterName=test\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={port}\n\
              StateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool/%n\nSlurmdTimeout=10\nKillWait=2\n\
-             MinJobAge=300\nReturnToService=2\nMaxJobCount=1000000\n{extra}{node_line}\n{parts}",
+             MinJobAge=300\nReturnToService=2\nMaxJobCount=1000000\n{acct_conf}{extra}{node_line}\n{parts}",
             extra = o.extra_conf,
             parts = o.partitions,
         );
@@ -89,7 +115,9 @@ impl Cluster {
         let bin = dir.path().join("bin");
         std::fs::create_dir_all(&bin).expect("bin dir");
         std::fs::create_dir_all(dir.path().join("log")).expect("log dir");
-        for c in ["sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat", "sattach", "drover"] {
+        for c in [
+            "sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat", "sattach", "sacct", "drover",
+        ] {
             std::os::unix::fs::symlink(exe, bin.join(c)).expect("command link");
         }
         let node_names: Vec<String> = (1..=o.nodes).map(|i| format!("node{i}")).collect();
@@ -101,7 +129,12 @@ impl Cluster {
             controller: None,
             nodes: BTreeMap::new(),
             node_names: node_names.clone(),
+            accounting: None,
+            dbd_conf,
         };
+        if c.dbd_conf.is_some() {
+            c.start_accounting();
+        }
         c.start_controller();
         for n in &node_names {
             c.start_node(n);
@@ -135,6 +168,27 @@ impl Cluster {
         let conf = self.conf.display().to_string();
         let child = self.spawn(&["node", "-f", &conf, "-N", name], &format!("node-{name}.log"));
         self.nodes.insert(name.to_string(), child);
+    }
+
+    /// Starts `drover accounting` (a cluster made with [`Options::accounting`]) and waits
+    /// until it answers.
+    pub fn start_accounting(&mut self) {
+        let conf = self.dbd_conf.as_ref().expect("a cluster with accounting").display().to_string();
+        let child = self.spawn(&["accounting", "-f", &conf], "accounting.log");
+        self.accounting = Some(child);
+        let text = std::fs::read_to_string(&conf).unwrap_or_default();
+        let port = text.lines().find_map(|l| l.strip_prefix("DbdPort=")).unwrap_or("6819").to_string();
+        self.wait_until("accounting to listen", Duration::from_secs(30), || {
+            std::net::TcpStream::connect(format!("127.0.0.1:{port}")).is_ok()
+        });
+    }
+
+    /// `kill -9` of `drover accounting`.
+    pub fn kill_accounting(&mut self) {
+        if let Some(mut c) = self.accounting.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 
     /// `kill -9` of the controller.
@@ -275,6 +329,7 @@ impl Drop for Cluster {
             let _ = c.wait();
         }
         self.kill_controller();
+        self.kill_accounting();
         // Supervisors run in their own sessions: stop everything under them, then them.
         for pid in self.supervisor_pids() {
             for d in descendants(pid) {

@@ -11,10 +11,11 @@ fn usage() -> i32 {
          \x20 down [--state-dir DIR]                         stop it\n\
          \x20 controller [-f slurm.conf]                     run the controller (slurmctld)\n\
          \x20 node [-f slurm.conf] [-N name]                 run a node agent (slurmd)\n\
+         \x20 accounting [-f slurmdbd.conf]                  run the accounting service (slurmdbd)\n\
          \x20 install-links DIR                              create sbatch, squeue, ... links\n\
          \x20 bench [--quick] [--only NAME]                  measure speed and memory on a local cluster\n\
          \x20 sim TRACE.swf[.gz] --procs N --policy P       replay a workload trace through the scheduler\n\
-         \x20 sbatch|srun|salloc|squeue|sinfo|scancel|scontrol ... run a command\n\
+         \x20 sbatch|srun|salloc|squeue|sinfo|scancel|scontrol|sacct ... run a command\n\
          \x20 version"
     );
     2
@@ -79,6 +80,18 @@ fn main() {
                 Ok(()) => 0,
                 Err(e) => {
                     eprintln!("drover node: fatal: {e}");
+                    1
+                }
+            }
+        }
+        "accounting" => {
+            let conf = opt(&args, "-f", "--conf")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| drover_cli::common::conf_path().with_file_name("slurmdbd.conf"));
+            match runtime().block_on(drover_accounting::run(&conf)) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("drover accounting: fatal: {e}");
                     1
                 }
             }

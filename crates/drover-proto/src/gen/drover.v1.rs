@@ -340,6 +340,9 @@ pub struct StepSpec {
     /// --gpu-bind as given.
     #[prost(string, tag = "37")]
     pub gpu_bind: ::prost::alloc::string::String,
+    /// The srun command line (accounting's SubmitLine of the step).
+    #[prost(string, tag = "38")]
+    pub submit_line: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct StepCreateRequest {
@@ -1005,6 +1008,9 @@ pub struct AcctJob {
     pub account: ::prost::alloc::string::String,
     #[prost(string, tag = "6")]
     pub qos: ::prost::alloc::string::String,
+    /// The store's number for the record (sacct's DBIndex), set when read back.
+    #[prost(uint64, tag = "7")]
+    pub db_index: u64,
 }
 /// One step of one run of a job (`N.batch`, `N.extern`, `N.0`, ...).
 #[derive(Clone, PartialEq, ::prost::Message)]

@@ -1,0 +1,64 @@
+//! The `Accounting` gRPC service over the store.
+
+use crate::store::Store;
+use drover_proto::v1::{self, accounting_server::Accounting};
+use std::sync::Arc;
+use tonic::{Request, Response, Status};
+
+/// Jobs per streamed reply of a query.
+const JOBS_PER_REPLY: usize = 1000;
+
+#[derive(Clone)]
+pub struct Service {
+    pub store: Arc<Store>,
+    pub host: String,
+}
+
+fn internal(e: crate::store::StoreError) -> Status {
+    crate::log(&format!("error: {e}"));
+    Status::unavailable(e.to_string())
+}
+
+#[tonic::async_trait]
+impl Accounting for Service {
+    async fn record(&self, req: Request<v1::AcctRecords>) -> Result<Response<v1::Empty>, Status> {
+        self.store.record(req.get_ref()).await.map_err(internal)?;
+        Ok(Response::new(v1::Empty {}))
+    }
+
+    type JobsStream = tokio_stream::Iter<std::vec::IntoIter<Result<v1::AcctRows, Status>>>;
+
+    async fn jobs(&self, req: Request<v1::AcctQuery>) -> Result<Response<Self::JobsStream>, Status> {
+        let rows = self.store.jobs(req.get_ref()).await.map_err(internal)?;
+        Ok(Response::new(tokio_stream::iter(split(rows).into_iter().map(Ok).collect::<Vec<_>>())))
+    }
+
+    async fn ping(&self, _req: Request<v1::Empty>) -> Result<Response<v1::PingReply>, Status> {
+        Ok(Response::new(v1::PingReply { cluster: String::new(), host: self.host.clone() }))
+    }
+}
+
+/// A query's rows as replies of at most [`JOBS_PER_REPLY`] jobs, each with its jobs' steps.
+fn split(rows: v1::AcctRows) -> Vec<v1::AcctRows> {
+    use std::collections::HashMap;
+    if rows.jobs.len() <= JOBS_PER_REPLY {
+        return vec![rows];
+    }
+    let mut steps: HashMap<(String, u32, u32), Vec<v1::AcctStep>> = HashMap::new();
+    for s in rows.steps {
+        let job = s.info.as_ref().map_or(0, |i| i.job_id);
+        steps.entry((s.cluster.clone(), job, s.restarts)).or_default().push(s);
+    }
+    let mut out = Vec::new();
+    let mut jobs = rows.jobs.into_iter().peekable();
+    while jobs.peek().is_some() {
+        let mut r = v1::AcctRows::default();
+        for j in jobs.by_ref().take(JOBS_PER_REPLY) {
+            let (id, run) = j.info.as_ref().map_or((0, 0), |i| (i.job_id, i.restarts));
+            r.steps.extend(steps.remove(&(j.cluster.clone(), id, run)).unwrap_or_default());
+            r.jobs.push(j);
+        }
+        out.push(r);
+    }
+    out
+}

@@ -1,0 +1,233 @@
+//! Delivery of job and step records to `drover accounting`: the owner keeps the outbox
+//! ([`crate::state::AcctOutbox`]); this task takes batches from it, turns them into records
+//! off the owner's thread, sends them, and tells the owner what was delivered. When
+//! accounting or its database is down, scheduling goes on and the outbox waits.
+
+use crate::log;
+use crate::owner::Msg;
+use crate::state::{Gone, Job};
+use crate::view;
+use drover_model::conf::Config;
+use drover_model::state::JobState;
+use drover_model::step::BATCH_STEP;
+use drover_proto::jobinfo;
+use drover_proto::v1::{self, accounting_client::AccountingClient};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Jobs per batch: one store transaction.
+const BATCH_JOBS: usize = 5000;
+
+/// A batch taken from the outbox: jobs as they are now, and the first `gone.len()` records
+/// that left the state.
+#[derive(Default)]
+pub struct Batch {
+    pub jobs: Vec<Arc<Job>>,
+    pub gone: Vec<Gone>,
+}
+
+impl Batch {
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty() && self.gone.is_empty()
+    }
+}
+
+fn gpus_tracked(cfg: &Config) -> bool {
+    cfg.accounting_storage_tres.iter().any(|t| t == "gres/gpu")
+}
+
+/// A job's record as it is now.
+pub fn job_record(cfg: &Config, j: &Job) -> v1::AcctJob {
+    let mut info = view::job_info(j);
+    info.steps.clear();
+    if j.status.state == JobState::Pending && j.status.hold.is_some() {
+        // A held job is not eligible to run (Slurm records no eligible time for it).
+        info.eligible_time = 0;
+    }
+    let tracked = gpus_tracked(cfg);
+    let spec = jobinfo::spec(&info);
+    v1::AcctJob {
+        cluster: cfg.cluster_name.clone(),
+        req_tres: jobinfo::req_tres(&info, tracked, partition_node_mem(cfg, &info.partition)),
+        alloc_tres: if info.alloc.is_empty() { String::new() } else { jobinfo::tres(&info, tracked) },
+        // Without associations (a later part of accounting), a job's account is the one it
+        // asked for, else its user's name, as squeue and scontrol show it.
+        account: spec.account.clone().unwrap_or_else(|| spec.user.clone()),
+        qos: spec.qos.clone().unwrap_or_else(|| "normal".into()),
+        db_index: 0,
+        info: Some(info),
+    }
+}
+
+/// The memory of a node of `partition` (its smallest), what a job that names none asks for
+/// on each node.
+fn partition_node_mem(cfg: &Config, partition: &str) -> u64 {
+    let Some(p) = cfg.partitions.iter().find(|p| p.name == partition) else { return 0 };
+    cfg.nodes.iter().filter(|n| p.nodes.contains(&n.name)).map(|n| n.real_memory_mb).min().unwrap_or(0)
+}
+
+/// `cpu=N,mem=M,node=K` of a step's nodes, in Slurm's order.
+fn step_tres(nodes: &[v1::StepNode]) -> String {
+    let cpus: usize = nodes.iter().map(|n| n.cpu_ids.len()).sum();
+    let mem: u64 = nodes.iter().map(|n| n.mem_mb).sum();
+    let mem = if mem == 0 { "0".into() } else { drover_model::memsize::fmt_tres_mb(mem) };
+    format!("cpu={cpus},mem={mem},node={}", nodes.len())
+}
+
+fn step_record(cfg: &Config, restarts: u32, info: v1::StepInfo, submit_line: &str) -> v1::AcctStep {
+    let ntasks = info.nodes.iter().map(|n| n.task_ids.len() as u32).sum();
+    v1::AcctStep {
+        cluster: cfg.cluster_name.clone(),
+        restarts,
+        alloc_tres: step_tres(&info.nodes),
+        ntasks,
+        submit_line: submit_line.to_string(),
+        usage: Vec::new(),
+        info: Some(info),
+    }
+}
+
+/// The batch script's step (`N.batch`) of a started batch job: on the first node, with that
+/// node's CPUs; its state follows the job's end as Slurm records it.
+fn batch_step(cfg: &Config, j: &Job, job_state: &str) -> Option<v1::AcctStep> {
+    if !j.batch || j.status.start_time == 0 {
+        return None;
+    }
+    let a = j.status.alloc.as_ref()?.nodes.first()?;
+    let state = match job_state {
+        "PENDING" | "RUNNING" | "SUSPENDED" | "COMPLETING" | "CONFIGURING" => "RUNNING",
+        "COMPLETED" => "COMPLETED",
+        "OUT_OF_MEMORY" => "OUT_OF_MEMORY",
+        "FAILED" => "FAILED",
+        "NODE_FAIL" => "NODE_FAIL",
+        // Killed: by scancel, its time limit, or a requeue.
+        _ => "CANCELLED",
+    };
+    let node = v1::StepNode {
+        node: a.node.clone(),
+        cpu_ids: a.cpu_ids.clone(),
+        mem_mb: 0,
+        task_ids: vec![0],
+        gres: Vec::new(),
+    };
+    let info = v1::StepInfo {
+        job_id: j.id,
+        step_id: BATCH_STEP,
+        name: "batch".into(),
+        state: state.into(),
+        start_time: j.status.start_time,
+        nodes: vec![node],
+        exit_status: j.status.exit_status,
+        end_time: if state == "RUNNING" { 0 } else { j.status.end_time },
+        ..Default::default()
+    };
+    Some(step_record(cfg, j.status.restarts, info, ""))
+}
+
+/// The records of a batch.
+pub fn records(cfg: &Config, b: &Batch) -> v1::AcctRecords {
+    let mut out = v1::AcctRecords::default();
+    let job = |out: &mut v1::AcctRecords, j: &Job, rec: v1::AcctJob| {
+        let state = rec.info.as_ref().map_or(String::new(), |i| i.state.clone());
+        out.steps.extend(batch_step(cfg, j, &state));
+        out.jobs.push(rec);
+    };
+    for g in &b.gone {
+        match g {
+            Gone::Job(j) => job(&mut out, j, job_record(cfg, j)),
+            Gone::Requeued { job: j, end_time } => {
+                let mut rec = job_record(cfg, j);
+                if let Some(i) = rec.info.as_mut() {
+                    i.state = "REQUEUED".into();
+                    i.end_time = *end_time;
+                }
+                let mut ended = (**j).clone();
+                ended.status.end_time = *end_time;
+                job(&mut out, &ended, rec);
+            }
+            Gone::Step { job: j, step, state, exit_status, end_time } => {
+                let mut info = view::step_info(j, step);
+                info.state = if *state == JobState::Cancelled { "CANCELLED".into() } else { state.name().into() };
+                info.exit_status = *exit_status;
+                info.end_time = *end_time;
+                out.steps.push(step_record(cfg, j.status.restarts, info, &step.submit_line));
+            }
+        }
+    }
+    for j in &b.jobs {
+        job(&mut out, j, job_record(cfg, j));
+        for s in j.running_steps() {
+            out.steps.push(step_record(cfg, j.status.restarts, view::step_info(j, s), &s.submit_line));
+        }
+    }
+    out
+}
+
+/// Delivers the outbox to accounting at `addr` for as long as the controller runs.
+pub async fn deliver(cfg: Arc<Config>, tx: std::sync::mpsc::Sender<Msg>, addr: String) {
+    let mut client: Option<AccountingClient<tonic::transport::Channel>> = None;
+    let mut backoff = Duration::from_millis(500);
+    let mut down_since: Option<std::time::Instant> = None;
+    loop {
+        let (rtx, rrx) = tokio::sync::oneshot::channel();
+        if tx.send(Msg::AcctTake { max: BATCH_JOBS, reply: rtx }).is_err() {
+            return;
+        }
+        let Ok(Ok(batch)) = rrx.await else { return };
+        if batch.is_empty() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
+        let recs = {
+            let cfg = cfg.clone();
+            let b = batch;
+            match tokio::task::spawn_blocking(move || (records(&cfg, &b), b)).await {
+                Ok(r) => r,
+                Err(_) => return,
+            }
+        };
+        let (recs, batch) = recs;
+        if client.is_none() {
+            match drover_proto::connect_tcp(&addr).await {
+                Ok(ch) => {
+                    client = Some(
+                        AccountingClient::new(ch)
+                            .max_encoding_message_size(256 << 20)
+                            .max_decoding_message_size(256 << 20),
+                    )
+                }
+                Err(e) => {
+                    if down_since.is_none() {
+                        log(&format!("accounting at {addr} is unreachable ({e}); records wait in the outbox"));
+                        down_since = Some(std::time::Instant::now());
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    continue;
+                }
+            }
+        }
+        let c = client.as_mut().expect("invariant: connected above");
+        match c.record(recs).await {
+            Ok(_) => {
+                if let Some(t) = down_since.take() {
+                    log(&format!("accounting at {addr} is back after {}s", t.elapsed().as_secs()));
+                }
+                backoff = Duration::from_millis(500);
+                let _ = tx.send(Msg::AcctDone { jobs: batch.jobs, gone: batch.gone.len() });
+            }
+            Err(e) => {
+                if down_since.is_none() {
+                    log(&format!(
+                        "accounting at {addr} did not take records: {}; they wait in the outbox",
+                        e.message()
+                    ));
+                    down_since = Some(std::time::Instant::now());
+                }
+                client = None;
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! Accounting on a real cluster: the controller sends job and step records to `drover
+//! accounting` (SQLite here), `sacct` reads them back as Slurm prints them, and nothing is
+//! lost while accounting, or the controller, is down.
+
+use drover_testkit::{compat, Cluster, Options};
+use std::time::Duration;
+
+const EXE: &str = env!("CARGO_BIN_EXE_drover");
+
+/// The lab's shape (partition `cpu`), with accounting.
+fn lab() -> Cluster {
+    Cluster::start(
+        EXE,
+        Options {
+            nodes: 4,
+            cpus: 2,
+            mem_mb: 4000,
+            partitions: "PartitionName=cpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n".into(),
+            accounting: true,
+            ..Default::default()
+        },
+    )
+}
+
+fn sacct(c: &Cluster, args: &[&str]) -> String {
+    c.ok("sacct", args)
+}
+
+/// Waits until `sacct ARGS` prints `want` (records arrive a moment after the change).
+fn wait_sacct(c: &Cluster, args: &[&str], want: &str) {
+    let t = std::time::Instant::now();
+    loop {
+        let out = c.run("sacct", args);
+        let got = String::from_utf8_lossy(&out.stdout).to_string();
+        if out.status.success() && got == want {
+            return;
+        }
+        if t.elapsed() > Duration::from_secs(20) {
+            assert_eq!(got, want, "sacct {args:?}: {}\n{}", String::from_utf8_lossy(&out.stderr), c.logs());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_job_and_its_steps_read_back_as_slurm_prints_them() {
+    let c = lab();
+    let id = c.submit(&["-J", "steps", "-N2", "-n2", "--wrap", "srun hostname; srun -n1 false; echo done"]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
+    // The capture's job 30 ran the same script: its id becomes this one's, in the same
+    // 12-wide, left-justified column.
+    let want: String = compat("sacct_j_steps.out")
+        .lines()
+        .map(|l| match l.strip_prefix("30") {
+            Some(rest) => {
+                let (jobid, tail) = rest.split_at(11);
+                format!("{:<13}{tail}\n", format!("{id}{}", jobid.trim_end()))
+            }
+            None => format!("{l}\n"),
+        })
+        .collect();
+    wait_sacct(&c, &["-j", &id.to_string()], &want);
+
+    // Field by field (-P): what the lab printed for job 30, with this run's ids and times.
+    let j = id.to_string();
+    let fields = "JobID,JobIDRaw,JobName,Partition,Account,AllocCPUS,AllocNodes,NNodes,State,ExitCode,\
+                  DerivedExitCode,User,UID,Group,GID,Cluster,AllocTRES,Layout,NTasks,ReqCPUFreq,WorkDir";
+    let out = sacct(&c, &["-j", &j, "-P", "-o", fields]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], fields.replace(',', "|"));
+    let dir = c.path().display().to_string();
+    assert_eq!(
+        lines[1],
+        format!(
+            "{j}|{j}|steps|cpu|root|2|2|2|COMPLETED|0:0|1:0|root|0|root|0|test|billing=2,cpu=2,node=2|||Unknown|{dir}"
+        )
+    );
+    assert_eq!(
+        lines[2],
+        format!("{j}.batch|{j}.batch|batch||root|1|1|1|COMPLETED|0:0||||||test|cpu=1,mem=0,node=1|Unknown|1|0|")
+    );
+    assert_eq!(
+        lines[3],
+        format!("{j}.0|{j}.0|hostname||root|2|2|2|COMPLETED|0:0||||||test|cpu=2,mem=0,node=2|Cyclic|2|Unknown|")
+    );
+    assert_eq!(
+        lines[4],
+        format!("{j}.1|{j}.1|false||root|1|1|1|FAILED|1:0||||||test|cpu=1,mem=0,node=1|Cyclic|1|Unknown|")
+    );
+    assert_eq!(lines.len(), 5);
+
+    // -X: the allocation only; -n: no header; -b: brief.
+    assert_eq!(sacct(&c, &["-X", "-n", "-j", &j, "-o", "JobID,State"]), format!("{j:<12}  COMPLETED \n"));
+    let brief = sacct(&c, &["-b", "-j", &format!("{j}.1")]);
+    assert_eq!(brief.lines().nth(2).unwrap(), format!("{:<12}     FAILED      1:0 ", format!("{j}.1")));
+    assert_eq!(brief.lines().count(), 3, "-j N.S shows only that step:\n{brief}");
+}
+
+#[test]
+fn cancelled_failed_and_pending_jobs() {
+    let c = lab();
+    let ok = c.submit(&["-J", "ok", "--wrap", "true"]);
+    let fail = c.submit(&["-J", "fail", "--wrap", "exit 3"]);
+    let long = c.submit(&["-J", "long", "--wrap", "sleep 300"]);
+    let held = c.submit(&["-J", "held", "-H", "--wrap", "true"]);
+    c.wait_state(long, &["RUNNING"], Duration::from_secs(30));
+    c.ok("scancel", &[&long.to_string()]);
+    c.wait_state(long, &["CANCELLED"], Duration::from_secs(30));
+    c.wait_state(fail, &["FAILED"], Duration::from_secs(30));
+    c.wait_state(ok, &["COMPLETED"], Duration::from_secs(30));
+    let ids = format!("{ok},{fail},{long},{held}");
+    let want = format!(
+        "{ok}|ok|COMPLETED|0:0\n{ok}.batch|batch|COMPLETED|0:0\n{fail}|fail|FAILED|3:0\n{fail}.batch|batch|FAILED|3:0\n\
+         {long}|long|CANCELLED by 0|0:0\n{long}.batch|batch|CANCELLED|0:15\n{held}|held|PENDING|0:0\n"
+    );
+    wait_sacct(&c, &["-n", "-P", "-j", &ids, "-o", "JobID,JobName,State,ExitCode"], &want);
+    // The default window (today) and state selections.
+    let today = sacct(&c, &["-X", "-n", "-P", "-o", "JobID"]);
+    assert_eq!(today, format!("{ok}\n{fail}\n{long}\n"), "a held job was never eligible, as in Slurm");
+    let failed = sacct(&c, &["-X", "-n", "-P", "-o", "JobID", "-s", "F,CA", "-S", "now-1hour"]);
+    assert_eq!(failed, format!("{fail}\n{long}\n"));
+    let by_name = sacct(&c, &["-X", "-n", "-P", "-o", "JobID", "--name", "ok", "-S", "now-1hour"]);
+    assert_eq!(by_name, format!("{ok}\n"));
+    // Another user's view: their own jobs only.
+    assert_eq!(sacct(&c, &["-X", "-n", "-u", "nobody", "-S", "now-1hour"]), "");
+}
+
+#[test]
+fn nothing_is_lost_while_accounting_or_the_controller_is_down() {
+    let mut c = lab();
+    let first = c.submit(&["-J", "before", "--wrap", "true"]);
+    c.wait_state(first, &["COMPLETED"], Duration::from_secs(30));
+    wait_sacct(&c, &["-X", "-n", "-P", "-o", "JobID,State", "-j", &first.to_string()], &format!("{first}|COMPLETED\n"));
+
+    // Accounting down: scheduling goes on; sacct says why it cannot answer.
+    c.kill_accounting();
+    let during: Vec<u32> = (0..5).map(|i| c.submit(&["-J", &format!("down{i}"), "--wrap", "true"])).collect();
+    for id in &during {
+        c.wait_state(*id, &["COMPLETED"], Duration::from_secs(30));
+    }
+    let out = c.run("sacct", &["-X"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("sacct: error: Problem talking to the database"));
+
+    // The controller killed too, with those records undelivered: its journal still has them.
+    c.kill_controller();
+    c.start_controller();
+    c.wait_nodes_up(Duration::from_secs(30));
+    c.start_accounting();
+    let ids: Vec<String> = during.iter().map(u32::to_string).collect();
+    let want: String = during.iter().map(|id| format!("{id}|COMPLETED\n")).collect();
+    wait_sacct(&c, &["-X", "-n", "-P", "-o", "JobID,State", "-j", &ids.join(",")], &want);
+    // Each job once (records are upserts: a job sent again is stored once).
+    let all = sacct(&c, &["-X", "-n", "-P", "-o", "JobID", "-S", "now-1hour"]);
+    assert_eq!(all.lines().count(), 6, "{all}");
+}
+
+/// Every field of `sacct -P --format=ALL` for the capture's job 30 (a batch script running
+/// two steps on two nodes), field by field; only what differs by run or site is left out.
+#[test]
+fn every_field_matches_the_capture() {
+    let c = lab();
+    let id = c.submit(&["-J", "steps", "-N2", "-n2", "--wrap", "srun hostname; srun -n1 false; echo done"]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
+    let want = compat("sacct_P_all_fields.out");
+    let header = want.lines().next().unwrap().to_string();
+    let fields = header.replace('|', ",");
+    let j = id.to_string();
+    let mut got = String::new();
+    c.wait_until("all four records", Duration::from_secs(20), || {
+        got = c.ok("sacct", &["-P", "-j", &j, "-o", &fields]);
+        // Every record final: the job's and each step's.
+        got.lines().count() == 5 && !got.contains("|RUNNING|") && got.contains(".1|")
+    });
+    // Values that differ by run or by site: times and durations, ids, the store's numbers,
+    // the cluster and its nodes, paths, and what the lab's plugins measured or set.
+    let volatile = [
+        "AssocID",
+        "Cluster",
+        "CPUTime",
+        "CPUTimeRAW",
+        "DBIndex",
+        "Elapsed",
+        "ElapsedRaw",
+        "Eligible",
+        "End",
+        "JobID",
+        "JobIDRaw",
+        "NodeList",
+        "Priority",
+        "Reserved",
+        "ResvCPU",
+        "ResvCPURAW",
+        "Start",
+        "Submit",
+        "SystemCPU",
+        "TotalCPU",
+        "UserCPU",
+        "WorkDir",
+    ];
+    let names: Vec<&str> = header.split('|').collect();
+    let rows = |text: &str| -> Vec<Vec<String>> {
+        text.lines().skip(1).map(|l| l.split('|').map(String::from).collect()).collect()
+    };
+    let (want_rows, got_rows) = (rows(&want), rows(&got));
+    assert_eq!(got.lines().next().unwrap(), header);
+    assert_eq!(got_rows.len(), want_rows.len(), "{got}");
+    for (w, g) in want_rows.iter().zip(&got_rows) {
+        assert_eq!(g.len(), names.len(), "{got}");
+        for (k, name) in names.iter().enumerate() {
+            if !volatile.contains(name) {
+                assert_eq!(g[k], w[k], "{name} of {} in\n{got}", g[names.iter().position(|n| *n == "JobID").unwrap()]);
+            }
+        }
+    }
+    // The volatile ones have the capture's shape.
+    let at = |row: &[String], name: &str| row[names.iter().position(|n| *n == name).unwrap()].clone();
+    assert_eq!(at(&got_rows[0], "JobID"), j);
+    assert_eq!(at(&got_rows[1], "JobIDRaw"), format!("{j}.batch"));
+    assert!(at(&got_rows[0], "End") >= at(&got_rows[0], "Start"));
+}
