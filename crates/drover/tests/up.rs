@@ -52,5 +52,16 @@ fn drover_up_runs_jobs_and_keeps_them_across_a_restart() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(std::fs::read_to_string(dir.path().join(format!("slurm-{id}.out"))).unwrap(), "kept\n");
+    // Accounting came up with the cluster (SQLite in its state directory) and has the job.
+    let t = Instant::now();
+    loop {
+        let out = run("sacct", &["-n", "-P", "-X", "-j", &id, "-o", "JobID,State"]);
+        if String::from_utf8_lossy(&out.stdout) == format!("{id}|COMPLETED\n") {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "sacct: {}", String::from_utf8_lossy(&out.stderr));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(state.join("state/accounting.db").exists());
     assert!(Command::new(EXE).args(["down", "--state-dir", &s]).output().unwrap().status.success());
 }
