@@ -10,6 +10,7 @@
 // Daemons never unwrap on input; broken invariants use `expect("invariant: ...")`.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod bench;
 pub mod server;
 pub mod store;
 

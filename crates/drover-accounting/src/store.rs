@@ -47,14 +47,15 @@ fn ddl(d: Dialect) -> (&'static str, &'static str) {
     }
 }
 
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    what: "job and step records",
-    sql: |d| {
-        let (serial, blob) = ddl(d);
-        vec![
-            format!(
-                "CREATE TABLE IF NOT EXISTS jobs (
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        what: "job and step records",
+        sql: |d| {
+            let (serial, blob) = ddl(d);
+            vec![
+                format!(
+                    "CREATE TABLE IF NOT EXISTS jobs (
                     seq {serial},
                     cluster VARCHAR(64) NOT NULL,
                     job_id BIGINT NOT NULL,
@@ -81,14 +82,14 @@ const MIGRATIONS: &[Migration] = &[Migration {
                     alloc_tres TEXT NOT NULL,
                     record {blob} NOT NULL
                 )"
-            ),
-            "CREATE UNIQUE INDEX IF NOT EXISTS jobs_key ON jobs (cluster, job_id, restarts)".into(),
-            "CREATE INDEX IF NOT EXISTS jobs_array ON jobs (cluster, array_job_id)".into(),
-            "CREATE INDEX IF NOT EXISTS jobs_uid_end ON jobs (uid, time_end)".into(),
-            "CREATE INDEX IF NOT EXISTS jobs_end ON jobs (time_end)".into(),
-            "CREATE INDEX IF NOT EXISTS jobs_account_end ON jobs (account, time_end)".into(),
-            format!(
-                "CREATE TABLE IF NOT EXISTS steps (
+                ),
+                "CREATE UNIQUE INDEX IF NOT EXISTS jobs_key ON jobs (cluster, job_id, restarts)".into(),
+                "CREATE INDEX IF NOT EXISTS jobs_array ON jobs (cluster, array_job_id)".into(),
+                "CREATE INDEX IF NOT EXISTS jobs_uid_end ON jobs (uid, time_end)".into(),
+                "CREATE INDEX IF NOT EXISTS jobs_end ON jobs (time_end)".into(),
+                "CREATE INDEX IF NOT EXISTS jobs_account_end ON jobs (account, time_end)".into(),
+                format!(
+                    "CREATE TABLE IF NOT EXISTS steps (
                     seq {serial},
                     cluster VARCHAR(64) NOT NULL,
                     job_id BIGINT NOT NULL,
@@ -105,11 +106,22 @@ const MIGRATIONS: &[Migration] = &[Migration {
                     alloc_tres TEXT NOT NULL,
                     record {blob} NOT NULL
                 )"
-            ),
-            "CREATE UNIQUE INDEX IF NOT EXISTS steps_key ON steps (cluster, job_id, restarts, step_id)".into(),
-        ]
+                ),
+                "CREATE UNIQUE INDEX IF NOT EXISTS steps_key ON steps (cluster, job_id, restarts, step_id)".into(),
+            ]
+        },
     },
-}];
+    Migration {
+        version: 2,
+        what: "indexes for sacct -j (job ids and array tasks without the cluster first)",
+        sql: |_| {
+            vec![
+                "CREATE INDEX IF NOT EXISTS jobs_job_id ON jobs (job_id)".into(),
+                "CREATE INDEX IF NOT EXISTS jobs_array_task ON jobs (array_job_id, array_task_id)".into(),
+            ]
+        },
+    },
+];
 
 /// A value bound to a statement.
 #[derive(Debug, Clone)]
@@ -425,17 +437,23 @@ impl Store {
         list("partition_name", q.partitions.iter().cloned().map(Arg::S).collect(), &mut conds, &mut args);
         list("qos", q.qos.iter().cloned().map(Arg::S).collect(), &mut conds, &mut args);
         if !q.jobs.is_empty() {
+            // Each term indexable on its own (jobs_job_id, jobs_array_task), so the stores
+            // answer a long -j list by index lookups rather than a scan.
+            let mut ids: Vec<u32> = q.jobs.iter().filter(|s| s.array_task_id.is_none()).map(|s| s.job_id).collect();
+            ids.sort_unstable();
+            ids.dedup();
             let mut any = Vec::new();
+            if !ids.is_empty() {
+                let marks = vec!["?"; ids.len()].join(", ");
+                any.push(format!("job_id IN ({marks})"));
+                any.push(format!("array_job_id IN ({marks})"));
+                args.extend(ids.iter().map(|id| i(*id)));
+                args.extend(ids.iter().map(|id| i(*id)));
+            }
             for sel in &q.jobs {
-                match sel.array_task_id {
-                    Some(t) => {
-                        any.push("(array_job_id = ? AND array_task_id = ?)".to_string());
-                        args.extend([i(sel.job_id), i(t)]);
-                    }
-                    None => {
-                        any.push("(job_id = ? OR array_job_id = ?)".to_string());
-                        args.extend([i(sel.job_id), i(sel.job_id)]);
-                    }
+                if let Some(t) = sel.array_task_id {
+                    any.push("(array_job_id = ? AND array_task_id = ?)".to_string());
+                    args.extend([i(sel.job_id), i(t)]);
                 }
             }
             conds.push(format!("({})", any.join(" OR ")));

@@ -115,11 +115,11 @@ fn ids(rows: &v1::AcctRows) -> Vec<u32> {
 
 async fn conformance(url: &str) {
     let s = Store::open(url).await.unwrap();
-    assert_eq!(s.version().await.unwrap(), 1);
+    assert_eq!(s.version().await.unwrap(), 2);
     // Opening again finds the schema current and changes nothing.
     drop(s);
     let s = Store::open(url).await.unwrap();
-    assert_eq!(s.version().await.unwrap(), 1);
+    assert_eq!(s.version().await.unwrap(), 2);
 
     // Submitted, then started, then ended: one row, the latest.
     let recs = |jobs: Vec<v1::AcctJob>, steps: Vec<v1::AcctStep>| v1::AcctRecords { jobs, steps };

@@ -480,13 +480,17 @@ fn job_field(a: &v1::AcctJob, steps: &[&v1::AcctStep], name: &str, now: i64) -> 
     }
 }
 
-/// CPU time of tasks: their total (user and system are not told apart yet, so both are
-/// shown as unknown rather than guessed) .
+/// CPU time of tasks as `TotalCPU`, `UserCPU` or `SystemCPU`.
 fn usage_cpu(usage: &[v1::TaskUsage], name: &str) -> String {
-    match name {
-        "TotalCPU" => cpu_time(usage.iter().map(|t| t.cpu_secs).sum()),
-        _ => cpu_time(0.0),
-    }
+    let secs: f64 = usage
+        .iter()
+        .map(|t| match name {
+            "UserCPU" => t.user_secs,
+            "SystemCPU" => t.sys_secs,
+            _ => t.cpu_secs.max(t.user_secs + t.sys_secs),
+        })
+        .sum();
+    cpu_time(secs)
 }
 
 fn step_field(a: &v1::AcctJob, st: &v1::AcctStep, name: &str, now: i64) -> String {

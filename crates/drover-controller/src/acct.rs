@@ -74,7 +74,20 @@ fn step_tres(nodes: &[v1::StepNode]) -> String {
     format!("cpu={cpus},mem={mem},node={}", nodes.len())
 }
 
-fn step_record(cfg: &Config, restarts: u32, info: v1::StepInfo, submit_line: &str) -> v1::AcctStep {
+/// `usage` (an encoded `StatReply`) with `more` tasks added.
+pub fn add_usage(usage: &[u8], more: Vec<v1::TaskUsage>) -> Vec<u8> {
+    use drover_proto::prost::Message;
+    let mut r = v1::StatReply::decode(usage).unwrap_or_default();
+    r.tasks.extend(more);
+    r.encode_to_vec()
+}
+
+fn tasks_of(usage: &[u8]) -> Vec<v1::TaskUsage> {
+    use drover_proto::prost::Message;
+    v1::StatReply::decode(usage).map(|r| r.tasks).unwrap_or_default()
+}
+
+fn step_record(cfg: &Config, restarts: u32, info: v1::StepInfo, submit_line: &str, usage: &[u8]) -> v1::AcctStep {
     let ntasks = info.nodes.iter().map(|n| n.task_ids.len() as u32).sum();
     v1::AcctStep {
         cluster: cfg.cluster_name.clone(),
@@ -82,7 +95,7 @@ fn step_record(cfg: &Config, restarts: u32, info: v1::StepInfo, submit_line: &st
         alloc_tres: step_tres(&info.nodes),
         ntasks,
         submit_line: submit_line.to_string(),
-        usage: Vec::new(),
+        usage: tasks_of(usage),
         info: Some(info),
     }
 }
@@ -121,7 +134,7 @@ fn batch_step(cfg: &Config, j: &Job, job_state: &str) -> Option<v1::AcctStep> {
         end_time: if state == "RUNNING" { 0 } else { j.status.end_time },
         ..Default::default()
     };
-    Some(step_record(cfg, j.status.restarts, info, ""))
+    Some(step_record(cfg, j.status.restarts, info, "", j.status.batch_usage.as_deref().unwrap_or_default()))
 }
 
 /// The records of a batch.
@@ -150,14 +163,14 @@ pub fn records(cfg: &Config, b: &Batch) -> v1::AcctRecords {
                 info.state = if *state == JobState::Cancelled { "CANCELLED".into() } else { state.name().into() };
                 info.exit_status = *exit_status;
                 info.end_time = *end_time;
-                out.steps.push(step_record(cfg, j.status.restarts, info, &step.submit_line));
+                out.steps.push(step_record(cfg, j.status.restarts, info, &step.submit_line, &step.usage));
             }
         }
     }
     for j in &b.jobs {
         job(&mut out, j, job_record(cfg, j));
         for s in j.running_steps() {
-            out.steps.push(step_record(cfg, j.status.restarts, view::step_info(j, s), &s.submit_line));
+            out.steps.push(step_record(cfg, j.status.restarts, view::step_info(j, s), &s.submit_line, &s.usage));
         }
     }
     out

@@ -781,6 +781,7 @@ impl Owner {
             pre_suspend_secs: 0,
             suspended_secs: 0,
             requeue_time: 0,
+            batch_usage: None,
         };
         let array = spec.array.as_deref().and_then(|a| crate::state::ArrayPart::remainder(id, a));
         let mut sj = Self::sched_job_from(id, &spec, &status, array.as_ref());
@@ -960,6 +961,7 @@ impl Owner {
             srun_host: String::new(),
             srun_pid: 0,
             submit_line: String::new(),
+            usage: Vec::new(),
             exit_status: 0,
             how: String::new(),
             cancelled: false,
@@ -1185,6 +1187,9 @@ impl Owner {
         }
         let mut st = j.status.clone();
         st.nodes_running.retain(|n| n != node);
+        if !e.usage.is_empty() {
+            st.batch_usage = Some(crate::acct::add_usage(&[], e.usage).into_boxed_slice());
+        }
         // The worst exit wins, as srun reports it.
         if drover_model::job::exit_rank(e.exit_status) > drover_model::job::exit_rank(st.exit_status) {
             st.exit_status = e.exit_status;
@@ -1245,6 +1250,7 @@ impl Owner {
             st.reason = PendingReason::None;
             st.restarts += 1;
             st.requeue_time = end;
+            st.batch_usage = None;
             st.alloc = None;
             st.start_time = 0;
             st.state_desc.clear();
@@ -1475,6 +1481,7 @@ impl Owner {
             srun_host: spec.srun_host.clone(),
             srun_pid: spec.srun_pid,
             submit_line: spec.submit_line.clone(),
+            usage: Vec::new(),
             exit_status: 0,
             how: String::new(),
             cancelled: false,
@@ -1519,6 +1526,9 @@ impl Owner {
         if drover_model::job::exit_rank(e.exit_status) > drover_model::job::exit_rank(step.exit_status) {
             step.exit_status = e.exit_status;
         }
+        if !e.usage.is_empty() {
+            step.usage = crate::acct::add_usage(&step.usage, e.usage);
+        }
         if step.how.is_empty() && !e.how.is_empty() {
             step.how = e.how.clone();
         }
@@ -1540,7 +1550,14 @@ impl Owner {
         info.state = state.name().to_string();
         info.end_time = end;
         info.message = e.message;
-        self.record(Record::StepEnd { id: j.id, step: step_id, state, exit_status: step.exit_status, end_time: end });
+        self.record(Record::StepEnd {
+            id: j.id,
+            step: step_id,
+            state,
+            exit_status: step.exit_status,
+            end_time: end,
+            usage: step.usage,
+        });
         self.notify_step(info);
         self.retry_waiting_steps(j.id);
     }

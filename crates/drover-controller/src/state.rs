@@ -56,6 +56,8 @@ pub struct JobStatus {
     pub suspended_secs: i64,
     /// When the job was last requeued (its previous run ended); 0: never.
     pub requeue_time: i64,
+    /// What the batch script's tasks used (an encoded `StatReply`), reported as it ended.
+    pub batch_usage: Option<Box<[u8]>>,
 }
 
 impl JobStatus {
@@ -129,6 +131,9 @@ pub struct Step {
     pub srun_pid: u32,
     /// The srun command line.
     pub submit_line: String,
+    /// What its tasks used on the nodes that have reported their end (an encoded
+    /// `StatReply`).
+    pub usage: Vec<u8>,
     /// Nodes whose part of the step has not reported its end.
     pub nodes_running: Vec<String>,
     /// The worst raw wait status reported so far.
@@ -275,6 +280,8 @@ pub enum Record {
         state: JobState,
         exit_status: i32,
         end_time: i64,
+        /// What its tasks used, every node's.
+        usage: Vec<u8>,
     },
 }
 
@@ -338,12 +345,14 @@ impl Durable {
                 out.dirty.insert(*array);
                 out.dirty.insert(*id);
             }
-            Record::StepEnd { id, step, state, exit_status, end_time } => {
+            Record::StepEnd { id, step, state, exit_status, end_time, usage } => {
                 if let Some(j) = self.jobs.get(id) {
                     if let Some(s) = j.step(*step) {
+                        let mut s = s.clone();
+                        s.usage = usage.clone();
                         out.gone.push_back(Gone::Step {
                             job: j.clone(),
-                            step: Box::new(s.clone()),
+                            step: Box::new(s),
                             state: *state,
                             exit_status: *exit_status,
                             end_time: *end_time,
@@ -514,6 +523,7 @@ mod tests {
             pre_suspend_secs: 0,
             suspended_secs: 0,
             requeue_time: 0,
+            batch_usage: None,
         };
         let j = Job::new(7, &spec, status, None);
         let mut buf = drover_proto::bytes::BytesMut::new();

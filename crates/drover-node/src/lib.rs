@@ -251,7 +251,7 @@ impl Agent {
         let dir = spool::unit_dir(&self.spool, unit.0, unit.1);
         if let Some(st) = spool::read_status(&dir) {
             if self.reported.insert(unit) {
-                let msg = node_to_controller::Msg::Ended(ended_msg(unit, st));
+                let msg = node_to_controller::Msg::Ended(ended_msg(&dir, unit, st));
                 let _ = tx.send(v1::NodeToController { msg: Some(msg) });
             }
         }
@@ -481,7 +481,7 @@ fn scan_spool(spool: &Path) -> (Vec<v1::RunningJob>, Vec<v1::EndedJob>) {
             };
             let dir = e.path();
             if let Some(st) = spool::read_status(&dir) {
-                ended.push(ended_msg((id, step_id), st));
+                ended.push(ended_msg(&dir, (id, step_id), st));
             } else if spool::supervisor_alive(&dir)
                 || !dir.join(spool::PID).exists() && dir.join(spool::LAUNCH).exists()
             {
@@ -503,7 +503,8 @@ fn scan_spool(spool: &Path) -> (Vec<v1::RunningJob>, Vec<v1::EndedJob>) {
     (running, ended)
 }
 
-fn ended_msg(unit: Unit, st: spool::EndStatus) -> v1::EndedJob {
+/// The end of a job or step as its supervisor recorded it in `dir`, with what its tasks used.
+fn ended_msg(dir: &std::path::Path, unit: Unit, st: spool::EndStatus) -> v1::EndedJob {
     v1::EndedJob {
         job_id: unit.0,
         exit_status: st.exit_status,
@@ -511,7 +512,7 @@ fn ended_msg(unit: Unit, st: spool::EndStatus) -> v1::EndedJob {
         end_time: st.end_time,
         message: st.message,
         step_id: unit.1,
-        usage: Vec::new(),
+        usage: spool::read_usage(dir),
     }
 }
 

@@ -73,6 +73,25 @@ pub fn write_status(dir: &Path, s: &EndStatus) -> std::io::Result<()> {
     std::fs::rename(tmp, dir.join(STATUS))
 }
 
+pub const USAGE: &str = "usage.pb";
+
+/// What the tasks of a job or step used (an encoded `StatReply`), kept for accounting.
+pub fn write_usage(dir: &Path, u: &drover_proto::v1::StatReply) -> std::io::Result<()> {
+    use drover_proto::prost::Message;
+    let tmp = dir.join("usage.tmp");
+    std::fs::write(&tmp, u.encode_to_vec())?;
+    std::fs::rename(tmp, dir.join(USAGE))
+}
+
+pub fn read_usage(dir: &Path) -> Vec<drover_proto::v1::TaskUsage> {
+    use drover_proto::prost::Message;
+    std::fs::read(dir.join(USAGE))
+        .ok()
+        .and_then(|b| drover_proto::v1::StatReply::decode(&b[..]).ok())
+        .map(|r| r.tasks)
+        .unwrap_or_default()
+}
+
 pub fn read_status(dir: &Path) -> Option<EndStatus> {
     let text = std::fs::read_to_string(dir.join(STATUS)).ok()?;
     let mut l = text.lines();

@@ -198,6 +198,8 @@ fn run(dir: &Path) -> Result<(), Failure> {
     sv.wait_loop(&rpipe, &listener)?;
     let exit_status = sv.statuses.values().copied().max_by_key(|s| drover_model::job::exit_rank(*s)).unwrap_or(0);
     let end = EndStatus { exit_status, how: sv.how.clone(), end_time: now(), message: String::new() };
+    // What the tasks used, for accounting: written before the status that announces the end.
+    let _ = spool::write_usage(dir, &sv.stat_reply());
     spool::write_status(dir, &end).map_err(|e| format!("writing status: {e}"))?;
     let _ = std::fs::remove_file(&sock_path);
     if let Some(g) = &sv.cgroup {
@@ -205,6 +207,16 @@ fn run(dir: &Path) -> Result<(), Failure> {
     }
     notify_agent(dir);
     Ok(())
+}
+
+/// Reaps one child that ended, without blocking: its pid, raw wait status and what it (and
+/// the descendants it waited for) used.
+fn reap_any() -> Option<(i32, i32, libc::rusage)> {
+    let mut status = 0;
+    // SAFETY: rusage is plain data that wait4 fills in; both pointers are to our locals.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(-1, &mut status, libc::WNOHANG, &mut ru) };
+    (pid > 0).then_some((pid, status, ru))
 }
 
 /// The cgroup this supervisor's processes run in, with the job's limits on this node (and
@@ -956,15 +968,8 @@ impl Supervisor<'_> {
         let mut buf = [0u8; 65536];
         loop {
             // Reap everything that exited; only our direct children carry the job's result.
-            loop {
-                match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-                    Ok(WaitStatus::Exited(pid, code)) => self.reaped(pid.as_raw(), code << 8),
-                    Ok(WaitStatus::Signaled(pid, sig, core)) => {
-                        self.reaped(pid.as_raw(), sig as i32 | if core { 0x80 } else { 0 })
-                    }
-                    Ok(WaitStatus::StillAlive) | Err(_) => break,
-                    Ok(_) => continue,
-                }
+            while let Some((pid, status, ru)) = reap_any() {
+                self.reaped(pid, status, Some(&ru));
             }
             if self.main.is_empty() && self.outputs.is_empty() && self.helpers.is_empty() {
                 // The job is over: nothing of it may outlive it.
@@ -1241,6 +1246,8 @@ impl Supervisor<'_> {
                 max_vmsize_kb: u.vmsize_kb,
                 pages: u.pages,
                 cpu_secs: u.cpu_secs,
+                user_secs: u.user_secs,
+                sys_secs: u.sys_secs,
                 read_bytes: u.read_bytes,
                 write_bytes: u.write_bytes,
                 pids: u.pids.clone(),
@@ -1330,10 +1337,13 @@ impl Supervisor<'_> {
         }
     }
 
-    fn reaped(&mut self, pid: i32, status: i32) {
+    fn reaped(&mut self, pid: i32, status: i32, ru: Option<&libc::rusage>) {
         self.helpers.remove(&pid);
         if let Some(task) = self.main.remove(&pid) {
             self.statuses.insert(task, status);
+            if let Some(ru) = ru {
+                crate::usage::fold_rusage(self.usage.entry(task).or_default(), ru);
+            }
             if let Some(env) = self.task_env.remove(&task) {
                 self.start_task_epilog(env);
             }

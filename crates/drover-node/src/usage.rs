@@ -10,6 +10,8 @@ pub struct Sample {
     pub vmsize_kb: u64,
     pub pages: u64,
     pub cpu_secs: f64,
+    pub user_secs: f64,
+    pub sys_secs: f64,
     pub read_bytes: u64,
     pub write_bytes: u64,
     pub pids: Vec<u32>,
@@ -17,7 +19,9 @@ pub struct Sample {
 
 struct Proc {
     ppid: i32,
-    cpu_ticks: u64,
+    /// User and system time, its waited-for children's included.
+    user_ticks: u64,
+    sys_ticks: u64,
     majflt: u64,
     vsize: u64,
     rss_pages: u64,
@@ -32,7 +36,8 @@ fn parse_stat(text: &str) -> Option<Proc> {
     Some(Proc {
         ppid: f.get(1)?.parse().ok()?,
         majflt: n(12),
-        cpu_ticks: n(14) + n(15) + n(16) + n(17),
+        user_ticks: n(14) + n(16),
+        sys_ticks: n(15) + n(17),
         vsize: n(23),
         rss_pages: n(24),
     })
@@ -79,7 +84,9 @@ pub fn sample(roots: &HashMap<i32, u32>) -> BTreeMap<u32, Sample> {
         s.rss_kb += p.rss_pages * page_kb;
         s.vmsize_kb += p.vsize / 1024;
         s.pages += p.majflt;
-        s.cpu_secs += p.cpu_ticks as f64 / tick;
+        s.user_secs += p.user_ticks as f64 / tick;
+        s.sys_secs += p.sys_ticks as f64 / tick;
+        s.cpu_secs = s.user_secs + s.sys_secs;
         let (r, w) = io_bytes(pid);
         s.read_bytes += r;
         s.write_bytes += w;
@@ -90,6 +97,17 @@ pub fn sample(roots: &HashMap<i32, u32>) -> BTreeMap<u32, Sample> {
     out
 }
 
+/// Folds what a task's process reported as it was reaped (`wait4`'s rusage: the task and
+/// every descendant it waited for) into its usage: exact CPU times and its peak RSS.
+pub fn fold_rusage(acc: &mut Sample, ru: &libc::rusage) {
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    acc.user_secs = acc.user_secs.max(secs(ru.ru_utime));
+    acc.sys_secs = acc.sys_secs.max(secs(ru.ru_stime));
+    acc.cpu_secs = acc.cpu_secs.max(acc.user_secs + acc.sys_secs);
+    // ru_maxrss is in KiB on Linux.
+    acc.rss_kb = acc.rss_kb.max(ru.ru_maxrss.max(0) as u64);
+}
+
 /// Folds a new sample into what a task has used so far: peaks for sizes, latest totals
 /// for counters (never going back when a process that counted has gone).
 pub fn fold(acc: &mut Sample, now: &Sample) {
@@ -97,6 +115,8 @@ pub fn fold(acc: &mut Sample, now: &Sample) {
     acc.vmsize_kb = acc.vmsize_kb.max(now.vmsize_kb);
     acc.pages = acc.pages.max(now.pages);
     acc.cpu_secs = acc.cpu_secs.max(now.cpu_secs);
+    acc.user_secs = acc.user_secs.max(now.user_secs);
+    acc.sys_secs = acc.sys_secs.max(now.sys_secs);
     acc.read_bytes = acc.read_bytes.max(now.read_bytes);
     acc.write_bytes = acc.write_bytes.max(now.write_bytes);
     if !now.pids.is_empty() {
@@ -113,7 +133,8 @@ mod tests {
         let line = "42 (my (odd) prog) S 7 42 42 0 -1 4194304 100 0 3 0 250 50 10 5 20 0 1 0 1000 104857600 2560 \
                     18446744073709551615";
         let p = parse_stat(line).unwrap();
-        assert_eq!((p.ppid, p.majflt, p.cpu_ticks, p.vsize, p.rss_pages), (7, 3, 315, 104_857_600, 2560));
+        assert_eq!((p.ppid, p.majflt, p.vsize, p.rss_pages), (7, 3, 104_857_600, 2560));
+        assert_eq!((p.user_ticks, p.sys_ticks), (260, 55));
     }
 
     #[test]

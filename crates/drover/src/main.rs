@@ -14,6 +14,7 @@ fn usage() -> i32 {
          \x20 accounting [-f slurmdbd.conf]                  run the accounting service (slurmdbd)\n\
          \x20 install-links DIR                              create sbatch, squeue, ... links\n\
          \x20 bench [--quick] [--only NAME]                  measure speed and memory on a local cluster\n\
+         \x20 bench accounting [--rows N] [--url URL]        measure the accounting stores and sacct\n\
          \x20 sim TRACE.swf[.gz] --procs N --policy P       replay a workload trace through the scheduler\n\
          \x20 sbatch|srun|salloc|squeue|sinfo|scancel|scontrol|sacct ... run a command\n\
          \x20 version"
@@ -120,6 +121,7 @@ fn main() {
                 }
             }
         }
+        "bench" if args.first().is_some_and(|a| a == "accounting") => drover_accounting::bench::main(&args[1..]),
         "bench" => {
             use clap::Parser;
             match drover_cli::bench::BenchArgs::try_parse_from(std::iter::once("drover bench".to_string()).chain(args))

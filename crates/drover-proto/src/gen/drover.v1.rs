@@ -714,6 +714,11 @@ pub struct TaskUsage {
     pub write_bytes: u64,
     #[prost(uint32, repeated, tag = "9")]
     pub pids: ::prost::alloc::vec::Vec<u32>,
+    /// cpu_secs split into user and system time (from the tasks' rusage once they ended).
+    #[prost(double, tag = "10")]
+    pub user_secs: f64,
+    #[prost(double, tag = "11")]
+    pub sys_secs: f64,
 }
 /// sattach: the step, and where its supervisors stream its tasks' output (as to srun).
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
