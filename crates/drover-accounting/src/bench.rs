@@ -62,7 +62,7 @@ fn job(id: u32, now: i64) -> (v1::AcctJob, v1::AcctStep) {
             ntasks: Some(4),
             ..Default::default()
         }),
-        state: if id % 10 == 0 { "FAILED".into() } else { "COMPLETED".into() },
+        state: if id.is_multiple_of(10) { "FAILED".into() } else { "COMPLETED".into() },
         submit_time: submit,
         eligible_time: submit,
         start_time: start,
@@ -76,7 +76,7 @@ fn job(id: u32, now: i64) -> (v1::AcctJob, v1::AcctStep) {
             ..Default::default()
         }],
         time_limit_secs: Some(86_400),
-        exit_status: if id % 10 == 0 { 1 << 8 } else { 0 },
+        exit_status: if id.is_multiple_of(10) { 1 << 8 } else { 0 },
         ..Default::default()
     };
     let j = v1::AcctJob {
