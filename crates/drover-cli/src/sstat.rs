@@ -483,6 +483,8 @@ mod tests {
             read_bytes: 1_685_831,
             write_bytes: 1690,
             pids: vec![7511 + task],
+            user_secs: cpu * 0.75,
+            sys_secs: cpu * 0.25,
         }
     }
 
