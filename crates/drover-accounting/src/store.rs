@@ -84,10 +84,6 @@ const MIGRATIONS: &[Migration] = &[
                 )"
                 ),
                 "CREATE UNIQUE INDEX IF NOT EXISTS jobs_key ON jobs (cluster, job_id, restarts)".into(),
-                "CREATE INDEX IF NOT EXISTS jobs_array ON jobs (cluster, array_job_id)".into(),
-                "CREATE INDEX IF NOT EXISTS jobs_uid_end ON jobs (uid, time_end)".into(),
-                "CREATE INDEX IF NOT EXISTS jobs_end ON jobs (time_end)".into(),
-                "CREATE INDEX IF NOT EXISTS jobs_account_end ON jobs (account, time_end)".into(),
                 format!(
                     "CREATE TABLE IF NOT EXISTS steps (
                     seq {serial},
@@ -113,12 +109,18 @@ const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 2,
-        what: "indexes for sacct -j (job ids and array tasks without the cluster first)",
+        what: "indexes for sacct's selections, each led by the cluster",
         sql: |_| {
-            vec![
-                "CREATE INDEX IF NOT EXISTS jobs_job_id ON jobs (job_id)".into(),
-                "CREATE INDEX IF NOT EXISTS jobs_array_task ON jobs (array_job_id, array_task_id)".into(),
+            [
+                "jobs_c_end ON jobs (cluster, time_end)",
+                "jobs_c_start ON jobs (cluster, time_start)",
+                "jobs_c_uid_end ON jobs (cluster, uid, time_end)",
+                "jobs_c_account_end ON jobs (cluster, account, time_end)",
+                "jobs_c_array ON jobs (cluster, array_job_id, array_task_id)",
             ]
+            .iter()
+            .map(|ix| format!("CREATE INDEX IF NOT EXISTS {ix}"))
+            .collect()
         },
     },
 ];
@@ -242,31 +244,58 @@ fn step_args(s: &v1::AcctStep) -> Vec<Arg> {
     ]
 }
 
+/// A condition and its values.
+type Cond = (String, Vec<Arg>);
+
 /// Jobs that were in one of `states` at some time in [start, end], as Slurm's store asks
-/// (`as_mysql_jobacct_process.c`); with no states, jobs eligible to run in the window.
-fn window_condition(states: &[String], start: i64, end: i64, args: &mut Vec<Arg>) -> String {
+/// (`as_mysql_jobacct_process.c`); with no states, jobs eligible to run in the window. As
+/// alternatives, each a range on one of the cluster-led indexes: a store's planner answers
+/// each from its index, where one condition with ORs inside would scan the table.
+fn window_alternatives(states: &[String], start: i64, end: i64) -> Vec<Cond> {
+    let c = |sql: &str, args: Vec<Arg>| (sql.to_string(), args);
     if states.is_empty() {
-        args.extend([i(end), i(start)]);
-        return "(time_eligible > 0 AND time_eligible <= ? AND (time_end >= ? OR time_end = 0))".into();
+        return vec![
+            c("time_end >= ? AND time_eligible > 0 AND time_eligible <= ?", vec![i(start), i(end)]),
+            c("time_end = 0 AND time_eligible > 0 AND time_eligible <= ?", vec![i(end)]),
+        ];
     }
     let mut any = Vec::new();
     for s in states {
         match s.as_str() {
             "PENDING" => {
-                args.extend([i(end), i(start)]);
-                any.push("(time_submit <= ? AND (time_start >= ? OR time_start = 0))".to_string());
+                any.push(c("time_start = 0 AND time_submit <= ?", vec![i(end)]));
+                any.push(c("time_start >= ? AND time_submit <= ?", vec![i(start), i(end)]));
             }
             "RUNNING" | "SUSPENDED" | "REQUEUED" | "RESIZING" => {
-                args.extend([i(end), i(start)]);
-                any.push("(time_start > 0 AND time_start <= ? AND (time_end >= ? OR time_end = 0))".to_string());
+                any.push(c("time_end >= ? AND time_start > 0 AND time_start <= ?", vec![i(start), i(end)]));
+                any.push(c("time_end = 0 AND time_start > 0 AND time_start <= ?", vec![i(end)]));
             }
-            other => {
-                args.extend([Arg::S(other.to_string()), i(start), i(end)]);
-                any.push("(state = ? AND time_end >= ? AND time_end <= ?)".to_string());
-            }
+            other => any.push(c(
+                "state = ? AND time_end >= ? AND time_end <= ?",
+                vec![Arg::S(other.to_string()), i(start), i(end)],
+            )),
         }
     }
-    format!("({})", any.join(" OR "))
+    any
+}
+
+/// `-j` as alternatives: job ids (or arrays) by id, array tasks by their array and task.
+fn job_alternatives(sels: &[v1::AcctJobSelector]) -> Vec<Cond> {
+    let mut ids: Vec<u32> = sels.iter().filter(|s| s.array_task_id.is_none()).map(|s| s.job_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut any = Vec::new();
+    for chunk in ids.chunks(500) {
+        let marks = vec!["?"; chunk.len()].join(", ");
+        any.push((format!("job_id IN ({marks})"), chunk.iter().map(|id| i(*id)).collect()));
+        any.push((format!("array_job_id IN ({marks})"), chunk.iter().map(|id| i(*id)).collect()));
+    }
+    for s in sels {
+        if let Some(t) = s.array_task_id {
+            any.push(("array_job_id = ? AND array_task_id = ?".into(), vec![i(s.job_id), i(t)]));
+        }
+    }
+    any
 }
 
 impl Store {
@@ -436,40 +465,37 @@ impl Store {
         list("name", q.names.iter().cloned().map(Arg::S).collect(), &mut conds, &mut args);
         list("partition_name", q.partitions.iter().cloned().map(Arg::S).collect(), &mut conds, &mut args);
         list("qos", q.qos.iter().cloned().map(Arg::S).collect(), &mut conds, &mut args);
-        if !q.jobs.is_empty() {
-            // Each term indexable on its own (jobs_job_id, jobs_array_task), so the stores
-            // answer a long -j list by index lookups rather than a scan.
-            let mut ids: Vec<u32> = q.jobs.iter().filter(|s| s.array_task_id.is_none()).map(|s| s.job_id).collect();
-            ids.sort_unstable();
-            ids.dedup();
-            let mut any = Vec::new();
-            if !ids.is_empty() {
-                let marks = vec!["?"; ids.len()].join(", ");
-                any.push(format!("job_id IN ({marks})"));
-                any.push(format!("array_job_id IN ({marks})"));
-                args.extend(ids.iter().map(|id| i(*id)));
-                args.extend(ids.iter().map(|id| i(*id)));
-            }
-            for sel in &q.jobs {
-                if let Some(t) = sel.array_task_id {
-                    any.push("(array_job_id = ? AND array_task_id = ?)".to_string());
-                    args.extend([i(sel.job_id), i(t)]);
-                }
-            }
-            conds.push(format!("({})", any.join(" OR ")));
-        }
-        if q.start != 0 || q.end != 0 {
-            let end = if q.end == 0 { i64::MAX } else { q.end };
-            conds.push(window_condition(&q.states, q.start, end, &mut args));
-        } else if !q.states.is_empty() {
+        if q.start == 0 && q.end == 0 && !q.states.is_empty() {
             list("state", q.states.iter().cloned().map(Arg::S).collect(), &mut conds, &mut args);
         }
-        let filter = if conds.is_empty() { String::new() } else { format!(" WHERE {}", conds.join(" AND ")) };
-        let rows = self.fetch(&format!("SELECT seq, record FROM jobs{filter} ORDER BY seq"), args).await?;
-        let mut jobs = Vec::with_capacity(rows.len());
-        for r in rows {
-            let seq: i64 = r.try_get(0)?;
-            let b: Vec<u8> = r.try_get(1)?;
+        let windows = if q.start != 0 || q.end != 0 {
+            window_alternatives(&q.states, q.start, if q.end == 0 { i64::MAX } else { q.end })
+        } else {
+            Vec::new()
+        };
+        let by_job = job_alternatives(&q.jobs);
+        let none = || vec![(String::new(), Vec::new())];
+        // Every combination of a -j alternative and a window alternative (either may be none).
+        let mut alternatives: Vec<Cond> = Vec::new();
+        for (js, ja) in if by_job.is_empty() { none() } else { by_job } {
+            for (ws, wa) in if windows.is_empty() { none() } else { windows.clone() } {
+                let parts: Vec<&str> = [js.as_str(), ws.as_str()].into_iter().filter(|p| !p.is_empty()).collect();
+                alternatives.push((parts.join(" AND "), ja.iter().cloned().chain(wa).collect()));
+            }
+        }
+        // One query per alternative, merged in the order the records were first stored.
+        let mut found: std::collections::BTreeMap<i64, Vec<u8>> = std::collections::BTreeMap::new();
+        for (alt, alt_args) in alternatives {
+            let all: Vec<&str> =
+                conds.iter().map(String::as_str).chain((!alt.is_empty()).then_some(alt.as_str())).collect();
+            let filter = if all.is_empty() { String::new() } else { format!(" WHERE {}", all.join(" AND ")) };
+            let sql = format!("SELECT seq, record FROM jobs{filter}");
+            for r in self.fetch(&sql, args.iter().cloned().chain(alt_args).collect()).await? {
+                found.insert(r.try_get(0)?, r.try_get(1)?);
+            }
+        }
+        let mut jobs = Vec::with_capacity(found.len());
+        for (seq, b) in found {
             let mut j =
                 v1::AcctJob::decode(&b[..]).map_err(|source| StoreError::Decode { what: "a job".into(), source })?;
             j.db_index = seq as u64;
