@@ -61,25 +61,58 @@ pub async fn run(conf_path: &Path) -> Result<(), AccountingError> {
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .map_err(|source| AccountingError::Listen { addr: addr.clone(), source })?;
-    log(&format!("storing in {} (schema {}), listening on {addr}", store::redact(&url), store.version().await?));
+    log(&format!(
+        "storing in {} (schema {}), listening on {addr} and {}",
+        store::redact(&url),
+        store.version().await?,
+        drover_model::dbd_conf::local_socket(conf.port).display()
+    ));
     let host = nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
     let svc = server::Service { store, host };
-    let stop = async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
-        }
-        log("shutting down");
-    };
-    tonic::transport::Server::builder()
-        .tcp_nodelay(true)
-        .add_service(
-            AccountingServer::new(svc).max_decoding_message_size(256 << 20).max_encoding_message_size(256 << 20),
-        )
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), stop)
-        .await
-        .map_err(|e| AccountingError::Serve(e.to_string()))?;
+    // The local socket: where sacctmgr's changes come, with the caller's identity.
+    let sock = drover_model::dbd_conf::local_socket(conf.port);
+    if let Some(dir) = sock.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::remove_file(&sock);
+    let uds = tokio::net::UnixListener::bind(&sock)
+        .map_err(|source| AccountingError::Listen { addr: sock.display().to_string(), source })?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666));
+    }
+    let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
+    let mut s1 = stop_tx.subscribe();
+    let mut s2 = stop_tx.subscribe();
+    let service =
+        || AccountingServer::new(svc.clone()).max_decoding_message_size(256 << 20).max_encoding_message_size(256 << 20);
+    let remote = tokio::spawn(
+        tonic::transport::Server::builder().tcp_nodelay(true).add_service(service()).serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            async move {
+                let _ = s1.recv().await;
+            },
+        ),
+    );
+    let local = tokio::spawn(tonic::transport::Server::builder().add_service(service()).serve_with_incoming_shutdown(
+        tokio_stream::wrappers::UnixListenerStream::new(uds),
+        async move {
+            let _ = s2.recv().await;
+        },
+    ));
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+    }
+    log("shutting down");
+    let _ = stop_tx.send(());
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), async {
+        let _ = remote.await;
+        let _ = local.await;
+    })
+    .await;
+    let _ = std::fs::remove_file(&sock);
     if let Some(p) = &conf.pid_file {
         let _ = std::fs::remove_file(p);
     }

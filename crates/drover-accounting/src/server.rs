@@ -14,6 +14,33 @@ pub struct Service {
     pub host: String,
 }
 
+impl Service {
+    /// Changes come from root, the service's own user, or an accounting Operator or
+    /// Administrator, over the local socket (whose peer credentials say who asks).
+    async fn authorize<T>(&self, req: &Request<T>) -> Result<(), Status> {
+        let Some(c) = drover_proto::caller(req) else {
+            return Err(Status::permission_denied(
+                "Access/permission denied: changes to accounting come over its local socket \
+                 (cross-host authentication arrives with MUNGE)",
+            ));
+        };
+        if c.uid == 0 || c.uid == nix::unistd::getuid().as_raw() {
+            return Ok(());
+        }
+        let name = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(c.uid)).ok().flatten().map(|u| u.name);
+        let st = self.store.admin_state().await.map_err(internal)?;
+        let admin = st
+            .users
+            .iter()
+            .any(|u| Some(&u.name) == name.as_ref() && matches!(u.admin_level.as_str(), "Operator" | "Administrator"));
+        if admin {
+            Ok(())
+        } else {
+            Err(Status::permission_denied("Access/permission denied"))
+        }
+    }
+}
+
 fn internal(e: crate::store::StoreError) -> Status {
     crate::log(&format!("error: {e}"));
     Status::unavailable(e.to_string())
@@ -31,6 +58,22 @@ impl Accounting for Service {
     async fn jobs(&self, req: Request<v1::AcctQuery>) -> Result<Response<Self::JobsStream>, Status> {
         let rows = self.store.jobs(req.get_ref()).await.map_err(internal)?;
         Ok(Response::new(tokio_stream::iter(split(rows).into_iter().map(Ok).collect::<Vec<_>>())))
+    }
+
+    async fn admin_get(&self, _req: Request<v1::Empty>) -> Result<Response<v1::AdminState>, Status> {
+        Ok(Response::new(self.store.admin_state().await.map_err(internal)?))
+    }
+
+    async fn admin_put(&self, req: Request<v1::AdminState>) -> Result<Response<v1::Empty>, Status> {
+        self.authorize(&req).await?;
+        self.store.admin_put(req.get_ref()).await.map_err(internal)?;
+        Ok(Response::new(v1::Empty {}))
+    }
+
+    async fn admin_delete(&self, req: Request<v1::AdminState>) -> Result<Response<v1::Empty>, Status> {
+        self.authorize(&req).await?;
+        self.store.admin_delete(req.get_ref()).await.map_err(internal)?;
+        Ok(Response::new(v1::Empty {}))
     }
 
     async fn ping(&self, _req: Request<v1::Empty>) -> Result<Response<v1::PingReply>, Status> {

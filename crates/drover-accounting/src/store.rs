@@ -123,6 +123,40 @@ const MIGRATIONS: &[Migration] = &[
             .collect()
         },
     },
+    Migration {
+        version: 3,
+        what: "clusters, accounts, users, QoS and associations (sacctmgr)",
+        sql: |d| {
+            let (_, blob) = ddl(d);
+            let named = |t: &str| {
+                format!(
+                    "CREATE TABLE IF NOT EXISTS {t} (name VARCHAR(64) NOT NULL PRIMARY KEY, record {blob} NOT NULL)"
+                )
+            };
+            vec![
+                named("acct_clusters"),
+                named("acct_accounts"),
+                named("acct_users"),
+                format!(
+                    "CREATE TABLE IF NOT EXISTS acct_qos (name VARCHAR(64) NOT NULL PRIMARY KEY, id BIGINT NOT NULL, \
+                     record {blob} NOT NULL)"
+                ),
+                format!(
+                    "CREATE TABLE IF NOT EXISTS acct_assocs (
+                        id BIGINT NOT NULL PRIMARY KEY,
+                        cluster VARCHAR(64) NOT NULL,
+                        account VARCHAR(64) NOT NULL,
+                        user_name VARCHAR(64) NOT NULL,
+                        partition_name VARCHAR(64) NOT NULL,
+                        record {blob} NOT NULL
+                    )"
+                ),
+                "CREATE UNIQUE INDEX IF NOT EXISTS acct_assocs_key ON acct_assocs \
+                 (cluster, account, user_name, partition_name)"
+                    .into(),
+            ]
+        },
+    },
 ];
 
 /// A value bound to a statement.
@@ -430,8 +464,15 @@ impl Store {
     }
 
     /// Stores a batch of records in one transaction: all of it is durable when this returns,
-    /// or none of it.
+    /// or none of it. A cluster seen for the first time is added (with its root associations),
+    /// as slurmctld registers its cluster with slurmdbd.
     pub async fn record(&self, recs: &v1::AcctRecords) -> Result<(), StoreError> {
+        let mut clusters: Vec<&str> = recs.jobs.iter().map(|j| j.cluster.as_str()).collect();
+        clusters.sort_unstable();
+        clusters.dedup();
+        for c in clusters {
+            self.ensure_cluster(c).await?;
+        }
         let mut tx = self.pool.begin().await?;
         for chunk in recs.jobs.chunks(ROWS_PER_STATEMENT) {
             let sql = self.upsert_sql("jobs", JOB_COLS, JOB_KEY, chunk.len());
@@ -557,6 +598,173 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// The rows sacctmgr administers, read and written whole (each a protobuf record beside its
+/// key columns).
+impl Store {
+    /// Everything: clusters, accounts, users, QoS and associations. A new store has Slurm's
+    /// defaults: account `root`, user `root` (Administrator), QoS `normal`.
+    pub async fn admin_state(&self) -> Result<v1::AdminState, StoreError> {
+        self.ensure_defaults().await?;
+        let mut st = v1::AdminState::default();
+        for r in self.fetch("SELECT record FROM acct_clusters ORDER BY name", vec![]).await? {
+            st.clusters.push(decode(&r.try_get::<Vec<u8>, _>(0)?, "a cluster")?);
+        }
+        for r in self.fetch("SELECT record FROM acct_accounts ORDER BY name", vec![]).await? {
+            st.accounts.push(decode(&r.try_get::<Vec<u8>, _>(0)?, "an account")?);
+        }
+        for r in self.fetch("SELECT record FROM acct_users ORDER BY name", vec![]).await? {
+            st.users.push(decode(&r.try_get::<Vec<u8>, _>(0)?, "a user")?);
+        }
+        for r in self.fetch("SELECT record FROM acct_qos ORDER BY id", vec![]).await? {
+            st.qos.push(decode(&r.try_get::<Vec<u8>, _>(0)?, "a QoS")?);
+        }
+        for r in self.fetch("SELECT record FROM acct_assocs ORDER BY id", vec![]).await? {
+            st.assocs.push(decode(&r.try_get::<Vec<u8>, _>(0)?, "an association")?);
+        }
+        Ok(st)
+    }
+
+    /// Adds or replaces rows, in one transaction. Associations and QoS with id 0 get the
+    /// next free id.
+    pub async fn admin_put(&self, st: &v1::AdminState) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let mut next_assoc = self.next_id(&mut tx, "acct_assocs").await?;
+        let mut next_qos = self.next_id(&mut tx, "acct_qos").await?;
+        let put = |table: &str, cols: &[&str], key: &[&str]| self.upsert_sql(table, cols, key, 1);
+        for c in &st.clusters {
+            let sql = put("acct_clusters", &["name", "record"], &["name"]);
+            Self::bind(sqlx::query(&sql), vec![Arg::S(c.name.clone()), Arg::B(c.encode_to_vec())])
+                .execute(&mut *tx)
+                .await?;
+        }
+        for a in &st.accounts {
+            let sql = put("acct_accounts", &["name", "record"], &["name"]);
+            Self::bind(sqlx::query(&sql), vec![Arg::S(a.name.clone()), Arg::B(a.encode_to_vec())])
+                .execute(&mut *tx)
+                .await?;
+        }
+        for u in &st.users {
+            let sql = put("acct_users", &["name", "record"], &["name"]);
+            Self::bind(sqlx::query(&sql), vec![Arg::S(u.name.clone()), Arg::B(u.encode_to_vec())])
+                .execute(&mut *tx)
+                .await?;
+        }
+        for q in &st.qos {
+            let mut q = q.clone();
+            if q.id == 0 {
+                q.id = next_qos;
+                next_qos += 1;
+            }
+            let sql = put("acct_qos", &["name", "id", "record"], &["name"]);
+            Self::bind(sqlx::query(&sql), vec![Arg::S(q.name.clone()), i(q.id), Arg::B(q.encode_to_vec())])
+                .execute(&mut *tx)
+                .await?;
+        }
+        for a in &st.assocs {
+            let mut a = a.clone();
+            if a.id == 0 {
+                a.id = next_assoc;
+                next_assoc += 1;
+            }
+            let cols = ["id", "cluster", "account", "user_name", "partition_name", "record"];
+            let sql = put("acct_assocs", &cols, &["id"]);
+            let args = vec![
+                i(a.id),
+                Arg::S(a.cluster.clone()),
+                Arg::S(a.account.clone()),
+                Arg::S(a.user.clone()),
+                Arg::S(a.partition.clone()),
+                Arg::B(a.encode_to_vec()),
+            ];
+            Self::bind(sqlx::query(&sql), args).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Deletes rows (clusters, accounts, users and QoS by name, associations by id), in one
+    /// transaction.
+    pub async fn admin_delete(&self, st: &v1::AdminState) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let names = [
+            ("acct_clusters", st.clusters.iter().map(|c| c.name.clone()).collect::<Vec<_>>()),
+            ("acct_accounts", st.accounts.iter().map(|a| a.name.clone()).collect()),
+            ("acct_users", st.users.iter().map(|u| u.name.clone()).collect()),
+            ("acct_qos", st.qos.iter().map(|q| q.name.clone()).collect()),
+        ];
+        for (table, keys) in names {
+            for k in keys {
+                let sql = self.sql(&format!("DELETE FROM {table} WHERE name = ?"));
+                Self::bind(sqlx::query(&sql), vec![Arg::S(k)]).execute(&mut *tx).await?;
+            }
+        }
+        for a in &st.assocs {
+            let sql = self.sql("DELETE FROM acct_assocs WHERE id = ?");
+            Self::bind(sqlx::query(&sql), vec![i(a.id)]).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn next_id(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, table: &str) -> Result<u32, StoreError> {
+        let row = sqlx::query(&format!("SELECT MAX(id) FROM {table}")).fetch_one(&mut **tx).await?;
+        Ok(row.try_get::<Option<i64>, _>(0)?.unwrap_or(0) as u32 + 1)
+    }
+
+    /// Slurm's defaults in a new store: account `root`, user `root` (Administrator), QoS
+    /// `normal` (id 1).
+    async fn ensure_defaults(&self) -> Result<(), StoreError> {
+        let n = sqlx::query("SELECT COUNT(*) FROM acct_accounts").fetch_one(&self.pool).await?;
+        if n.try_get::<i64, _>(0)? > 0 {
+            return Ok(());
+        }
+        let st = v1::AdminState {
+            accounts: vec![v1::AcctAccount {
+                name: "root".into(),
+                description: "default root account".into(),
+                organization: "root".into(),
+            }],
+            users: vec![v1::AcctUser {
+                name: "root".into(),
+                default_account: "root".into(),
+                admin_level: "Administrator".into(),
+            }],
+            qos: vec![v1::AcctQos {
+                id: 1,
+                name: "normal".into(),
+                description: "Normal QOS default".into(),
+                preempt_mode: "cluster".into(),
+                usage_factor: 1.0,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        self.admin_put(&st).await
+    }
+
+    /// Adds a cluster not known yet, with its `root` account's association and root's.
+    pub async fn ensure_cluster(&self, name: &str) -> Result<(), StoreError> {
+        if name.is_empty() {
+            return Ok(());
+        }
+        let known = self.fetch("SELECT name FROM acct_clusters WHERE name = ?", vec![Arg::S(name.into())]).await?;
+        if !known.is_empty() {
+            return Ok(());
+        }
+        self.ensure_defaults().await?;
+        let st = v1::AdminState {
+            clusters: vec![v1::AcctCluster { name: name.into(), ..Default::default() }],
+            assocs: drover_proto::acct::root_assocs(name),
+            ..Default::default()
+        };
+        self.admin_put(&st).await
+    }
+}
+
+fn decode<T: Message + Default>(b: &[u8], what: &str) -> Result<T, StoreError> {
+    T::decode(b).map_err(|source| StoreError::Decode { what: what.into(), source })
 }
 
 /// A store URL without its password, for messages.

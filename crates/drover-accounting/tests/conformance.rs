@@ -115,11 +115,11 @@ fn ids(rows: &v1::AcctRows) -> Vec<u32> {
 
 async fn conformance(url: &str) {
     let s = Store::open(url).await.unwrap();
-    assert_eq!(s.version().await.unwrap(), 2);
+    assert_eq!(s.version().await.unwrap(), 3);
     // Opening again finds the schema current and changes nothing.
     drop(s);
     let s = Store::open(url).await.unwrap();
-    assert_eq!(s.version().await.unwrap(), 2);
+    assert_eq!(s.version().await.unwrap(), 3);
 
     // Submitted, then started, then ended: one row, the latest.
     let recs = |jobs: Vec<v1::AcctJob>, steps: Vec<v1::AcctStep>| v1::AcctRecords { jobs, steps };
@@ -207,6 +207,49 @@ async fn conformance(url: &str) {
     let arr = |task| q(&move |q| q.jobs = vec![v1::AcctJobSelector { job_id: 7, array_task_id: task, step_id: None }]);
     assert_eq!(ids(&s.jobs(&arr(None)).await.unwrap()), [7, 8]);
     assert_eq!(ids(&s.jobs(&arr(Some(1))).await.unwrap()), [8]);
+
+    // Administration: a new store has Slurm's defaults; the cluster that sent records was
+    // added with its root associations; rows are put and deleted; new ids are assigned.
+    let st = s.admin_state().await.unwrap();
+    assert_eq!(st.accounts.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(), ["root"]);
+    assert_eq!(st.users[0].admin_level, "Administrator");
+    assert_eq!((st.qos[0].id, st.qos[0].name.as_str()), (1, "normal"));
+    assert_eq!(st.clusters.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["lab"]);
+    assert_eq!(st.assocs.iter().map(|a| (a.id, a.user.as_str())).collect::<Vec<_>>(), [(1, ""), (2, "root")]);
+    let physics = v1::AcctAssoc {
+        cluster: "lab".into(),
+        account: "physics".into(),
+        parent: "root".into(),
+        limits: Some(v1::AcctLimits { max_jobs: Some(3), ..Default::default() }),
+        ..Default::default()
+    };
+    let put = v1::AdminState {
+        accounts: vec![v1::AcctAccount { name: "physics".into(), ..Default::default() }],
+        assocs: vec![physics.clone(), v1::AcctAssoc { user: "alice".into(), ..physics.clone() }],
+        qos: vec![v1::AcctQos { name: "high".into(), priority: 100, ..Default::default() }],
+        ..Default::default()
+    };
+    s.admin_put(&put).await.unwrap();
+    let st = s.admin_state().await.unwrap();
+    let ids: Vec<u32> = st.assocs.iter().map(|a| a.id).collect();
+    assert_eq!(ids, [1, 2, 3, 4]);
+    assert_eq!(st.assocs[2].limits.as_ref().unwrap().max_jobs, Some(3));
+    assert_eq!((st.qos[1].id, st.qos[1].name.as_str()), (2, "high"));
+    // Replaced by id; deleted by name and id.
+    let mut changed = st.assocs[3].clone();
+    changed.limits.as_mut().unwrap().max_jobs = Some(7);
+    s.admin_put(&v1::AdminState { assocs: vec![changed], ..Default::default() }).await.unwrap();
+    assert_eq!(s.admin_state().await.unwrap().assocs[3].limits.as_ref().unwrap().max_jobs, Some(7));
+    s.admin_delete(&v1::AdminState {
+        accounts: put.accounts.clone(),
+        assocs: st.assocs[2..].to_vec(),
+        qos: put.qos.clone(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let st = s.admin_state().await.unwrap();
+    assert_eq!((st.accounts.len(), st.assocs.len(), st.qos.len()), (1, 2, 1));
 
     // A large batch lands in one transaction (more rows than one statement carries).
     let many: Vec<v1::AcctJob> = (1000..1450).map(|id| job(id, 2000, "COMPLETED", 400, 401, 402)).collect();

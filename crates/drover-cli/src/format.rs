@@ -102,6 +102,26 @@ fn pad(out: &mut String, mut n: usize) {
     }
 }
 
+/// A value in a column of the accounting commands (sacct, sstat, sacctmgr): cut to `width`
+/// (its last kept character replaced by `+` when `mark` is set, as Slurm marks a cut), then
+/// justified.
+pub fn slurm_cell(v: &str, width: usize, left: bool, mark: bool) -> String {
+    let v: String = if v.chars().count() > width {
+        let mut s: String = v.chars().take(if mark { width.saturating_sub(1) } else { width }).collect();
+        if mark {
+            s.push('+');
+        }
+        s
+    } else {
+        v.to_string()
+    };
+    if left {
+        format!("{v:<width$}")
+    } else {
+        format!("{v:>width$}")
+    }
+}
+
 /// Renders one line: `value(code)` gives the text of each field.
 pub fn render(items: &[Item], mut value: impl FnMut(char) -> String) -> String {
     let mut s = String::with_capacity(96);

@@ -16,6 +16,7 @@ pub mod jobopts;
 pub mod jobview;
 pub mod json;
 pub mod sacct;
+pub mod sacctmgr;
 pub mod salloc;
 pub mod sattach;
 pub mod sbatch;
@@ -31,7 +32,7 @@ pub mod up;
 
 /// The commands this crate implements, by the name they are invoked under.
 pub const COMMANDS: &[&str] =
-    &["sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat", "sattach", "sacct"];
+    &["sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat", "sattach", "sacct", "sacctmgr"];
 
 /// Runs command `prog` with its arguments (without argv[0]); returns the exit status.
 pub fn run(prog: &str, args: Vec<String>) -> Option<i32> {
@@ -46,6 +47,7 @@ pub fn run(prog: &str, args: Vec<String>) -> Option<i32> {
         "sstat" => sstat::main(args),
         "sattach" => sattach::main(args),
         "sacct" => sacct::main(args),
+        "sacctmgr" => sacctmgr::main(args),
         _ => return None,
     })
 }

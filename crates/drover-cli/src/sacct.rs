@@ -233,23 +233,7 @@ fn columns(spec: &str) -> Result<Vec<Column>, String> {
 
 /// A value in its column: cut to the width with `+` marking the cut (unless `-T`).
 fn cell(c: &Column, v: &str, truncate: bool) -> String {
-    let w = c.width;
-    let v: String = if v.chars().count() > w {
-        if truncate {
-            v.chars().take(w).collect()
-        } else {
-            let mut s: String = v.chars().take(w.saturating_sub(1)).collect();
-            s.push('+');
-            s
-        }
-    } else {
-        v.to_string()
-    };
-    if c.left {
-        format!("{v:<w$}")
-    } else {
-        format!("{v:>w$}")
-    }
+    crate::format::slurm_cell(v, c.width, c.left, !truncate)
 }
 
 fn helpformat() -> String {

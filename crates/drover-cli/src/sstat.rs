@@ -282,18 +282,7 @@ fn columns(spec: &str) -> Result<Vec<(&'static str, usize)>, String> {
 
 /// Slurm's column: JobID to the left, the rest to the right, `+` marking a cut.
 fn cell(name: &str, v: &str, width: usize) -> String {
-    let v = if v.chars().count() > width {
-        let mut s: String = v.chars().take(width.saturating_sub(1)).collect();
-        s.push('+');
-        s
-    } else {
-        v.to_string()
-    };
-    if name == "JobID" {
-        format!("{v:<width$}")
-    } else {
-        format!("{v:>width$}")
-    }
+    crate::format::slurm_cell(v, width, name == "JobID", true)
 }
 
 fn helpformat() {

@@ -137,6 +137,12 @@ impl DbdConf {
     }
 }
 
+/// The local socket of the accounting service listening on `port`: changes (sacctmgr) come
+/// through it, where the caller's identity is the socket's peer credentials.
+pub fn local_socket(port: u16) -> std::path::PathBuf {
+    std::path::PathBuf::from(format!("/run/drover/accounting-{port}.sock"))
+}
+
 /// Percent-encodes what a URL's user, password or path part may not hold.
 fn pct(s: &str) -> String {
     s.bytes()

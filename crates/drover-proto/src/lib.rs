@@ -13,6 +13,7 @@ pub mod v1 {
     include!("gen/drover.v1.rs");
 }
 
+pub mod acct;
 mod convert;
 pub mod io;
 pub mod jobinfo;

@@ -22,6 +22,7 @@ pub struct Cluster {
     controller: Option<Child>,
     nodes: BTreeMap<String, Child>,
     pub node_names: Vec<String>,
+    cluster: String,
     /// `drover accounting` (with [`Options::accounting`]) and its `slurmdbd.conf`.
     accounting: Option<Child>,
     pub dbd_conf: Option<PathBuf>,
@@ -41,6 +42,8 @@ pub struct Options {
     /// Runs `drover accounting` (SQLite in the cluster's directory) and sends job records
     /// there (`AccountingStorageType=accounting_storage/slurmdbd`).
     pub accounting: bool,
+    /// `ClusterName` (default `test`).
+    pub cluster: String,
 }
 
 impl Default for Options {
@@ -54,6 +57,7 @@ impl Default for Options {
             node_line: None,
             files: Vec::new(),
             accounting: false,
+            cluster: "test".into(),
         }
     }
 }
@@ -101,9 +105,10 @@ impl Cluster {
             dbd_conf = Some(path);
         }
         let conf_text = format!(
-            "ClusterName=test\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={port}\n\
+            "ClusterName={cluster}\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={port}\n\
              StateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool/%n\nSlurmdTimeout=10\nKillWait=2\n\
              MinJobAge=300\nReturnToService=2\nMaxJobCount=1000000\n{acct_conf}{extra}{node_line}\n{parts}",
+            cluster = o.cluster,
             extra = o.extra_conf,
             parts = o.partitions,
         );
@@ -116,7 +121,8 @@ impl Cluster {
         std::fs::create_dir_all(&bin).expect("bin dir");
         std::fs::create_dir_all(dir.path().join("log")).expect("log dir");
         for c in [
-            "sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat", "sattach", "sacct", "drover",
+            "sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat", "sattach", "sacct",
+            "sacctmgr", "drover",
         ] {
             std::os::unix::fs::symlink(exe, bin.join(c)).expect("command link");
         }
@@ -129,6 +135,7 @@ impl Cluster {
             controller: None,
             nodes: BTreeMap::new(),
             node_names: node_names.clone(),
+            cluster: o.cluster.clone(),
             accounting: None,
             dbd_conf,
         };
@@ -339,7 +346,7 @@ impl Drop for Cluster {
         }
         // Their cgroups (empty now) go too.
         for n in &self.node_names {
-            let dir = drover_model::cgroup_conf::node_dir("test", &self.conf, n);
+            let dir = drover_model::cgroup_conf::node_dir(&self.cluster, &self.conf, n);
             drover_node::cgroup::remove_node_dirs(Path::new("/sys/fs/cgroup"), &dir);
         }
         if std::env::var_os("DROVER_KEEP_TEST_DIR").is_some() {
@@ -347,6 +354,39 @@ impl Drop for Cluster {
             eprintln!("keeping {}", p.display());
             std::mem::forget(std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir")));
         }
+    }
+}
+
+/// A Unix user made for a test (`useradd -m`), removed with its home when dropped. Needs root.
+pub struct TestUser {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl TestUser {
+    pub fn create(name: &str) -> TestUser {
+        let _ = Command::new("userdel").arg("-r").arg(name).output();
+        let st = Command::new("useradd").args(["-m", "-s", "/bin/bash", name]).status().expect("useradd");
+        assert!(st.success(), "useradd {name}");
+        let u = nix::unistd::User::from_name(name).expect("getpwnam").expect("the user just added");
+        TestUser { name: name.into(), uid: u.uid.as_raw(), gid: u.gid.as_raw() }
+    }
+}
+
+impl Drop for TestUser {
+    fn drop(&mut self) {
+        let _ = Command::new("userdel").arg("-r").arg(&self.name).output();
+    }
+}
+
+impl Cluster {
+    /// Runs a command as `u` (its uid, gid, HOME and USER), in `dir`.
+    pub fn run_as(&self, u: &TestUser, prog: &str, args: &[&str], dir: &Path) -> Output {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = self.command(prog, args);
+        cmd.uid(u.uid).gid(u.gid).current_dir(dir).env("HOME", format!("/home/{}", u.name)).env("USER", &u.name);
+        cmd.output().expect("run as user")
     }
 }
 

@@ -173,7 +173,14 @@ fn prolog_and_epilog_slurmctld_run_on_the_controller_around_the_job() {
              [ \"$SLURM_JOB_NAME\" = bad ] && exit 1\nexit 0\n"
         ),
     );
-    let epilog = script(d.path(), "ectld.sh", &format!("env | sort > {out}/ectld-$SLURM_JOB_ID\n"));
+    // Written whole, then renamed: the test reads it as soon as it exists.
+    let epilog = script(
+        d.path(),
+        "ectld.sh",
+        &format!(
+            "env | sort > {out}/.ectld-$SLURM_JOB_ID && mv {out}/.ectld-$SLURM_JOB_ID {out}/ectld-$SLURM_JOB_ID\n"
+        ),
+    );
     let c = cluster(format!("PrologSlurmctld={prolog}\nEpilogSlurmctld={epilog}\n"));
     // The job starts only after the controller's prolog is done.
     let id = c.submit(&["--wrap", &format!("test -f {out}/pctld-$SLURM_JOB_ID && echo after-prolog; exit 3")]);

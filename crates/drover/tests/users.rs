@@ -1,39 +1,10 @@
 //! Jobs run as the submitting user; only the owner (or root) may cancel. Needs root: the test
 //! creates two users and removes them afterwards.
 
-use drover_testkit::{Cluster, Options};
-use std::os::unix::process::CommandExt;
+use drover_testkit::{Cluster, Options, TestUser};
 use std::time::Duration;
 
 const EXE: &str = env!("CARGO_BIN_EXE_drover");
-
-struct TestUser {
-    name: String,
-    uid: u32,
-    gid: u32,
-}
-
-impl TestUser {
-    fn create(name: &str) -> TestUser {
-        let _ = std::process::Command::new("userdel").arg("-r").arg(name).output();
-        let st = std::process::Command::new("useradd").args(["-m", "-s", "/bin/bash", name]).status().expect("useradd");
-        assert!(st.success(), "useradd {name}");
-        let u = nix::unistd::User::from_name(name).unwrap().unwrap();
-        TestUser { name: name.into(), uid: u.uid.as_raw(), gid: u.gid.as_raw() }
-    }
-}
-
-impl Drop for TestUser {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("userdel").arg("-r").arg(&self.name).output();
-    }
-}
-
-fn as_user(c: &Cluster, u: &TestUser, prog: &str, args: &[&str], dir: &std::path::Path) -> std::process::Output {
-    let mut cmd = c.command(prog, args);
-    cmd.uid(u.uid).gid(u.gid).current_dir(dir).env("HOME", format!("/home/{}", u.name)).env("USER", &u.name);
-    cmd.output().expect("run as user")
-}
 
 #[test]
 fn jobs_run_as_the_submitter_and_other_users_cannot_cancel_them() {
@@ -60,8 +31,7 @@ fn jobs_run_as_the_submitter_and_other_users_cannot_cancel_them() {
     nix::unistd::chown(&work, Some(nix::unistd::Uid::from_raw(alice.uid)), Some(nix::unistd::Gid::from_raw(alice.gid)))
         .unwrap();
 
-    let out =
-        as_user(&c, &alice, "sbatch", &["--parsable", "--wrap", "id -u; id -g; echo $SLURM_JOB_USER; pwd"], &work);
+    let out = c.run_as(&alice, "sbatch", &["--parsable", "--wrap", "id -u; id -g; echo $SLURM_JOB_USER; pwd"], &work);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let id: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
@@ -73,7 +43,7 @@ fn jobs_run_as_the_submitter_and_other_users_cannot_cancel_them() {
     assert_eq!(meta.uid(), alice.uid, "output file is created as the user");
 
     // AllowGroups: alice is not in group root.
-    let out = as_user(&c, &alice, "sbatch", &["-p", "staff", "--wrap", "true"], &work);
+    let out = c.run_as(&alice, "sbatch", &["-p", "staff", "--wrap", "true"], &work);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
@@ -81,10 +51,10 @@ fn jobs_run_as_the_submitter_and_other_users_cannot_cancel_them() {
     );
     c.ok("sbatch", &["-p", "staff", "--hold", "--wrap", "true"]);
 
-    let out = as_user(&c, &alice, "sbatch", &["--parsable", "--wrap", "sleep 60"], &work);
+    let out = c.run_as(&alice, "sbatch", &["--parsable", "--wrap", "sleep 60"], &work);
     let long: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     c.wait_state(long, &["RUNNING"], Duration::from_secs(30));
-    let out = as_user(&c, &bob, "scancel", &[&long.to_string()], std::path::Path::new("/tmp"));
+    let out = c.run_as(&bob, "scancel", &[&long.to_string()], std::path::Path::new("/tmp"));
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
@@ -92,8 +62,7 @@ fn jobs_run_as_the_submitter_and_other_users_cannot_cancel_them() {
     );
     assert_eq!(c.state(long), "RUNNING");
     // A user cannot submit as somebody else either: the socket's credentials win.
-    let out = as_user(
-        &c,
+    let out = c.run_as(
         &bob,
         "sbatch",
         &["--parsable", &format!("--uid={}", alice.uid), "--wrap", "id -u"],
@@ -104,7 +73,7 @@ fn jobs_run_as_the_submitter_and_other_users_cannot_cancel_them() {
         let who = c.ok("squeue", &["-h", "-t", "all", "-j", &sneaky.to_string(), "-o", "%U"]);
         assert_eq!(who.trim(), bob.uid.to_string());
     }
-    let out = as_user(&c, &alice, "scancel", &[&long.to_string()], &work);
+    let out = c.run_as(&alice, "scancel", &[&long.to_string()], &work);
     assert!(out.status.success());
     c.wait_state(long, &["CANCELLED"], Duration::from_secs(30));
 }

@@ -1098,6 +1098,149 @@ pub struct AcctRows {
     #[prost(message, repeated, tag = "2")]
     pub steps: ::prost::alloc::vec::Vec<AcctStep>,
 }
+/// Limits of an association or a QoS (absent or empty: none).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AcctLimits {
+    /// Fairshare shares (associations).
+    #[prost(uint32, optional, tag = "1")]
+    pub shares: ::core::option::Option<u32>,
+    #[prost(uint32, optional, tag = "2")]
+    pub grp_jobs: ::core::option::Option<u32>,
+    #[prost(uint32, optional, tag = "3")]
+    pub grp_submit: ::core::option::Option<u32>,
+    #[prost(string, tag = "4")]
+    pub grp_tres: ::prost::alloc::string::String,
+    #[prost(string, tag = "5")]
+    pub grp_tres_mins: ::prost::alloc::string::String,
+    #[prost(string, tag = "6")]
+    pub grp_tres_run_mins: ::prost::alloc::string::String,
+    #[prost(uint64, optional, tag = "7")]
+    pub grp_wall_mins: ::core::option::Option<u64>,
+    #[prost(uint32, optional, tag = "8")]
+    pub max_jobs: ::core::option::Option<u32>,
+    #[prost(uint32, optional, tag = "9")]
+    pub max_submit: ::core::option::Option<u32>,
+    #[prost(string, tag = "10")]
+    pub max_tres: ::prost::alloc::string::String,
+    #[prost(string, tag = "11")]
+    pub max_tres_per_node: ::prost::alloc::string::String,
+    #[prost(string, tag = "12")]
+    pub max_tres_mins: ::prost::alloc::string::String,
+    #[prost(uint64, optional, tag = "13")]
+    pub max_wall_mins: ::core::option::Option<u64>,
+    #[prost(uint32, optional, tag = "14")]
+    pub priority: ::core::option::Option<u32>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AcctCluster {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub control_host: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "3")]
+    pub control_port: u32,
+    #[prost(uint32, tag = "4")]
+    pub rpc: u32,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AcctAccount {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub description: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub organization: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AcctUser {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub default_account: ::prost::alloc::string::String,
+    /// None, Operator or Administrator.
+    #[prost(string, tag = "3")]
+    pub admin_level: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AcctQos {
+    #[prost(uint32, tag = "1")]
+    pub id: u32,
+    #[prost(string, tag = "2")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub description: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "4")]
+    pub priority: u32,
+    #[prost(uint64, tag = "5")]
+    pub grace_time_secs: u64,
+    #[prost(string, repeated, tag = "6")]
+    pub preempt: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// cluster (the cluster's PreemptMode), cancel, requeue, suspend.
+    #[prost(string, tag = "7")]
+    pub preempt_mode: ::prost::alloc::string::String,
+    #[prost(string, repeated, tag = "8")]
+    pub flags: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(double, tag = "9")]
+    pub usage_factor: f64,
+    #[prost(double, optional, tag = "10")]
+    pub usage_threshold: ::core::option::Option<f64>,
+    #[prost(message, optional, tag = "11")]
+    pub limits: ::core::option::Option<AcctLimits>,
+    #[prost(uint32, optional, tag = "12")]
+    pub max_jobs_per_user: ::core::option::Option<u32>,
+    #[prost(uint32, optional, tag = "13")]
+    pub max_submit_per_user: ::core::option::Option<u32>,
+    #[prost(string, tag = "14")]
+    pub max_tres_per_user: ::prost::alloc::string::String,
+    #[prost(uint32, optional, tag = "15")]
+    pub max_jobs_per_account: ::core::option::Option<u32>,
+    #[prost(uint32, optional, tag = "16")]
+    pub max_submit_per_account: ::core::option::Option<u32>,
+    #[prost(string, tag = "17")]
+    pub max_tres_per_account: ::prost::alloc::string::String,
+    #[prost(string, tag = "18")]
+    pub min_tres: ::prost::alloc::string::String,
+    #[prost(uint64, optional, tag = "19")]
+    pub preempt_exempt_secs: ::core::option::Option<u64>,
+}
+/// An association: an account on a cluster (`user` empty), or a user in an account there
+/// (optionally for one partition), with its limits.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AcctAssoc {
+    #[prost(uint32, tag = "1")]
+    pub id: u32,
+    #[prost(string, tag = "2")]
+    pub cluster: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub account: ::prost::alloc::string::String,
+    #[prost(string, tag = "4")]
+    pub user: ::prost::alloc::string::String,
+    #[prost(string, tag = "5")]
+    pub partition: ::prost::alloc::string::String,
+    /// The parent account (an account's association; a user's is its account).
+    #[prost(string, tag = "6")]
+    pub parent: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "7")]
+    pub limits: ::core::option::Option<AcctLimits>,
+    #[prost(string, repeated, tag = "8")]
+    pub qos: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, tag = "9")]
+    pub default_qos: ::prost::alloc::string::String,
+}
+/// What sacctmgr administers: the whole of it, or the rows a change puts or deletes.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AdminState {
+    #[prost(message, repeated, tag = "1")]
+    pub clusters: ::prost::alloc::vec::Vec<AcctCluster>,
+    #[prost(message, repeated, tag = "2")]
+    pub accounts: ::prost::alloc::vec::Vec<AcctAccount>,
+    #[prost(message, repeated, tag = "3")]
+    pub users: ::prost::alloc::vec::Vec<AcctUser>,
+    #[prost(message, repeated, tag = "4")]
+    pub qos: ::prost::alloc::vec::Vec<AcctQos>,
+    #[prost(message, repeated, tag = "5")]
+    pub assocs: ::prost::alloc::vec::Vec<AcctAssoc>,
+}
 /// Generated client implementations.
 pub mod controller_client {
     #![allow(
@@ -2789,6 +2932,73 @@ pub mod accounting_client {
             req.extensions_mut().insert(GrpcMethod::new("drover.v1.Accounting", "Ping"));
             self.inner.unary(req, path, codec).await
         }
+        /// Clusters, accounts, users, QoS and associations.
+        pub async fn admin_get(
+            &mut self,
+            request: impl tonic::IntoRequest<super::Empty>,
+        ) -> std::result::Result<tonic::Response<super::AdminState>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/drover.v1.Accounting/AdminGet",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("drover.v1.Accounting", "AdminGet"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Adds or replaces these rows (an association or QoS with id 0 gets the next id), in one
+        /// transaction; administrators only.
+        pub async fn admin_put(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AdminState>,
+        ) -> std::result::Result<tonic::Response<super::Empty>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/drover.v1.Accounting/AdminPut",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("drover.v1.Accounting", "AdminPut"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Deletes these rows (clusters, accounts, users, QoS by name; associations by id).
+        pub async fn admin_delete(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AdminState>,
+        ) -> std::result::Result<tonic::Response<super::Empty>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/drover.v1.Accounting/AdminDelete",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("drover.v1.Accounting", "AdminDelete"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -2824,6 +3034,22 @@ pub mod accounting_server {
             &self,
             request: tonic::Request<super::Empty>,
         ) -> std::result::Result<tonic::Response<super::PingReply>, tonic::Status>;
+        /// Clusters, accounts, users, QoS and associations.
+        async fn admin_get(
+            &self,
+            request: tonic::Request<super::Empty>,
+        ) -> std::result::Result<tonic::Response<super::AdminState>, tonic::Status>;
+        /// Adds or replaces these rows (an association or QoS with id 0 gets the next id), in one
+        /// transaction; administrators only.
+        async fn admin_put(
+            &self,
+            request: tonic::Request<super::AdminState>,
+        ) -> std::result::Result<tonic::Response<super::Empty>, tonic::Status>;
+        /// Deletes these rows (clusters, accounts, users, QoS by name; associations by id).
+        async fn admin_delete(
+            &self,
+            request: tonic::Request<super::AdminState>,
+        ) -> std::result::Result<tonic::Response<super::Empty>, tonic::Status>;
     }
     #[derive(Debug)]
     pub struct AccountingServer<T> {
@@ -3018,6 +3244,135 @@ pub mod accounting_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = PingSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/drover.v1.Accounting/AdminGet" => {
+                    #[allow(non_camel_case_types)]
+                    struct AdminGetSvc<T: Accounting>(pub Arc<T>);
+                    impl<T: Accounting> tonic::server::UnaryService<super::Empty>
+                    for AdminGetSvc<T> {
+                        type Response = super::AdminState;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::Empty>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Accounting>::admin_get(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = AdminGetSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/drover.v1.Accounting/AdminPut" => {
+                    #[allow(non_camel_case_types)]
+                    struct AdminPutSvc<T: Accounting>(pub Arc<T>);
+                    impl<T: Accounting> tonic::server::UnaryService<super::AdminState>
+                    for AdminPutSvc<T> {
+                        type Response = super::Empty;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AdminState>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Accounting>::admin_put(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = AdminPutSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/drover.v1.Accounting/AdminDelete" => {
+                    #[allow(non_camel_case_types)]
+                    struct AdminDeleteSvc<T: Accounting>(pub Arc<T>);
+                    impl<T: Accounting> tonic::server::UnaryService<super::AdminState>
+                    for AdminDeleteSvc<T> {
+                        type Response = super::Empty;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AdminState>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Accounting>::admin_delete(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = AdminDeleteSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

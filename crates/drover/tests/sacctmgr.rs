@@ -1,0 +1,135 @@
+//! sacctmgr against real Slurm 22.05's output (`tests/captures/slurm-22.05/`, captured with a
+//! real slurmdbd): the same commands, in the same order, on a Drover cluster named `lab`
+//! print the same bytes and exit with the same status.
+
+use drover_testkit::{Cluster, Options};
+use std::path::PathBuf;
+
+const EXE: &str = env!("CARGO_BIN_EXE_drover");
+
+fn captures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/captures/slurm-22.05")
+}
+
+/// The capture `name`: its command line, exit status, stdout and stderr.
+fn capture(name: &str) -> (Vec<String>, i32, String, String) {
+    let index = std::fs::read_to_string(captures().join("INDEX.tsv")).unwrap();
+    let line = index.lines().find(|l| l.split('\t').next() == Some(name)).unwrap_or_else(|| panic!("{name}"));
+    let f: Vec<&str> = line.split('\t').collect();
+    let read = |ext: &str| std::fs::read_to_string(captures().join(format!("{name}.{ext}"))).unwrap_or_default();
+    (split_command(f[2]), f[1].parse().unwrap(), read("out"), read("err"))
+}
+
+/// The captured command line back into arguments (`Description=physics dept` was one).
+fn split_command(cmd: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for w in cmd.split(' ') {
+        match out.last_mut() {
+            Some(last) if last.starts_with("Description=") && !w.contains('=') => {
+                last.push(' ');
+                last.push_str(w);
+            }
+            _ => out.push(w.to_string()),
+        }
+    }
+    out
+}
+
+fn check(c: &Cluster, name: &str) {
+    let (cmd, rc, out, err) = capture(name);
+    assert_eq!(cmd[0], "sacctmgr");
+    let args: Vec<&str> = cmd[1..].iter().map(String::as_str).collect();
+    let got = c.run("sacctmgr", &args);
+    let (gout, gerr) = (String::from_utf8_lossy(&got.stdout), String::from_utf8_lossy(&got.stderr));
+    assert_eq!(gout, out, "stdout of {name}: {cmd:?}\n{gerr}");
+    assert_eq!(gerr, err, "stderr of {name}: {cmd:?}");
+    assert_eq!(got.status.code(), Some(rc), "exit status of {name}: {cmd:?}");
+}
+
+#[test]
+fn sacctmgr_matches_slurm_command_by_command() {
+    let c = Cluster::start(EXE, Options { nodes: 1, accounting: true, cluster: "lab".into(), ..Default::default() });
+    // As in the lab: the cluster was added first.
+    let added = c.ok("sacctmgr", &["-i", "add", "cluster", "lab"]);
+    assert_eq!(added, " Adding Cluster(s)\n  Name           = lab\n");
+    for name in [
+        "sacctmgr_show_cluster",
+        "sacctmgr_add_account",
+        "sacctmgr_add_account_child",
+        "sacctmgr_add_account_exists",
+        "sacctmgr_add_user",
+        "sacctmgr_add_user2",
+        "sacctmgr_show_account",
+        "sacctmgr_show_account_withassoc",
+        "sacctmgr_show_user",
+        "sacctmgr_show_user_withassoc",
+        "sacctmgr_show_assoc",
+        "sacctmgr_show_assoc_P",
+        "sacctmgr_show_assoc_tree",
+        "sacctmgr_show_qos",
+        "sacctmgr_add_qos",
+        "sacctmgr_show_qos_fmt",
+        "sacctmgr_modify_user",
+        "sacctmgr_modify_user_where",
+        "sacctmgr_show_assoc_fmt",
+        "sacctmgr_modify_nosuch",
+        "sacctmgr_delete_nosuch",
+        "sacctmgr_show_bad",
+        "sacctmgr_show_user_n",
+        "sacctmgr_delete_user",
+        "sacctmgr_list_users_P",
+        "sacctmgr_show_cluster_P",
+        "sacctmgr_add_user_badacct",
+    ] {
+        check(&c, name);
+    }
+    // The lab then deleted account theory (that run's output was not kept).
+    let del = c.ok("sacctmgr", &["-i", "delete", "account", "theory"]);
+    assert_eq!(del, " Deleting accounts...\n  theory\n");
+    for name in [
+        "sacctmgr_modify_qos",
+        "sacctmgr_show_assoc_where_user",
+        "sacctmgr_show_user_named",
+        "sacctmgr_show_user_nP",
+        "sacctmgr_add_cluster_exists",
+        "sacctmgr_add_account_bad_parent",
+        "sacctmgr_modify_account",
+        "sacctmgr_show_assoc_fmt2",
+        "sacctmgr_delete_qos",
+        "sacctmgr_delete_user_bob",
+        "sacctmgr_delete_account_theory",
+        "sacctmgr_show_qos_P",
+        "sacctmgr_add_user_noacct",
+        "sacctmgr_modify_bad_field",
+    ] {
+        check(&c, name);
+    }
+}
+
+/// Anyone may read accounting; changes come from root or an accounting Operator or
+/// Administrator (the local socket's peer credentials say who asks); a user's sacct shows
+/// their own jobs.
+#[test]
+fn only_administrators_change_accounting() {
+    if !nix::unistd::getuid().is_root() {
+        eprintln!("skipped: needs root to create a test user");
+        return;
+    }
+    let u = drover_testkit::TestUser::create(&format!("drvm{}", std::process::id() % 10000));
+    let c = Cluster::start(EXE, Options { nodes: 1, accounting: true, ..Default::default() });
+    c.ok("sacctmgr", &["-i", "add", "cluster", "test"]);
+    let tmp = std::path::Path::new("/tmp");
+    let denied = c.run_as(&u, "sacctmgr", &["-i", "add", "account", "physics"], tmp);
+    assert_eq!(denied.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&denied.stderr), "sacctmgr: error: Access/permission denied\n");
+    let show = c.run_as(&u, "sacctmgr", &["-n", "-P", "show", "account"], tmp);
+    assert_eq!(String::from_utf8_lossy(&show.stdout), "root|default root account|root\n");
+    // Made an Operator, the user may.
+    c.ok("sacctmgr", &["-i", "add", "user", &u.name, "Account=root", "AdminLevel=Operator"]);
+    let ok = c.run_as(&u, "sacctmgr", &["-i", "add", "account", "physics"], tmp);
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert_eq!(
+        c.ok("sacctmgr", &["-n", "-P", "show", "account", "physics", "format=account,org"]),
+        "physics|physics\n"
+    );
+}
