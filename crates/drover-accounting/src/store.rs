@@ -467,7 +467,8 @@ impl Store {
     /// or none of it. A cluster seen for the first time is added (with its root associations),
     /// as slurmctld registers its cluster with slurmdbd.
     pub async fn record(&self, recs: &v1::AcctRecords) -> Result<(), StoreError> {
-        let mut clusters: Vec<&str> = recs.jobs.iter().map(|j| j.cluster.as_str()).collect();
+        let mut clusters: Vec<&str> =
+            recs.jobs.iter().map(|j| j.cluster.as_str()).chain(std::iter::once(recs.cluster.as_str())).collect();
         clusters.sort_unstable();
         clusters.dedup();
         for c in clusters {

@@ -122,7 +122,8 @@ async fn conformance(url: &str) {
     assert_eq!(s.version().await.unwrap(), 3);
 
     // Submitted, then started, then ended: one row, the latest.
-    let recs = |jobs: Vec<v1::AcctJob>, steps: Vec<v1::AcctStep>| v1::AcctRecords { jobs, steps };
+    let recs =
+        |jobs: Vec<v1::AcctJob>, steps: Vec<v1::AcctStep>| v1::AcctRecords { jobs, steps, cluster: String::new() };
     s.record(&recs(vec![job(1, 1000, "PENDING", 100, 0, 0), job(2, 1001, "PENDING", 110, 0, 0)], vec![]))
         .await
         .unwrap();

@@ -278,7 +278,7 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> Cow<'_, str> {
     }
     let limit = time_limit(j);
     Cow::Owned(match code {
-        'a' => s.user.clone(),
+        'a' => drover_proto::jobinfo::account(s).to_string(),
         'A' => j.job_id.to_string(),
         'i' => job_id_text(j),
         'F' => array_job_id(j).to_string(),
@@ -337,7 +337,7 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> Cow<'_, str> {
         'O' => "0".into(),
         'p' => format!("{:.8}", j.priority as f64 / f64::from(u32::MAX)),
         'P' => j.partition.clone(),
-        'q' => "normal".into(),
+        'q' => drover_proto::jobinfo::qos(s).to_string(),
         'Q' => j.priority.to_string(),
         'r' => reason_text(j),
         'R' => reason_or_nodes(j),

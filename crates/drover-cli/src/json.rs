@@ -15,7 +15,7 @@ fn meta() -> Value {
 pub fn job_json(j: &v1::JobInfo, cluster: &str, now: i64) -> Value {
     let s = spec(j);
     json!({
-        "account": s.user,
+        "account": drover_proto::jobinfo::account(s),
         "accrue_time": j.eligible_time,
         "array_job_id": j.array_job_id,
         "array_task_id": j.array_task_id,
@@ -41,7 +41,7 @@ pub fn job_json(j: &v1::JobInfo, cluster: &str, now: i64) -> Value {
         "nodes": j.nodes,
         "partition": j.partition,
         "priority": j.priority,
-        "qos": "normal",
+        "qos": drover_proto::jobinfo::qos(s),
         "requeue": s.requeue != Some(false),
         "restart_cnt": j.restarts,
         "standard_error": jobview::std_path(j, 'e'),

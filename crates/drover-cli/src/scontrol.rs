@@ -456,7 +456,12 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
             l
         },
         format!("UserId={}({}) GroupId={}({}) MCS_label=N/A", jobview::user(j), s.uid, jobview::group(j), s.gid),
-        format!("Priority={} Nice=0 Account={} QOS=normal", j.priority, s.user),
+        format!(
+            "Priority={} Nice=0 Account={} QOS={}",
+            j.priority,
+            drover_proto::jobinfo::account(s),
+            drover_proto::jobinfo::qos(s)
+        ),
         format!("JobState={} Reason={} Dependency={}", j.state, reason, jobview::dependency_text(j)),
         format!(
             "Requeue={} Restarts={} BatchFlag={} Reboot=0 ExitCode={}",

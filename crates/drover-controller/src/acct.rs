@@ -50,10 +50,8 @@ pub fn job_record(cfg: &Config, j: &Job) -> v1::AcctJob {
         cluster: cfg.cluster_name.clone(),
         req_tres: jobinfo::req_tres(&info, tracked, partition_node_mem(cfg, &info.partition)),
         alloc_tres: if info.alloc.is_empty() { String::new() } else { jobinfo::tres(&info, tracked) },
-        // Without associations (a later part of accounting), a job's account is the one it
-        // asked for, else its user's name, as squeue and scontrol show it.
-        account: spec.account.clone().unwrap_or_else(|| spec.user.clone()),
-        qos: spec.qos.clone().unwrap_or_else(|| "normal".into()),
+        account: jobinfo::account(spec).to_string(),
+        qos: jobinfo::qos(spec).to_string(),
         db_index: 0,
         info: Some(info),
     }
@@ -139,7 +137,7 @@ fn batch_step(cfg: &Config, j: &Job, job_state: &str) -> Option<v1::AcctStep> {
 
 /// The records of a batch.
 pub fn records(cfg: &Config, b: &Batch) -> v1::AcctRecords {
-    let mut out = v1::AcctRecords::default();
+    let mut out = v1::AcctRecords { cluster: cfg.cluster_name.clone(), ..Default::default() };
     let job = |out: &mut v1::AcctRecords, j: &Job, rec: v1::AcctJob| {
         let state = rec.info.as_ref().map_or(String::new(), |i| i.state.clone());
         out.steps.extend(batch_step(cfg, j, &state));
@@ -242,5 +240,151 @@ pub async fn deliver(cfg: Arc<Config>, tx: std::sync::mpsc::Sender<Msg>, addr: S
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
         }
+    }
+}
+
+/// How often the controller reads accounting's associations and QoS (what sacctmgr
+/// changed reaches submissions within this).
+const ADMIN_REFRESH: Duration = Duration::from_secs(2);
+
+/// Registers the cluster with accounting, then follows its associations and QoS: each read
+/// is kept in `cache` (so a controller restarted while accounting is down still knows them)
+/// and handed to the owner.
+pub async fn follow_admin(cfg: Arc<Config>, tx: std::sync::mpsc::Sender<Msg>, addr: String, cache: std::path::PathBuf) {
+    use drover_proto::prost::Message;
+    let mut registered = false;
+    loop {
+        if let Ok(ch) = drover_proto::connect_tcp(&addr).await {
+            let mut c = AccountingClient::new(ch).max_decoding_message_size(256 << 20);
+            if !registered {
+                let rec = v1::AcctRecords { cluster: cfg.cluster_name.clone(), ..Default::default() };
+                registered = c.record(rec).await.is_ok();
+            }
+            if let Ok(st) = c.admin_get(v1::Empty {}).await {
+                let st = st.into_inner();
+                let tmp = cache.with_extension("tmp");
+                if std::fs::write(&tmp, st.encode_to_vec()).is_ok() {
+                    let _ = std::fs::rename(&tmp, &cache);
+                }
+                if tx.send(Msg::AcctAdmin(Box::new(st))).is_err() {
+                    return;
+                }
+            }
+        }
+        tokio::time::sleep(ADMIN_REFRESH).await;
+    }
+}
+
+/// The associations and QoS read last time (see [`follow_admin`]).
+pub fn load_admin_cache(cache: &std::path::Path) -> Option<v1::AdminState> {
+    use drover_proto::prost::Message;
+    v1::AdminState::decode(&std::fs::read(cache).ok()?[..]).ok()
+}
+
+/// The account and QoS a job runs under: the ones it asked for, else its user's default
+/// account and that association's default QoS (else `normal`). With
+/// `AccountingStorageEnforce=associations` the user must have an association with the
+/// account on this cluster (for the partition, or for all of them); with `qos`, the QoS must
+/// be one that association allows. Errors in Slurm's words.
+pub fn resolve_account(
+    cfg: &Config,
+    admin: Option<&v1::AdminState>,
+    user: &str,
+    partition: &str,
+    account: Option<&str>,
+    qos: Option<&str>,
+) -> Result<(String, String), &'static str> {
+    const BAD_ACCOUNT: &str = "Invalid account or account/partition combination specified";
+    let enforce = cfg.enforce;
+    let Some(st) = admin else {
+        if enforce.associations {
+            return Err(BAD_ACCOUNT);
+        }
+        return Ok((account.unwrap_or(user).to_string(), qos.unwrap_or("normal").to_string()));
+    };
+    let default_account = st.users.iter().find(|u| u.name == user).map(|u| u.default_account.as_str());
+    let account = match account.or(default_account.filter(|a| !a.is_empty())) {
+        Some(a) => a.to_string(),
+        None if enforce.associations => return Err(BAD_ACCOUNT),
+        None => user.to_string(),
+    };
+    let mine = |p: &str| {
+        st.assocs
+            .iter()
+            .find(|a| a.cluster == cfg.cluster_name && a.account == account && a.user == user && a.partition == p)
+    };
+    let assoc = mine(partition).or_else(|| mine(""));
+    if enforce.associations && assoc.is_none() {
+        return Err(BAD_ACCOUNT);
+    }
+    let qos = match qos {
+        Some(q) => q.to_string(),
+        None => assoc.map(|a| a.default_qos.clone()).filter(|q| !q.is_empty()).unwrap_or_else(|| "normal".into()),
+    };
+    let known = st.qos.iter().any(|q| q.name == qos);
+    if !known || enforce.qos && !assoc.is_some_and(|a| a.qos.contains(&qos)) {
+        return Err("Invalid qos specification");
+    }
+    Ok((account, qos))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> v1::AdminState {
+        let mut assocs = drover_proto::acct::root_assocs("lab");
+        let physics = v1::AcctAssoc {
+            cluster: "lab".into(),
+            account: "physics".into(),
+            user: "alice".into(),
+            qos: vec!["normal".into(), "high".into()],
+            default_qos: "high".into(),
+            ..Default::default()
+        };
+        assocs.push(physics.clone());
+        assocs.push(v1::AcctAssoc {
+            account: "chem".into(),
+            partition: "gpu".into(),
+            default_qos: String::new(),
+            ..physics
+        });
+        v1::AdminState {
+            users: vec![
+                v1::AcctUser { name: "alice".into(), default_account: "physics".into(), ..Default::default() },
+                v1::AcctUser { name: "root".into(), default_account: "root".into(), ..Default::default() },
+            ],
+            qos: vec![
+                v1::AcctQos { name: "normal".into(), ..Default::default() },
+                v1::AcctQos { name: "high".into(), ..Default::default() },
+                v1::AcctQos { name: "low".into(), ..Default::default() },
+            ],
+            assocs,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn accounts_and_qos_resolve_and_are_enforced() {
+        let mut cfg = Config { cluster_name: "lab".into(), ..Default::default() };
+        let st = state();
+        let r = |cfg: &Config, user: &str, part: &str, a: Option<&str>, q: Option<&str>| {
+            resolve_account(cfg, Some(&st), user, part, a, q)
+        };
+        // Without enforcement: defaults apply, anything known goes.
+        assert_eq!(r(&cfg, "alice", "cpu", None, None), Ok(("physics".into(), "high".into())));
+        assert_eq!(r(&cfg, "bob", "cpu", None, None), Ok(("bob".into(), "normal".into())));
+        assert_eq!(r(&cfg, "alice", "cpu", None, Some("nosuch")), Err("Invalid qos specification"));
+        cfg.enforce = drover_model::conf::AccountingEnforce::parse("associations,qos").unwrap();
+        let bad = Err("Invalid account or account/partition combination specified");
+        assert_eq!(r(&cfg, "bob", "cpu", None, None), bad);
+        assert_eq!(r(&cfg, "alice", "cpu", Some("root"), None), bad);
+        // A partition's own association, or one for every partition.
+        assert_eq!(r(&cfg, "alice", "cpu", Some("chem"), None), bad);
+        assert_eq!(r(&cfg, "alice", "gpu", Some("chem"), None), Ok(("chem".into(), "normal".into())));
+        assert_eq!(r(&cfg, "alice", "cpu", None, Some("low")), Err("Invalid qos specification"));
+        assert_eq!(r(&cfg, "root", "cpu", None, None), Ok(("root".into(), "normal".into())));
+        // Nothing read from accounting yet: enforcement refuses rather than guess.
+        assert_eq!(resolve_account(&cfg, None, "root", "cpu", None, None), bad);
     }
 }

@@ -79,7 +79,8 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
     owner.set_self_tx(tx.clone());
     if let Some(addr) = cfg.accounting_addr() {
         log(&format!("job records go to accounting at {addr}"));
-        tokio::spawn(acct::deliver(cfg.clone(), tx.clone(), addr));
+        tokio::spawn(acct::deliver(cfg.clone(), tx.clone(), addr.clone()));
+        tokio::spawn(acct::follow_admin(cfg.clone(), tx.clone(), addr, acct_cache_path(&cfg)));
     }
     let owner_thread = std::thread::Builder::new()
         .name("state-owner".into())
@@ -151,6 +152,11 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
     let _ = std::fs::remove_file(&sock);
     drop(lock);
     Ok(())
+}
+
+/// Where the controller keeps its last read of accounting's associations and QoS.
+pub(crate) fn acct_cache_path(cfg: &drover_model::conf::Config) -> PathBuf {
+    PathBuf::from(&cfg.state_save_location).join("accounting-cache.pb")
 }
 
 /// Accepted node links without Nagle's algorithm: `Server::tcp_nodelay` does not reach

@@ -117,6 +117,8 @@ pub enum Msg {
         jobs: Vec<Arc<Job>>,
         gone: usize,
     },
+    /// Accounting's associations and QoS, as read now.
+    AcctAdmin(Box<v1::AdminState>),
     Shutdown,
 }
 
@@ -218,6 +220,8 @@ pub struct Owner {
     last_periodic: i64,
     shutdown: bool,
     names: NameCache,
+    /// Accounting's associations and QoS (from its last read, or the cache of it).
+    acct_admin: Option<Box<v1::AdminState>>,
 }
 
 /// User and group names by id, looked up once (NSS can be slow; ids rarely change names).
@@ -315,7 +319,11 @@ impl Owner {
             last_periodic: 0,
             shutdown: false,
             names: NameCache::default(),
+            acct_admin: None,
         };
+        if o.cfg.accounting_storage.is_some() {
+            o.acct_admin = crate::acct::load_admin_cache(&crate::acct_cache_path(&o.cfg)).map(Box::new);
+        }
         o.load_config();
         let jobs: Vec<Arc<Job>> = o.durable.jobs.values().cloned().collect();
         let t = now();
@@ -573,6 +581,7 @@ impl Owner {
                 self.reply(reply, Ok(batch));
             }
             Msg::AcctDone { jobs, gone } => self.acct_done(jobs, gone),
+            Msg::AcctAdmin(st) => self.acct_admin = Some(st),
             Msg::Shutdown => self.shutdown = true,
         }
     }
@@ -743,6 +752,19 @@ impl Owner {
                 return Err(Status::invalid_argument("Invalid job array specification"));
             }
             spec.array = Some(a.canonical());
+        }
+        if self.cfg.accounting_storage.is_some() {
+            let (account, qos) = crate::acct::resolve_account(
+                &self.cfg,
+                self.acct_admin.as_deref(),
+                &spec.user,
+                &spec.partitions[0],
+                spec.account.as_deref(),
+                spec.qos.as_deref(),
+            )
+            .map_err(Status::invalid_argument)?;
+            spec.account = Some(account);
+            spec.qos = Some(qos);
         }
         if let (Some(n), Some(min)) = (spec.ntasks, spec.min_nodes) {
             if n < min {

@@ -152,9 +152,47 @@ pub struct Config {
     /// none (`accounting_storage/none`, Slurm's default).
     pub accounting_storage: Option<String>,
     pub accounting_storage_port: u16,
+    /// `AccountingStorageEnforce`: what accounting's associations and QoS enforce.
+    pub enforce: AccountingEnforce,
     pub nodes: Vec<NodeConf>,
     pub partitions: Vec<PartitionConf>,
     pub unsupported: Vec<Unsupported>,
+}
+
+/// `AccountingStorageEnforce`: `associations` (a job needs an association of its user,
+/// account and partition), `limits` (its limits hold jobs; implies associations), `qos` (a
+/// job's QoS must be one its association allows; implies associations), `safe`, and
+/// `nojobs`/`nosteps`/`wckeys`/`all` as Slurm names them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountingEnforce {
+    pub associations: bool,
+    pub limits: bool,
+    pub qos: bool,
+    pub safe: bool,
+}
+
+impl AccountingEnforce {
+    pub fn parse(v: &str) -> Result<AccountingEnforce, String> {
+        let mut e = AccountingEnforce::default();
+        for f in v.split(',').map(|f| f.trim().to_ascii_lowercase()).filter(|f| !f.is_empty()) {
+            match f.as_str() {
+                "associations" => e.associations = true,
+                "limits" => (e.limits, e.associations) = (true, true),
+                "qos" => (e.qos, e.associations) = (true, true),
+                "safe" => (e.safe, e.limits, e.associations) = (true, true, true),
+                "all" => e = AccountingEnforce { associations: true, limits: true, qos: true, safe: true },
+                "none" | "0" => e = AccountingEnforce::default(),
+                // Accepted; Drover records every job and step and has no WCKeys yet.
+                "nojobs" | "nosteps" | "wckeys" => {}
+                other => {
+                    return Err(format!(
+                    "AccountingStorageEnforce: expected associations, limits, qos, safe, all or none, found `{other}`"
+                ))
+                }
+            }
+        }
+        Ok(e)
+    }
 }
 
 /// `PrologFlags`: `Alloc` (the prolog runs on every node when the job starts, not at its
@@ -214,6 +252,7 @@ impl Default for Config {
             accounting_storage_tres: Vec::new(),
             accounting_storage: None,
             accounting_storage_port: 6819,
+            enforce: AccountingEnforce::default(),
             nodes: Vec::new(),
             partitions: Vec::new(),
             unsupported: Vec::new(),
@@ -292,6 +331,7 @@ const SUPPORTED: &[&str] = &[
     "accountingstoragetype",
     "accountingstoragehost",
     "accountingstorageport",
+    "accountingstorageenforce",
 ];
 
 const NODE_KEYS: &[&str] = &[
@@ -635,6 +675,7 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                     }
                 },
                 "accountingstoragehost" => accounting_host = Some(v.clone()),
+                "accountingstorageenforce" => cfg.enforce = AccountingEnforce::parse(v).map_err(err)?,
                 "accountingstorageport" => {
                     cfg.accounting_storage_port =
                         v.parse().map_err(|_| err(format!("AccountingStoragePort: expected a port, found `{v}`")))?

@@ -50,14 +50,14 @@ fn add_job_vars(c: &EnvCtx<'_>, env: &mut Vec<(String, String)>) {
     set("SLURM_CPUS_ON_NODE", here.map(|a| a.cpu_ids.len()).unwrap_or(0).to_string());
     set("SLURM_JOBID", jid.clone());
     set("SLURM_JOB_ID", jid);
-    set("SLURM_JOB_ACCOUNT", spec.user.clone());
+    set("SLURM_JOB_ACCOUNT", drover_proto::jobinfo::account(spec).to_string());
     set("SLURM_JOB_CPUS_PER_NODE", fmt_counts(&cpus));
     set("SLURM_JOB_GID", spec.gid.to_string());
     set("SLURM_JOB_NAME", spec.name.clone());
     set("SLURM_JOB_NODELIST", nodelist.clone());
     set("SLURM_JOB_NUM_NODES", nodes.len().to_string());
     set("SLURM_JOB_PARTITION", job.partition.clone());
-    set("SLURM_JOB_QOS", "normal".into());
+    set("SLURM_JOB_QOS", drover_proto::jobinfo::qos(spec).to_string());
     set("SLURM_JOB_UID", spec.uid.to_string());
     set("SLURM_JOB_USER", spec.user.clone());
     set("SLURM_NNODES", nodes.len().to_string());

@@ -9,6 +9,16 @@ pub fn spec(j: &v1::JobInfo) -> &v1::JobSpec {
     j.spec.as_ref().unwrap_or_else(|| EMPTY.get_or_init(v1::JobSpec::default))
 }
 
+/// The account a job runs under (without accounting: its user's name, as Drover shows it).
+pub fn account(s: &v1::JobSpec) -> &str {
+    s.account.as_deref().unwrap_or(&s.user)
+}
+
+/// The QoS a job runs under (`normal` when none was given or resolved).
+pub fn qos(s: &v1::JobSpec) -> &str {
+    s.qos.as_deref().unwrap_or("normal")
+}
+
 pub fn num_nodes(j: &v1::JobInfo) -> u32 {
     if !j.alloc.is_empty() {
         j.alloc.len() as u32

@@ -257,3 +257,61 @@ fn usage_of_the_batch_script_and_steps() {
     assert!((secs(job[3]) - sum).abs() < 0.01, "job TotalCPU {got}");
     assert_eq!(job[2], "", "the job line has no MaxRSS of its own, as in Slurm");
 }
+
+/// Jobs run under an account and QoS from accounting: the one asked for, else the user's
+/// default; with `AccountingStorageEnforce=associations,qos`, one the user has no
+/// association with, or a QoS it does not allow, is refused in Slurm's words.
+#[test]
+fn associations_give_jobs_their_account_and_are_enforced() {
+    let c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 1,
+            accounting: true,
+            extra_conf: "AccountingStorageEnforce=associations,qos\n".into(),
+            ..Default::default()
+        },
+    );
+    // The controller registered its cluster (root's associations) and reads them within
+    // seconds; root's job then runs under account root, QoS normal.
+    let mut id = 0;
+    c.wait_until("the controller to know root's association", Duration::from_secs(20), || {
+        let out = c.run("sbatch", &["--parsable", "--wrap", "echo $SLURM_JOB_ACCOUNT $SLURM_JOB_QOS"]);
+        id = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0);
+        out.status.success()
+    });
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
+    let out = std::fs::read_to_string(c.path().join(format!("slurm-{id}.out"))).unwrap();
+    assert_eq!(out, "root normal\n");
+    let refused = c.run("sbatch", &["-A", "physics", "--wrap", "true"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stderr),
+        "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified\n"
+    );
+    c.ok("sacctmgr", &["-i", "add", "account", "physics"]);
+    c.ok("sacctmgr", &["-i", "add", "user", "root", "Account=physics"]);
+    c.ok("sacctmgr", &["-i", "add", "qos", "high"]);
+    let mut pid = 0;
+    c.wait_until("the new association to count", Duration::from_secs(20), || {
+        let out = c.run("sbatch", &["--parsable", "-A", "physics", "-H", "--wrap", "true"]);
+        pid = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0);
+        out.status.success()
+    });
+    assert_eq!(c.ok("squeue", &["-h", "-j", &pid.to_string(), "-o", "%a %q"]), "physics normal\n");
+    // A QoS the association does not list is refused; once it does, it is accepted.
+    let q = c.run("sbatch", &["-A", "physics", "-q", "high", "--wrap", "true"]);
+    assert_eq!(
+        String::from_utf8_lossy(&q.stderr),
+        "sbatch: error: Batch job submission failed: Invalid qos specification\n"
+    );
+    c.ok("sacctmgr", &["-i", "modify", "user", "root", "where", "account=physics", "set", "qos=normal,high"]);
+    c.wait_until("the QoS to be allowed", Duration::from_secs(20), || {
+        c.run("sbatch", &["-A", "physics", "-q", "high", "-H", "--wrap", "true"]).status.success()
+    });
+    // sacct shows the account the job ran under.
+    let j = id.to_string();
+    c.wait_until("the record", Duration::from_secs(20), || {
+        c.ok("sacct", &["-n", "-P", "-X", "-j", &j, "-o", "Account,QOS,State"]) == "root|normal|COMPLETED\n"
+    });
+}

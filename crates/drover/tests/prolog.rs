@@ -213,7 +213,9 @@ fn prolog_flags_contain_runs_an_extern_step_for_the_jobs_life() {
     let id = c.submit(&[
         "-N2",
         "--wrap",
-        "srun -N1 -n1 bash -c 'echo step $SLURM_STEP_ID'; squeue -h -s -o '%i %j %N' | sort",
+        // The step's end reaches the controller just after srun returns (as in Slurm): wait.
+        "srun -N1 -n1 bash -c 'echo step $SLURM_STEP_ID'; \
+         while squeue -h -s -o %i | grep -q '[.]0$'; do sleep 0.1; done; squeue -h -s -o '%i %j %N' | sort",
     ]);
     c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
     // The extern step on both nodes beside the batch step; srun's steps still count from 0.

@@ -49,9 +49,10 @@ fn check(c: &Cluster, name: &str) {
 #[test]
 fn sacctmgr_matches_slurm_command_by_command() {
     let c = Cluster::start(EXE, Options { nodes: 1, accounting: true, cluster: "lab".into(), ..Default::default() });
-    // As in the lab: the cluster was added first.
-    let added = c.ok("sacctmgr", &["-i", "add", "cluster", "lab"]);
-    assert_eq!(added, " Adding Cluster(s)\n  Name           = lab\n");
+    // As slurmctld does, the controller registers its cluster (the lab's was added first).
+    c.wait_until("the cluster to be registered", std::time::Duration::from_secs(20), || {
+        c.run("sacctmgr", &["-n", "-P", "show", "cluster", "format=cluster"]).stdout == b"lab\n"
+    });
     for name in [
         "sacctmgr_show_cluster",
         "sacctmgr_add_account",
@@ -104,6 +105,8 @@ fn sacctmgr_matches_slurm_command_by_command() {
     ] {
         check(&c, name);
     }
+    let added = c.ok("sacctmgr", &["-i", "add", "cluster", "extra"]);
+    assert_eq!(added, " Adding Cluster(s)\n  Name           = extra\n");
 }
 
 /// Anyone may read accounting; changes come from root or an accounting Operator or
@@ -117,7 +120,9 @@ fn only_administrators_change_accounting() {
     }
     let u = drover_testkit::TestUser::create(&format!("drvm{}", std::process::id() % 10000));
     let c = Cluster::start(EXE, Options { nodes: 1, accounting: true, ..Default::default() });
-    c.ok("sacctmgr", &["-i", "add", "cluster", "test"]);
+    c.wait_until("the cluster to be registered", std::time::Duration::from_secs(20), || {
+        c.run("sacctmgr", &["-n", "-P", "show", "cluster", "format=cluster"]).stdout == b"test\n"
+    });
     let tmp = std::path::Path::new("/tmp");
     let denied = c.run_as(&u, "sacctmgr", &["-i", "add", "account", "physics"], tmp);
     assert_eq!(denied.status.code(), Some(1));

@@ -1043,6 +1043,10 @@ pub struct AcctRecords {
     pub jobs: ::prost::alloc::vec::Vec<AcctJob>,
     #[prost(message, repeated, tag = "2")]
     pub steps: ::prost::alloc::vec::Vec<AcctStep>,
+    /// The sending controller's cluster: added (with its root associations) if new, as
+    /// slurmctld registers its cluster.
+    #[prost(string, tag = "3")]
+    pub cluster: ::prost::alloc::string::String,
 }
 /// A job id as sacct -j takes it: `N`, `N_M`, `N.S` (step `batch`/`extern` by their ids).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
