@@ -16,6 +16,7 @@
 mod acct;
 mod intern;
 mod owner;
+mod policy;
 mod rpc;
 mod state;
 mod view;

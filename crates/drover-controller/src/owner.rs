@@ -222,6 +222,9 @@ pub struct Owner {
     names: NameCache,
     /// Accounting's associations and QoS (from its last read, or the cache of it).
     acct_admin: Option<Box<v1::AdminState>>,
+    /// The accounting limit groups handed to the scheduler, and those of them with caps.
+    limit_caps: Vec<(Arc<str>, drover_sched::limits::Caps)>,
+    limit_keys: HashSet<Arc<str>>,
 }
 
 /// User and group names by id, looked up once (NSS can be slow; ids rarely change names).
@@ -320,11 +323,14 @@ impl Owner {
             shutdown: false,
             names: NameCache::default(),
             acct_admin: None,
+            limit_caps: Vec::new(),
+            limit_keys: HashSet::new(),
         };
         if o.cfg.accounting_storage.is_some() {
             o.acct_admin = crate::acct::load_admin_cache(&crate::acct_cache_path(&o.cfg)).map(Box::new);
         }
         o.load_config();
+        o.refresh_limits(false);
         let jobs: Vec<Arc<Job>> = o.durable.jobs.values().cloned().collect();
         let t = now();
         for j in jobs {
@@ -335,13 +341,15 @@ impl Owner {
                         o.deadlines.insert((d, j.id));
                     }
                     if let Some(a) = &j.status.alloc {
+                        let sj = o.sched_job(&j);
                         o.core.handle(Event::Running {
                             job: j.id,
                             alloc: (**a).clone(),
                             array: j.array_task(),
                             since: j.status.start_time,
                             limit: j.status.time_limit,
-                            licenses: Self::licenses_of(&j.spec.unpack()),
+                            licenses: sj.more().licenses.clone(),
+                            limits: sj.more().limits.clone(),
                         });
                     }
                     // Agents get SlurmdTimeout to report in before their jobs are given up.
@@ -581,7 +589,13 @@ impl Owner {
                 self.reply(reply, Ok(batch));
             }
             Msg::AcctDone { jobs, gone } => self.acct_done(jobs, gone),
-            Msg::AcctAdmin(st) => self.acct_admin = Some(st),
+            Msg::AcctAdmin(st) => {
+                // Read every few seconds; only a change is worth a pass over the queue.
+                if self.acct_admin.as_deref() != Some(&*st) {
+                    self.acct_admin = Some(st);
+                    self.refresh_limits(true);
+                }
+            }
             Msg::Shutdown => self.shutdown = true,
         }
     }
@@ -592,7 +606,74 @@ impl Owner {
         let spec = j.spec.unpack();
         let mut sj = Self::sched_job_from(j.id, &spec, &j.status, j.array.as_deref());
         self.add_singleton(&mut sj, &spec);
+        self.apply_limits(&mut sj, &spec);
         sj
+    }
+
+    /// A job's accounting limits (`AccountingStorageEnforce=limits`): the groups it counts
+    /// in and a per-job limit it exceeds, from its account, user, partition and QoS.
+    fn apply_limits(&self, sj: &mut SchedJob, spec: &JobSpec) {
+        let (Some(st), true) = (self.acct_admin.as_deref(), self.cfg.enforce.limits) else { return };
+        let j = crate::policy::JobPolicy {
+            account: spec.account.as_deref().unwrap_or(&spec.user),
+            user: &spec.user,
+            partition: spec.partitions.first().map_or("", String::as_str),
+            qos: spec.qos.as_deref().unwrap_or("normal"),
+            time_limit: spec.time_limit.flatten(),
+        };
+        let (groups, policy) = crate::policy::job_limits(&self.cfg, st, &self.limit_keys, &j, &sj.need());
+        if !groups.is_empty() || policy.is_some() {
+            let m = sj.more_mut();
+            m.limits = groups;
+            m.policy = policy;
+        }
+    }
+
+    /// Accounting's associations or QoS changed (or were read): the scheduler gets the new
+    /// caps, and with `resend`, every pending job its groups and per-job limit again.
+    fn refresh_limits(&mut self, resend: bool) {
+        let (Some(st), true) = (self.acct_admin.as_deref(), self.cfg.enforce.limits) else { return };
+        let caps = crate::policy::caps(&self.cfg, st);
+        if caps != self.limit_caps {
+            self.limit_keys = caps.iter().map(|(k, _)| k.clone()).collect();
+            self.limit_caps = caps.clone();
+            self.core.handle(Event::LimitsDefined(caps));
+        }
+        if resend {
+            let pending: Vec<Arc<Job>> =
+                self.durable.jobs.values().filter(|j| j.status.state == JobState::Pending).cloned().collect();
+            for j in pending {
+                self.core.handle(Event::Updated(self.sched_job(&j)));
+            }
+        }
+    }
+
+    /// Submit limits (`MaxSubmitJobs`, `GrpSubmitJobs`, a QoS's `MaxSubmitJobsPerUser`):
+    /// whether one more unfinished job of this account, user and QoS would go over one.
+    fn over_submit_limit(&self, spec: &JobSpec) -> bool {
+        let (Some(st), true) = (self.acct_admin.as_deref(), self.cfg.enforce.limits) else { return false };
+        let j = crate::policy::JobPolicy {
+            account: spec.account.as_deref().unwrap_or(&spec.user),
+            user: &spec.user,
+            partition: spec.partitions.first().map_or("", String::as_str),
+            qos: spec.qos.as_deref().unwrap_or("normal"),
+            time_limit: spec.time_limit.flatten(),
+        };
+        let limits = crate::policy::submit_limits(&self.cfg, st, &j);
+        if limits.is_empty() {
+            return false;
+        }
+        let mut counts = vec![0u32; limits.len()];
+        for job in self.durable.jobs.values().filter(|j| !j.status.state.is_finished()) {
+            let w = job.spec.wire();
+            let (account, qos) = (drover_proto::jobinfo::account(&w), drover_proto::jobinfo::qos(&w));
+            for (n, l) in counts.iter_mut().zip(&limits) {
+                if l.counts(account, &w.user, qos) {
+                    *n += 1;
+                }
+            }
+        }
+        counts.iter().zip(&limits).any(|(n, l)| *n >= l.max)
     }
 
     /// `singleton`: the job waits for every earlier job of its user with its name that has not
@@ -662,6 +743,8 @@ impl Owner {
                 }),
                 gres: Self::gres_needs(s),
                 licenses: Self::licenses_of(s),
+                limits: Vec::new(),
+                policy: None,
             }
             .boxed(),
         }
@@ -765,6 +848,11 @@ impl Owner {
             .map_err(Status::invalid_argument)?;
             spec.account = Some(account);
             spec.qos = Some(qos);
+            if !test_only && self.over_submit_limit(&spec) {
+                return Err(Status::invalid_argument(
+                    "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)",
+                ));
+            }
         }
         if let (Some(n), Some(min)) = (spec.ntasks, spec.min_nodes) {
             if n < min {
@@ -808,6 +896,7 @@ impl Owner {
         let array = spec.array.as_deref().and_then(|a| crate::state::ArrayPart::remainder(id, a));
         let mut sj = Self::sched_job_from(id, &spec, &status, array.as_ref());
         self.add_singleton(&mut sj, &spec);
+        self.apply_limits(&mut sj, &spec);
         let enforce = self.cfg.enforce_part_limits != drover_model::conf::EnforcePartLimits::No;
         match self.core.check_submit(&sj, enforce) {
             SubmitCheck::Ok => {}

@@ -122,6 +122,29 @@ pub enum PendingReason {
     LaunchFailedRequeuedHeld,
     /// The cluster licenses it asks for are in use.
     Licenses,
+    // Accounting limits (AccountingStorageEnforce=limits): an association's or QoS's cap
+    // that the job would go over (`Grp*`: with the group's running jobs; `Max*PerJob` and
+    // `MaxWall`: by itself).
+    AssocGrpJobsLimit,
+    AssocGrpCpuLimit,
+    AssocGrpNodeLimit,
+    AssocGrpMemLimit,
+    AssocGrpGRES,
+    AssocMaxJobsLimit,
+    AssocMaxCpuPerJobLimit,
+    AssocMaxNodePerJobLimit,
+    AssocMaxWallDurationPerJobLimit,
+    QOSGrpJobsLimit,
+    QOSGrpCpuLimit,
+    QOSGrpNodeLimit,
+    QOSGrpMemLimit,
+    QOSGrpGRES,
+    QOSMaxJobsPerUserLimit,
+    QOSMaxCpuPerUserLimit,
+    QOSMaxNodePerUserLimit,
+    QOSMaxCpuPerJobLimit,
+    QOSMaxNodePerJobLimit,
+    QOSMaxWallDurationPerJobLimit,
 }
 
 impl PendingReason {
@@ -146,6 +169,26 @@ impl PendingReason {
             PendingReason::JobArrayTaskLimit => "JobArrayTaskLimit",
             PendingReason::LaunchFailedRequeuedHeld => "launch failed requeued held",
             PendingReason::Licenses => "Licenses",
+            PendingReason::AssocGrpJobsLimit => "AssocGrpJobsLimit",
+            PendingReason::AssocGrpCpuLimit => "AssocGrpCpuLimit",
+            PendingReason::AssocGrpNodeLimit => "AssocGrpNodeLimit",
+            PendingReason::AssocGrpMemLimit => "AssocGrpMemLimit",
+            PendingReason::AssocGrpGRES => "AssocGrpGRES",
+            PendingReason::AssocMaxJobsLimit => "AssocMaxJobsLimit",
+            PendingReason::AssocMaxCpuPerJobLimit => "AssocMaxCpuPerJobLimit",
+            PendingReason::AssocMaxNodePerJobLimit => "AssocMaxNodePerJobLimit",
+            PendingReason::AssocMaxWallDurationPerJobLimit => "AssocMaxWallDurationPerJobLimit",
+            PendingReason::QOSGrpJobsLimit => "QOSGrpJobsLimit",
+            PendingReason::QOSGrpCpuLimit => "QOSGrpCpuLimit",
+            PendingReason::QOSGrpNodeLimit => "QOSGrpNodeLimit",
+            PendingReason::QOSGrpMemLimit => "QOSGrpMemLimit",
+            PendingReason::QOSGrpGRES => "QOSGrpGRES",
+            PendingReason::QOSMaxJobsPerUserLimit => "QOSMaxJobsPerUserLimit",
+            PendingReason::QOSMaxCpuPerUserLimit => "QOSMaxCpuPerUserLimit",
+            PendingReason::QOSMaxNodePerUserLimit => "QOSMaxNodePerUserLimit",
+            PendingReason::QOSMaxCpuPerJobLimit => "QOSMaxCpuPerJobLimit",
+            PendingReason::QOSMaxNodePerJobLimit => "QOSMaxNodePerJobLimit",
+            PendingReason::QOSMaxWallDurationPerJobLimit => "QOSMaxWallDurationPerJobLimit",
         }
     }
 }

@@ -147,6 +147,11 @@ pub struct SchedMore {
     pub gres: Vec<GresNeed>,
     /// Cluster licenses (`-L name[:count],...`).
     pub licenses: Vec<(String, u32)>,
+    /// The accounting limit groups it belongs to (see [`crate::limits`]).
+    pub limits: Vec<std::sync::Arc<str>>,
+    /// A per-job accounting limit it exceeds by itself (`AssocMaxCpuPerJobLimit`,
+    /// `QOSMaxWallDurationPerJobLimit`, ...): it waits until the limit changes.
+    pub policy: Option<PendingReason>,
 }
 
 /// A job's part in an array. The array's pending remainder is one queue entry that starts its
@@ -195,8 +200,26 @@ impl SchedJob {
             array: None,
             gres: Vec::new(),
             licenses: Vec::new(),
+            limits: Vec::new(),
+            policy: None,
         };
         self.more.as_deref().unwrap_or(&NONE)
+    }
+
+    /// What the job holds once started, as far as its request tells before placement (for
+    /// accounting limits): one job, its tasks' CPUs, its nodes, memory and GPUs.
+    pub fn need(&self) -> crate::limits::Usage {
+        let cpus = u64::from(self.ntasks.max(1)) * u64::from(self.cpus_per_task.max(1));
+        let nodes = u64::from(self.min_nodes.max(1));
+        let mem_mb = self.mem_per_node_mb.map(|m| m * nodes).or(self.mem_per_cpu_mb.map(|m| m * cpus)).unwrap_or(0);
+        let gpus = self
+            .more()
+            .gres
+            .iter()
+            .filter(|g| g.name == "gpu")
+            .map(|g| g.per_node * nodes + g.per_task * u64::from(self.ntasks.max(1)))
+            .sum();
+        crate::limits::Usage { jobs: 1, cpus, nodes, mem_mb, gpus }
     }
 
     pub fn more_mut(&mut self) -> &mut SchedMore {
@@ -235,11 +258,15 @@ pub enum Event {
         limit: TimeLimit,
         /// The licenses it holds.
         licenses: Vec<(String, u32)>,
+        /// The accounting limit groups it counts in.
+        limits: Vec<std::sync::Arc<str>>,
     },
     /// How to plan (at start and on reconfigure).
     Configure(SchedConfig),
     /// The cluster's licenses (`Licenses=name:count,...`), at start and on reconfigure.
     LicensesDefined(Vec<(String, u32)>),
+    /// Accounting's limit groups and their caps (all of them, replacing the last).
+    LimitsDefined(Vec<(std::sync::Arc<str>, crate::limits::Caps)>),
     Ended {
         job: JobId,
         outcome: Outcome,
@@ -322,6 +349,8 @@ pub struct Core {
     licenses: BTreeMap<String, u32>,
     licenses_used: BTreeMap<String, u32>,
     job_licenses: HashMap<JobId, Vec<(String, u32)>>,
+    /// Accounting limits: groups, their caps and what their running jobs hold.
+    limits: crate::limits::Limits,
 }
 
 /// What a dependency's target is doing, over all its jobs when it is an array.
@@ -443,8 +472,13 @@ impl Core {
                 self.licenses = l.into_iter().collect();
                 self.plan_dirty = true;
             }
-            Event::Running { job, alloc, array, since, limit, licenses } => {
+            Event::LimitsDefined(caps) => {
+                self.limits.define(caps);
+                self.plan_dirty = true;
+            }
+            Event::Running { job, alloc, array, since, limit, licenses, limits } => {
                 self.take_licenses(job, &licenses);
+                self.limits.take(job, &limits, crate::limits::Usage::of(&alloc));
                 if let Some((j, _)) = self.pending.remove(&job) {
                     self.queue.remove(&(std::cmp::Reverse(j.priority), job));
                 }
@@ -458,6 +492,9 @@ impl Core {
                 }
             }
             Event::Ended { job, outcome } => {
+                if self.limits.release(job) {
+                    self.plan_dirty = true;
+                }
                 if let Some(held) = self.job_licenses.remove(&job) {
                     for (name, n) in held {
                         if let Some(u) = self.licenses_used.get_mut(&name) {
@@ -831,7 +868,11 @@ impl Core {
             // An array's remainder starts as many tasks as fit, one at a time.
             while let Ok((alloc, limit)) = result {
                 self.take(&alloc);
-                let licenses = self.pending.get(&id).map(|(j, _)| j.more().licenses.clone()).unwrap_or_default();
+                let (licenses, limits) = self
+                    .pending
+                    .get(&id)
+                    .map(|(j, _)| (j.more().licenses.clone(), j.more().limits.clone()))
+                    .unwrap_or_default();
                 let end = now.saturating_add(limit.map_or(FAR, |l| l as i64));
                 for na in &alloc.nodes {
                     if let Some(&i) = self.node_idx.get(&na.node) {
@@ -857,6 +898,7 @@ impl Core {
                     self.pending.remove(&id);
                 }
                 self.take_licenses(job_id, &licenses);
+                self.limits.take(job_id, &limits, crate::limits::Usage::of(&alloc));
                 self.running.insert(job_id, alloc.clone());
                 self.started_at.insert(job_id, now);
                 self.ends.insert(job_id, end);
@@ -972,6 +1014,12 @@ impl Core {
         }
         if !self.licenses_free(job) {
             return Err(PendingReason::Licenses);
+        }
+        if let Some(r) = job.more().policy {
+            return Err(r);
+        }
+        if let Some(r) = self.limits.blocked(&job.more().limits, &job.need()) {
+            return Err(r);
         }
         let fcfs = strict;
         let mut best_reason: Option<PendingReason> = None;

@@ -19,6 +19,7 @@
 
 mod core;
 pub mod gres;
+pub mod limits;
 pub mod plan;
 pub mod step;
 

@@ -339,7 +339,15 @@ fn an_array_throttle_bounds_its_running_tasks() {
     r.handle(Event::Submitted(rest));
     for (job, task) in [(1001, 0), (1003, 2)] {
         let alloc = c.allocation(job).unwrap().clone();
-        r.handle(Event::Running { job, alloc, array: Some((1, task)), since: 0, limit: None, licenses: Vec::new() });
+        r.handle(Event::Running {
+            job,
+            alloc,
+            array: Some((1, task)),
+            since: 0,
+            limit: None,
+            licenses: Vec::new(),
+            limits: Vec::new(),
+        });
     }
     assert_eq!(reason(&r.schedule(2, &mut no_ids), 1), Some(PendingReason::JobArrayTaskLimit));
     r.handle(Event::Ended { job: 1001, outcome: Outcome::Failed });
@@ -784,4 +792,89 @@ fn a_multi_gpu_job_gets_linked_gpus() {
     assert_eq!(gpus_of(&d, 1), [("node1".to_string(), vec![0, 2])]);
     assert_eq!(gpus_of(&d, 2), [("node1".to_string(), vec![1, 3])]);
     assert_eq!(c.check_invariants(), Ok(()));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Accounting limits: whatever is submitted and ends, the running jobs of a group never
+    /// hold more jobs or CPUs together than its caps, and a job held by a group's cap never
+    /// keeps another group's job from starting on free CPUs.
+    #[test]
+    fn limit_groups_are_never_exceeded(ops in proptest::collection::vec((0u8..3, 0usize..3, 1u32..4), 1..80)) {
+        use drover_sched::limits::Caps;
+        use std::sync::Arc;
+        let mut c = cluster(3, 4, 1000);
+        let groups: Vec<Arc<str>> = vec![Arc::from("a:physics"), Arc::from("qu:normal/alice"), Arc::from("a:chem")];
+        c.handle(Event::LimitsDefined(vec![
+            (groups[0].clone(), Caps { cpus: Some((5, PendingReason::AssocGrpCpuLimit)), ..Default::default() }),
+            (groups[1].clone(), Caps { jobs: Some((2, PendingReason::QOSMaxJobsPerUserLimit)), ..Default::default() }),
+        ]));
+        let mut next = 1u32;
+        let mut running: Vec<u32> = Vec::new();
+        let mut of: std::collections::HashMap<u32, (usize, u32)> = Default::default();
+        for (t, (op, g, cpus)) in ops.into_iter().enumerate() {
+            match op {
+                0 | 1 => {
+                    let mut j = job(next);
+                    j.ntasks = cpus;
+                    // Group 0 jobs are also alice's in QoS normal, half the time.
+                    j.more_mut().limits = if g == 0 && cpus.is_multiple_of(2) {
+                        vec![groups[0].clone(), groups[1].clone()]
+                    } else {
+                        vec![groups[g].clone()]
+                    };
+                    of.insert(next, (g, cpus));
+                    c.handle(Event::Submitted(j));
+                    next += 1;
+                }
+                _ => {
+                    if let Some(id) = running.pop() {
+                        c.handle(Event::Ended { job: id, outcome: Outcome::Succeeded });
+                    }
+                }
+            }
+            for d in c.schedule(t as i64, &mut no_ids) {
+                if let Decision::Start { job, .. } = d {
+                    running.insert(0, job);
+                }
+            }
+            let physics_cpus: u32 = running.iter().filter(|j| of[j].0 == 0).map(|j| of[j].1).sum();
+            prop_assert!(physics_cpus <= 5, "physics holds {} CPUs of 5", physics_cpus);
+            let alice = running.iter().filter(|j| of[j].0 == 0 && of[j].1.is_multiple_of(2) || of[j].0 == 1).count();
+            prop_assert!(alice <= 2, "alice runs {} jobs of 2 in QoS normal", alice);
+            prop_assert_eq!(c.check_invariants(), Ok(()));
+        }
+    }
+}
+
+#[test]
+fn a_job_held_by_a_limit_does_not_hold_back_others() {
+    use drover_sched::limits::Caps;
+    use std::sync::Arc;
+    let mut c = cluster(1, 4, 1000);
+    let g: Arc<str> = Arc::from("a:physics");
+    c.handle(Event::LimitsDefined(vec![(
+        g.clone(),
+        Caps { jobs: Some((1, PendingReason::AssocGrpJobsLimit)), ..Default::default() },
+    )]));
+    for id in 1..=2 {
+        let mut j = job(id);
+        j.more_mut().limits = vec![g.clone()];
+        c.handle(Event::Submitted(j));
+    }
+    c.handle(Event::Submitted(job(3)));
+    let d = c.schedule(0, &mut no_ids);
+    let started: Vec<u32> =
+        d.iter().filter_map(|d| if let Decision::Start { job, .. } = d { Some(*job) } else { None }).collect();
+    assert_eq!(started, [1, 3]);
+    assert_eq!(reason(&d, 2), Some(PendingReason::AssocGrpJobsLimit));
+    // The first ends: the second starts.
+    c.handle(Event::Ended { job: 1, outcome: Outcome::Succeeded });
+    let d = c.schedule(1, &mut no_ids);
+    assert!(d.iter().any(|d| matches!(d, Decision::Start { job: 2, .. })));
+    // A per-job limit holds a job whatever its groups hold.
+    let mut big = job(4);
+    big.more_mut().policy = Some(PendingReason::AssocMaxCpuPerJobLimit);
+    c.handle(Event::Submitted(big));
+    assert_eq!(reason(&c.schedule(2, &mut no_ids), 4), Some(PendingReason::AssocMaxCpuPerJobLimit));
 }

@@ -315,3 +315,87 @@ fn associations_give_jobs_their_account_and_are_enforced() {
         c.ok("sacct", &["-n", "-P", "-X", "-j", &j, "-o", "Account,QOS,State"]) == "root|normal|COMPLETED\n"
     });
 }
+
+/// `AccountingStorageEnforce=limits`: association and QoS limits hold jobs with Slurm's
+/// reasons (and release them as running jobs end or limits change), per-job limits hold a
+/// job for good, and submit limits refuse it in Slurm's words.
+#[test]
+fn limits_hold_jobs_with_slurms_reasons() {
+    let c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 2,
+            cpus: 2,
+            accounting: true,
+            extra_conf: "AccountingStorageEnforce=limits\n".into(),
+            ..Default::default()
+        },
+    );
+    c.wait_until("the cluster to be registered", Duration::from_secs(20), || {
+        c.run("sacctmgr", &["-n", "-P", "show", "cluster", "format=cluster"]).stdout == b"test\n"
+    });
+    c.ok("sacctmgr", &["-i", "add", "account", "physics", "GrpTRES=cpu=2"]);
+    c.ok("sacctmgr", &["-i", "add", "user", "root", "Account=physics"]);
+    let reason = |id: u32| c.ok("squeue", &["-h", "-j", &id.to_string(), "-o", "%T %r"]).trim().to_string();
+    let submit = |args: &[&str]| -> Result<u32, String> {
+        let mut a = vec!["--parsable", "-A", "physics"];
+        a.extend_from_slice(args);
+        let out = c.run("sbatch", &a);
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim().parse().unwrap())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).to_string())
+        }
+    };
+    // Two one-CPU jobs fill physics's GrpTRES=cpu=2 (on four free CPUs); the third waits.
+    let mut first = 0;
+    c.wait_until("the association to be known", Duration::from_secs(20), || {
+        first = submit(&["-n1", "--wrap", "sleep 60"]).unwrap_or(0);
+        first != 0
+    });
+    let second = submit(&["-n1", "--wrap", "sleep 60"]).unwrap();
+    c.wait_state(second, &["RUNNING"], Duration::from_secs(20));
+    let third = submit(&["-n1", "--wrap", "true"]).unwrap();
+    c.wait_until("AssocGrpCpuLimit", Duration::from_secs(20), || reason(third) == "PENDING AssocGrpCpuLimit");
+    // One ends: the third starts.
+    c.ok("scancel", &[&first.to_string()]);
+    c.wait_state(third, &["COMPLETED"], Duration::from_secs(20));
+    // A per-job limit (MaxWall, inherited from the account) holds a longer job for good.
+    c.ok("sacctmgr", &["-i", "modify", "account", "physics", "set", "MaxWall=00:10:00"]);
+    // (The controller reads limits every two seconds: a job submitted before that runs and is
+    // cancelled, and another is tried.)
+    let mut long = 0;
+    c.wait_until("AssocMaxWallDurationPerJobLimit", Duration::from_secs(20), || {
+        if long != 0 && reason(long) != "PENDING AssocMaxWallDurationPerJobLimit" {
+            c.ok("scancel", &[&long.to_string()]);
+            long = 0;
+        }
+        if long == 0 {
+            long = submit(&["-t", "20", "-n1", "--wrap", "sleep 30"]).unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        reason(long) == "PENDING AssocMaxWallDurationPerJobLimit"
+    });
+    // Lifted, it runs.
+    c.ok("sacctmgr", &["-i", "modify", "account", "physics", "set", "MaxWall=-1"]);
+    c.wait_state(long, &["RUNNING"], Duration::from_secs(20));
+    c.ok("scancel", &[&long.to_string()]);
+    // QoS MaxJobsPerUser.
+    c.ok("sacctmgr", &["-i", "add", "qos", "one", "MaxJobsPerUser=1"]);
+    c.ok("sacctmgr", &["-i", "modify", "user", "root", "where", "account=physics", "set", "qos=normal,one"]);
+    c.ok("scancel", &[&second.to_string()]);
+    let mut q1 = 0;
+    c.wait_until("the QoS to be allowed", Duration::from_secs(20), || {
+        q1 = submit(&["-q", "one", "-n1", "--wrap", "sleep 60"]).unwrap_or(0);
+        q1 != 0
+    });
+    c.wait_state(q1, &["RUNNING"], Duration::from_secs(20));
+    let q2 = submit(&["-q", "one", "-n1", "--wrap", "true"]).unwrap();
+    c.wait_until("QOSMaxJobsPerUserLimit", Duration::from_secs(20), || reason(q2) == "PENDING QOSMaxJobsPerUserLimit");
+    // Submit limits refuse at submit.
+    c.ok("sacctmgr", &["-i", "modify", "user", "root", "where", "account=physics", "set", "MaxSubmitJobs=2"]);
+    let msg = "sbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)\n";
+    c.wait_until("MaxSubmitJobs", Duration::from_secs(20), || {
+        submit(&["--wrap", "true"]).err().as_deref() == Some(msg)
+    });
+}
