@@ -614,13 +614,7 @@ impl Owner {
     /// in and a per-job limit it exceeds, from its account, user, partition and QoS.
     fn apply_limits(&self, sj: &mut SchedJob, spec: &JobSpec) {
         let (Some(st), true) = (self.acct_admin.as_deref(), self.cfg.enforce.limits) else { return };
-        let j = crate::policy::JobPolicy {
-            account: spec.account.as_deref().unwrap_or(&spec.user),
-            user: &spec.user,
-            partition: spec.partitions.first().map_or("", String::as_str),
-            qos: spec.qos.as_deref().unwrap_or("normal"),
-            time_limit: spec.time_limit.flatten(),
-        };
+        let j = crate::policy::JobPolicy::of(spec);
         let (groups, policy) = crate::policy::job_limits(&self.cfg, st, &self.limit_keys, &j, &sj.need());
         if !groups.is_empty() || policy.is_some() {
             let m = sj.more_mut();
@@ -652,13 +646,7 @@ impl Owner {
     /// whether one more unfinished job of this account, user and QoS would go over one.
     fn over_submit_limit(&self, spec: &JobSpec) -> bool {
         let (Some(st), true) = (self.acct_admin.as_deref(), self.cfg.enforce.limits) else { return false };
-        let j = crate::policy::JobPolicy {
-            account: spec.account.as_deref().unwrap_or(&spec.user),
-            user: &spec.user,
-            partition: spec.partitions.first().map_or("", String::as_str),
-            qos: spec.qos.as_deref().unwrap_or("normal"),
-            time_limit: spec.time_limit.flatten(),
-        };
+        let j = crate::policy::JobPolicy::of(spec);
         let limits = crate::policy::submit_limits(&self.cfg, st, &j);
         if limits.is_empty() {
             return false;

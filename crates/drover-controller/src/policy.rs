@@ -121,6 +121,18 @@ pub struct JobPolicy<'a> {
     pub time_limit: Option<u64>,
 }
 
+impl<'a> JobPolicy<'a> {
+    pub fn of(spec: &'a drover_model::job::JobSpec) -> JobPolicy<'a> {
+        JobPolicy {
+            account: spec.account.as_deref().unwrap_or(&spec.user),
+            user: &spec.user,
+            partition: spec.partitions.first().map_or("", String::as_str),
+            qos: spec.qos.as_deref().unwrap_or("normal"),
+            time_limit: spec.time_limit.flatten(),
+        }
+    }
+}
+
 /// The groups a job counts in (those that have caps), and a per-job limit it exceeds by
 /// itself, if any.
 pub fn job_limits(
