@@ -354,6 +354,8 @@ impl Store {
                     c.execute("PRAGMA journal_mode=WAL").await?;
                     c.execute("PRAGMA synchronous=FULL").await?;
                     c.execute("PRAGMA busy_timeout=10000").await?;
+                    // Up to 256 MiB of pages cached: a year's indexes stay in memory.
+                    c.execute("PRAGMA cache_size=-262144").await?;
                     Ok(())
                 })
             });

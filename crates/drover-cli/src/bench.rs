@@ -46,6 +46,9 @@ pub struct BenchArgs {
     /// after measuring (to profile commands against it; the export line is printed first).
     #[arg(long, value_name = "SECS")]
     pub keep_loaded: Option<u64>,
+    /// Bench clusters without accounting (by default they have it, as `drover up` does).
+    #[arg(long)]
+    pub no_accounting: bool,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -63,7 +66,7 @@ struct BenchCluster {
 }
 
 impl BenchCluster {
-    fn start(nodes: u32, cpus: u32) -> Result<BenchCluster, String> {
+    fn start(nodes: u32, cpus: u32, no_accounting: bool) -> Result<BenchCluster, String> {
         let dir = tempfile::Builder::new().prefix("drover-bench-").tempdir().map_err(|e| e.to_string())?;
         let up = crate::up::UpArgs {
             nodes,
@@ -75,6 +78,7 @@ impl BenchCluster {
             port: None,
             cluster_name: "bench".into(),
             detach: true,
+            no_accounting,
         };
         let cfg = crate::up::start_detached(&up).map_err(|e| format!("starting the bench cluster: {e}"))?;
         let bin = dir.path().join("bin");
@@ -114,6 +118,19 @@ impl BenchCluster {
         for h in handles {
             let _ = h.join();
         }
+    }
+
+    /// The id of the newest job (a held job submitted and cancelled to learn it).
+    fn last_job_id(&self) -> Result<u32, String> {
+        let out = Command::new(self.bin.join("sbatch"))
+            .args(["--parsable", "--hold", "-o", "/dev/null", "--wrap", "true"])
+            .env("SLURM_CONF", self.dir.path().join("slurm.conf"))
+            .current_dir(self.dir.path())
+            .output()
+            .map_err(|e| e.to_string())?;
+        let id: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().map_err(|_| "sbatch gave no job id")?;
+        let _ = self.cmd("scancel").arg(id.to_string()).status();
+        Ok(id)
     }
 
     fn controller_pid(&self) -> Option<u32> {
@@ -181,7 +198,7 @@ fn report(name: &str, value: f64, unit: &str, runs: &[f64], target: &str) {
 pub fn main(a: BenchArgs) -> i32 {
     let want = |n: &str| a.only.as_deref().is_none_or(|o| o == n);
     let rt = common::runtime();
-    let c = match BenchCluster::start(a.nodes, 2) {
+    let c = match BenchCluster::start(a.nodes, 2, a.no_accounting) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("drover bench: error: {e}");
@@ -190,7 +207,7 @@ pub fn main(a: BenchArgs) -> i32 {
     };
     // srun -n64 needs 64 CPUs: a second cluster of four 16-CPU nodes.
     let big = if want("srun-n64") {
-        match BenchCluster::start(4, 16) {
+        match BenchCluster::start(4, 16, a.no_accounting) {
             Ok(b) => Some(b),
             Err(e) => {
                 eprintln!("drover bench: error: {e}");
@@ -263,30 +280,11 @@ pub fn main(a: BenchArgs) -> i32 {
             report("e2e-1000", median(v.clone()), "jobs/s", &v, ">= 200");
         }
         if want("start-latency") {
-            let mut cl = c.client().await?;
-            let mut v = Vec::new();
-            for _ in 0..(runs * 4) {
-                let t = Instant::now();
-                let id = cl
-                    .submit(v1::SubmitRequest {
-                        spec: Some(drover_proto::spec_to_wire(&spec(c.dir.path(), false))),
-                        test_only: false,
-                    })
-                    .await
-                    .map_err(|s| s.to_string())?
-                    .into_inner()
-                    .job_id;
-                let mut w =
-                    cl.watch_job(v1::WatchRequest { job_id: id }).await.map_err(|s| s.to_string())?.into_inner();
-                while let Ok(Some(ev)) = w.message().await {
-                    if ev.job.is_some_and(|j| j.state != "PENDING") {
-                        break;
-                    }
-                }
-                v.push(t.elapsed().as_secs_f64() * 1000.0);
-                c.drain().await?;
-            }
+            let v = start_latencies(&c, runs * 4).await?;
             report("start-latency", median(v.clone()), "ms", &v, "<= 20");
+        }
+        if a.only.as_deref() == Some("acct-outage") && !a.no_accounting {
+            acct_outage(&c, runs, 1000 / scale).await?;
         }
         if want("array-submit") {
             let mut v = Vec::new();
@@ -433,6 +431,100 @@ pub fn main(a: BenchArgs) -> i32 {
 }
 
 /// Submits `n` held jobs over the API, 256 in flight at a time.
+/// Submit-to-RUNNING latency of `n` jobs on an idle cluster (ms), one after another.
+async fn start_latencies(c: &BenchCluster, n: usize) -> Result<Vec<f64>, String> {
+    let mut cl = c.client().await?;
+    let mut v = Vec::new();
+    for _ in 0..n {
+        let t = Instant::now();
+        let id = cl
+            .submit(v1::SubmitRequest {
+                spec: Some(drover_proto::spec_to_wire(&spec(c.dir.path(), false))),
+                test_only: false,
+            })
+            .await
+            .map_err(|s| s.to_string())?
+            .into_inner()
+            .job_id;
+        let mut w = cl.watch_job(v1::WatchRequest { job_id: id }).await.map_err(|s| s.to_string())?.into_inner();
+        while let Ok(Some(ev)) = w.message().await {
+            if ev.job.is_some_and(|j| j.state != "PENDING") {
+                break;
+            }
+        }
+        v.push(t.elapsed().as_secs_f64() * 1000.0);
+        c.drain().await?;
+    }
+    Ok(v)
+}
+
+/// `acct-outage`: scheduling latency with accounting up, then killed while `n` jobs run end
+/// to end; then accounting back, and how long until every job of the outage is in it.
+async fn acct_outage(c: &BenchCluster, runs: usize, n: usize) -> Result<(), String> {
+    let up = start_latencies(c, runs * 4).await?;
+    let pidfile = c.dir.path().join("run/accounting.pid");
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .ok()
+        .and_then(|p| p.trim().parse().ok())
+        .ok_or("acct-outage: the bench cluster runs no accounting")?;
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    let first = c.last_job_id()? + 1;
+    let t = Instant::now();
+    c.submit_from(8, n / 8, &["-o", "/dev/null", "--wrap", "true"]);
+    let mut cl = c.client().await?;
+    loop {
+        let r = cl
+            .get_state(v1::StateRequest { jobs: true, active_only: true, ..Default::default() })
+            .await
+            .map_err(|s| s.to_string())?
+            .into_inner();
+        if r.jobs.len() + r.job_records.len() == 0 {
+            break;
+        }
+        if t.elapsed() > Duration::from_secs(600) {
+            return Err("acct-outage: jobs did not finish within 10 minutes".into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let rate = (n / 8 * 8) as f64 / t.elapsed().as_secs_f64();
+    let down = start_latencies(c, runs * 4).await?;
+    let last = c.last_job_id()?;
+    // Back: every job of the outage reaches accounting.
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let dbd = c.dir.path().join("slurmdbd.conf").display().to_string();
+    crate::up::spawn_daemon(&exe, &["accounting", "-f", &dbd], &c.dir.path().join("log/accounting.out"), &pidfile)?;
+    let back = Instant::now();
+    let ids: Vec<String> = (first..=last).map(|i| i.to_string()).collect();
+    let want = ids.len();
+    let mut got = 0;
+    while back.elapsed() < Duration::from_secs(600) {
+        let out = c
+            .cmd("sacct")
+            .args(["-a", "-X", "-n", "-P", "-o", "State", "-j", &ids.join(",")])
+            .stdout(Stdio::piped())
+            .output()
+            .map_err(|e| e.to_string())?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        got = text.lines().filter(|l| !matches!(*l, "PENDING" | "RUNNING")).count();
+        if got == want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let ratio = median(down.clone()) / median(up.clone());
+    report("acct-up-latency", median(up.clone()), "ms", &up, "<= 20");
+    report("acct-down-latency", median(down.clone()), "ms", &down, &format!("~ up ({ratio:.2}x)"));
+    println!("acct-down-e2e {rate:>13.1} jobs/s ({} jobs while accounting was down)", n / 8 * 8);
+    println!(
+        "acct-drain    {:>13.1} s      {got} of {want} jobs' final records delivered, none lost",
+        back.elapsed().as_secs_f64()
+    );
+    if got != want {
+        return Err(format!("acct-outage: {} of {want} jobs' records missing after 10 minutes", want - got));
+    }
+    Ok(())
+}
+
 async fn submit_held(cl: &common::Client, s: &v1::JobSpec, n: usize) -> Result<(), String> {
     let mut pending = Vec::new();
     for _ in 0..n {

@@ -18,6 +18,9 @@ use std::time::Duration;
 /// Jobs per batch: one store transaction.
 const BATCH_JOBS: usize = 5000;
 
+/// The pause after a delivery that emptied the outbox.
+const DELIVERY_PACE: Duration = Duration::from_secs(1);
+
 /// A batch taken from the outbox: jobs as they are now, and the first `gone.len()` records
 /// that left the state.
 #[derive(Default)]
@@ -180,24 +183,8 @@ pub async fn deliver(cfg: Arc<Config>, tx: std::sync::mpsc::Sender<Msg>, addr: S
     let mut backoff = Duration::from_millis(500);
     let mut down_since: Option<std::time::Instant> = None;
     loop {
-        let (rtx, rrx) = tokio::sync::oneshot::channel();
-        if tx.send(Msg::AcctTake { max: BATCH_JOBS, reply: rtx }).is_err() {
-            return;
-        }
-        let Ok(Ok(batch)) = rrx.await else { return };
-        if batch.is_empty() {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            continue;
-        }
-        let recs = {
-            let cfg = cfg.clone();
-            let b = batch;
-            match tokio::task::spawn_blocking(move || (records(&cfg, &b), b)).await {
-                Ok(r) => r,
-                Err(_) => return,
-            }
-        };
-        let (recs, batch) = recs;
+        // Connected first: while accounting is down nothing is taken or converted, so the
+        // outage costs the controller nothing but this retry.
         if client.is_none() {
             match drover_proto::connect_tcp(&addr).await {
                 Ok(ch) => {
@@ -218,6 +205,24 @@ pub async fn deliver(cfg: Arc<Config>, tx: std::sync::mpsc::Sender<Msg>, addr: S
                 }
             }
         }
+        let (rtx, rrx) = tokio::sync::oneshot::channel();
+        if tx.send(Msg::AcctTake { max: BATCH_JOBS, reply: rtx }).is_err() {
+            return;
+        }
+        let Ok(Ok(batch)) = rrx.await else { return };
+        if batch.is_empty() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
+        let recs = {
+            let cfg = cfg.clone();
+            let b = batch;
+            match tokio::task::spawn_blocking(move || (records(&cfg, &b), b)).await {
+                Ok(r) => r,
+                Err(_) => return,
+            }
+        };
+        let (recs, batch) = recs;
         let c = client.as_mut().expect("invariant: connected above");
         match c.record(recs).await {
             Ok(_) => {
@@ -225,7 +230,13 @@ pub async fn deliver(cfg: Arc<Config>, tx: std::sync::mpsc::Sender<Msg>, addr: S
                     log(&format!("accounting at {addr} is back after {}s", t.elapsed().as_secs()));
                 }
                 backoff = Duration::from_millis(500);
+                let full = batch.jobs.len() >= BATCH_JOBS;
                 let _ = tx.send(Msg::AcctDone { jobs: batch.jobs, gone: batch.gone.len() });
+                // At most one transaction (one fsync in the store) a second under steady
+                // load: records wait in the outbox meanwhile, already durable in the journal.
+                if !full {
+                    tokio::time::sleep(DELIVERY_PACE).await;
+                }
             }
             Err(e) => {
                 if down_since.is_none() {

@@ -62,17 +62,16 @@ pub fn tres(j: &v1::JobInfo, gpus_tracked: bool) -> String {
 /// What the job asks for, whether or not it holds it yet. A job that names no memory asks
 /// for its nodes' whole memory, `node_mem_mb` each (Slurm's `MinMemoryNode=0`).
 pub fn req_tres(j: &v1::JobInfo, gpus_tracked: bool, node_mem_mb: u64) -> String {
-    let mut r = j.clone();
-    r.alloc.clear();
-    let cpus = num_cpus(&r);
-    let nodes = num_nodes(&r);
-    let s = spec(&r);
+    let s = spec(j);
+    let nodes = s.min_nodes.unwrap_or(1).max(1);
+    let cpus = num_tasks(j) * s.cpus_per_task.unwrap_or(1);
     let mem = s
         .mem_per_node_mb
         .map(|m| m * u64::from(nodes))
         .or(s.mem_per_cpu_mb.map(|m| m * u64::from(cpus)))
         .unwrap_or(node_mem_mb * u64::from(nodes));
-    tres_text(cpus, mem, nodes, if gpus_tracked { job_gpus(&r) } else { 0 })
+    let gpus = if gpus_tracked { requested_gpus(s, nodes) } else { 0 };
+    tres_text(cpus, mem, nodes, gpus)
 }
 
 fn tres_text(cpus: u32, mem_mb: u64, nodes: u32, gpus: u64) -> String {
@@ -101,8 +100,12 @@ pub fn job_gpus(j: &v1::JobInfo) -> u64 {
     if !j.alloc.is_empty() {
         return j.alloc.iter().flat_map(|a| a.gres.iter()).filter(|g| g.name == "gpu").map(|g| g.count).sum();
     }
-    let s = spec(j);
-    let nodes = u64::from(num_nodes(j));
+    requested_gpus(spec(j), num_nodes(j))
+}
+
+/// GPUs a request asks for on `nodes` nodes.
+fn requested_gpus(s: &v1::JobSpec, nodes: u32) -> u64 {
+    let nodes = u64::from(nodes);
     let count = |t: &String| gpu_count(t);
     let per_node: u64 = s.gres.iter().chain(s.gpus_per_node.iter()).map(count).sum::<u64>() * nodes;
     let per_task = s.gpus_per_task.as_ref().map_or(0, |g| count(g) * u64::from(s.ntasks.unwrap_or(1)));
