@@ -120,6 +120,29 @@ impl BenchCluster {
         }
     }
 
+    /// `n` jobs (`sbatch -o /dev/null --wrap true` from 8 submitters) until all have ended:
+    /// jobs per second.
+    async fn end_to_end(&self, n: usize) -> Result<f64, String> {
+        let t = Instant::now();
+        let per = n / 8;
+        self.submit_from(8, per, &["-o", "/dev/null", "--wrap", "true"]);
+        let mut cl = self.client().await?;
+        loop {
+            let r = cl
+                .get_state(v1::StateRequest { jobs: true, active_only: true, ..Default::default() })
+                .await
+                .map_err(|s| s.to_string())?
+                .into_inner();
+            if r.jobs.len() + r.job_records.len() == 0 {
+                return Ok((8 * per) as f64 / t.elapsed().as_secs_f64());
+            }
+            if t.elapsed() > Duration::from_secs(600) {
+                return Err("jobs did not finish within 10 minutes".into());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// The id of the newest job (a held job submitted and cancelled to learn it).
     fn last_job_id(&self) -> Result<u32, String> {
         let out = Command::new(self.bin.join("sbatch"))
@@ -256,26 +279,7 @@ pub fn main(a: BenchArgs) -> i32 {
             let n = 1000 / scale;
             let mut v = Vec::new();
             for _ in 0..runs {
-                let t = Instant::now();
-                let per = n / 8;
-                c.submit_from(8, per, &["-o", "/dev/null", "--wrap", "true"]);
-                let mut cl = c.client().await?;
-                loop {
-                    let r = cl
-                        .get_state(v1::StateRequest { jobs: true, active_only: true, ..Default::default() })
-                        .await
-                        .map_err(|s| s.to_string())?
-                        .into_inner();
-                    let live = r.jobs.len() + r.job_records.len();
-                    if live == 0 {
-                        break;
-                    }
-                    if t.elapsed() > Duration::from_secs(600) {
-                        return Err("e2e: jobs did not finish within 10 minutes".into());
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                v.push((8 * per) as f64 / t.elapsed().as_secs_f64());
+                v.push(c.end_to_end(n).await?);
             }
             report("e2e-1000", median(v.clone()), "jobs/s", &v, ">= 200");
         }
@@ -469,24 +473,7 @@ async fn acct_outage(c: &BenchCluster, runs: usize, n: usize) -> Result<(), Stri
         .ok_or("acct-outage: the bench cluster runs no accounting")?;
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
     let first = c.last_job_id()? + 1;
-    let t = Instant::now();
-    c.submit_from(8, n / 8, &["-o", "/dev/null", "--wrap", "true"]);
-    let mut cl = c.client().await?;
-    loop {
-        let r = cl
-            .get_state(v1::StateRequest { jobs: true, active_only: true, ..Default::default() })
-            .await
-            .map_err(|s| s.to_string())?
-            .into_inner();
-        if r.jobs.len() + r.job_records.len() == 0 {
-            break;
-        }
-        if t.elapsed() > Duration::from_secs(600) {
-            return Err("acct-outage: jobs did not finish within 10 minutes".into());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let rate = (n / 8 * 8) as f64 / t.elapsed().as_secs_f64();
+    let rate = c.end_to_end(n).await?;
     let down = start_latencies(c, runs * 4).await?;
     let last = c.last_job_id()?;
     // Back: every job of the outage reaches accounting.
