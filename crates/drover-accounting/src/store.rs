@@ -366,6 +366,16 @@ impl Store {
         Ok(s)
     }
 
+    /// A transaction that writes. On SQLite it takes the write lock at once (`BEGIN
+    /// IMMEDIATE`): a deferred one that reads first could not upgrade while another writer
+    /// holds the lock, and would fail with `database is locked` instead of waiting.
+    async fn write_tx(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
+        Ok(match self.dialect {
+            Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            _ => self.pool.begin().await?,
+        })
+    }
+
     pub fn dialect(&self) -> Dialect {
         self.dialect
     }
@@ -476,7 +486,7 @@ impl Store {
         for c in clusters {
             self.ensure_cluster(c).await?;
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         for chunk in recs.jobs.chunks(ROWS_PER_STATEMENT) {
             let sql = self.upsert_sql("jobs", JOB_COLS, JOB_KEY, chunk.len());
             let args = chunk.iter().flat_map(job_args).collect();
@@ -632,7 +642,7 @@ impl Store {
     /// Adds or replaces rows, in one transaction. Associations and QoS with id 0 get the
     /// next free id.
     pub async fn admin_put(&self, st: &v1::AdminState) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let mut next_assoc = self.next_id(&mut tx, "acct_assocs").await?;
         let mut next_qos = self.next_id(&mut tx, "acct_qos").await?;
         let put = |table: &str, cols: &[&str], key: &[&str]| self.upsert_sql(table, cols, key, 1);
@@ -690,7 +700,7 @@ impl Store {
     /// Deletes rows (clusters, accounts, users and QoS by name, associations by id), in one
     /// transaction.
     pub async fn admin_delete(&self, st: &v1::AdminState) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let names = [
             ("acct_clusters", st.clusters.iter().map(|c| c.name.clone()).collect::<Vec<_>>()),
             ("acct_accounts", st.accounts.iter().map(|a| a.name.clone()).collect()),

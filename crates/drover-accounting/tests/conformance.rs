@@ -252,6 +252,34 @@ async fn conformance(url: &str) {
     let st = s.admin_state().await.unwrap();
     assert_eq!((st.accounts.len(), st.assocs.len(), st.qos.len()), (1, 2, 1));
 
+    // Writers at once (the controller's records, an administrator's change) wait for each
+    // other; none fails.
+    let s = std::sync::Arc::new(s);
+    let mut tasks = Vec::new();
+    for w in 0..4u32 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            for k in 0..10u32 {
+                if w % 2 == 0 {
+                    let id = 5000 + w * 100 + k;
+                    s.record(&v1::AcctRecords {
+                        jobs: vec![job(id, 3000, "COMPLETED", 1, 2, 3)],
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+                } else {
+                    let q = v1::AcctQos { name: format!("q{w}_{k}"), ..Default::default() };
+                    s.admin_put(&v1::AdminState { qos: vec![q], ..Default::default() }).await.unwrap();
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(s.jobs(&q(&|q| q.uids = vec![3000])).await.unwrap().jobs.len(), 20);
+
     // A large batch lands in one transaction (more rows than one statement carries).
     let many: Vec<v1::AcctJob> = (1000..1450).map(|id| job(id, 2000, "COMPLETED", 400, 401, 402)).collect();
     s.record(&recs(many, vec![])).await.unwrap();

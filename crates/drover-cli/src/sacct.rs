@@ -292,7 +292,7 @@ fn step_suffix(step: u32) -> String {
     drover_model::step::step_name(step)
 }
 
-fn layout(distribution: &str) -> String {
+pub(crate) fn layout(distribution: &str) -> String {
     match distribution.split([':', ',', '=']).next().unwrap_or("") {
         "block" => "Block".into(),
         "cyclic" => "Cyclic".into(),
@@ -669,10 +669,6 @@ pub fn main(args: Vec<String>) -> i32 {
         print!("{}", helpformat());
         return 0;
     }
-    if a.json {
-        eprintln!("sacct: error: --json is not supported by Drover yet; use -P (parsable) output");
-        return 1;
-    }
     let format = if let Some(f) = &a.format {
         f.clone()
     } else if a.brief {
@@ -715,6 +711,24 @@ pub fn main(args: Vec<String>) -> i32 {
             return 1;
         }
     };
+    if a.json {
+        let mut steps_of: std::collections::HashMap<(&str, u32, u32), Vec<&v1::AcctStep>> = Default::default();
+        for s in &rows.steps {
+            steps_of.entry((s.cluster.as_str(), sinfo(s).job_id, s.restarts)).or_default().push(s);
+        }
+        let list: Vec<(&v1::AcctJob, Vec<&v1::AcctStep>)> = rows
+            .jobs
+            .iter()
+            .map(|j| {
+                let i = info(j);
+                let mut st = steps_of.remove(&(j.cluster.as_str(), i.job_id, i.restarts)).unwrap_or_default();
+                st.sort_by_key(|s| step_order(s));
+                (j, st)
+            })
+            .collect();
+        println!("{}", crate::json::sacct_json(&list, now));
+        return 0;
+    }
     let delim = a.delimiter.clone().unwrap_or_else(|| "|".into());
     let parsable = if a.parsable2 {
         Some(false)

@@ -35,6 +35,11 @@ const NAMES: &[(&str, i32)] = &[
     ("SYS", 31),
 ];
 
+/// A signal's name with its `SIG` prefix (`SIGTERM`), by number.
+pub fn signal_name(n: i32) -> Option<String> {
+    NAMES.iter().find(|(_, k)| *k == n).map(|(name, _)| format!("SIG{name}"))
+}
+
 /// A signal by name (`TERM`, `SIGUSR1`, case-insensitive) or number (1 to 64).
 pub fn signal_number(s: &str) -> Option<i32> {
     let s = s.trim();

@@ -399,3 +399,66 @@ fn limits_hold_jobs_with_slurms_reasons() {
         submit(&["--wrap", "true"]).err().as_deref() == Some(msg)
     });
 }
+
+/// Every key of the capture's `sacct --json` (OpenAPI DB v0.0.38) at its place, with a value
+/// of the same kind (`null` aside), and the values that describe the same job equal.
+#[test]
+fn sacct_json_has_slurms_shape() {
+    fn paths(v: &serde_json::Value, at: String, out: &mut Vec<(String, &'static str)>) {
+        use serde_json::Value::*;
+        let kind = match v {
+            Null => "null",
+            Bool(_) => "bool",
+            Number(_) => "number",
+            String(_) => "string",
+            Array(_) => "array",
+            Object(_) => "object",
+        };
+        out.push((at.clone(), kind));
+        match v {
+            Object(m) => m.iter().for_each(|(k, v)| paths(v, format!("{at}.{k}"), out)),
+            Array(a) => {
+                if let Some(first) = a.first() {
+                    paths(first, format!("{at}[]"), out)
+                }
+            }
+            _ => {}
+        }
+    }
+    let c = lab();
+    let id = c.submit(&["-J", "steps", "-N2", "-n2", "--wrap", "srun hostname; srun -n1 false; echo done"]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
+    let j = id.to_string();
+    let mut got = serde_json::Value::Null;
+    c.wait_until("final records", Duration::from_secs(20), || {
+        got = serde_json::from_str(&c.ok("sacct", &["--json", "-j", &j])).unwrap();
+        got["jobs"][0]["steps"].as_array().is_some_and(|s| s.len() == 3)
+            && got["jobs"][0]["steps"].as_array().unwrap().iter().all(|s| s["state"] != "RUNNING")
+    });
+    let want: serde_json::Value = serde_json::from_str(&compat("sacct_json_j_steps.out")).unwrap();
+    let (mut w, mut g) = (Vec::new(), Vec::new());
+    paths(&want, String::new(), &mut w);
+    paths(&got, String::new(), &mut g);
+    let got_kinds: std::collections::HashMap<String, &str> = g.into_iter().collect();
+    for (path, kind) in w {
+        let Some(k) = got_kinds.get(&path) else { panic!("{path} missing from sacct --json") };
+        assert!(kind == "null" || *k == "null" || *k == kind, "{path}: {k}, Slurm has {kind}");
+    }
+    let (gj, wj) = (&got["jobs"][0], &want["jobs"][0]);
+    for key in ["name", "account", "partition", "qos", "user", "group", "allocation_nodes"] {
+        assert_eq!(gj[key], wj[key], "{key}");
+    }
+    assert_eq!(gj["state"], wj["state"]);
+    assert_eq!(gj["exit_code"], wj["exit_code"]);
+    assert_eq!(gj["tres"]["allocated"], wj["tres"]["allocated"]);
+    for (gs, ws) in gj["steps"].as_array().unwrap().iter().zip(wj["steps"].as_array().unwrap()) {
+        for key in ["state", "tasks"] {
+            assert_eq!(gs[key], ws[key], "step {}: {key}", ws["step"]["id"]);
+        }
+        assert_eq!(gs["step"]["id"], ws["step"]["id"]);
+        assert_eq!(gs["step"]["name"], ws["step"]["name"]);
+        assert_eq!(gs["task"], ws["task"]);
+        assert_eq!(gs["tres"]["allocated"], ws["tres"]["allocated"]);
+        assert_eq!(gs["nodes"]["count"], ws["nodes"]["count"]);
+    }
+}
