@@ -534,4 +534,90 @@ mod tests {
         assert_eq!(got.time_limit_secs, Some(60));
         assert_eq!(got.partition, "debug");
     }
+
+    #[test]
+    fn the_outbox_keeps_what_accounting_has_not_had() {
+        let spec = JobSpec { name: "x".into(), user: "alice".into(), ..Default::default() };
+        let status = |state: JobState, restarts: u32| JobStatus {
+            state,
+            reason: PendingReason::None,
+            submit_time: 1,
+            eligible_time: 1,
+            start_time: 0,
+            end_time: 0,
+            partition: crate::intern::intern("debug"),
+            alloc: None,
+            time_limit: None,
+            exit_status: 0,
+            restarts,
+            cancelled_by: None,
+            priority: 1,
+            hold: None,
+            nodes_running: Vec::new(),
+            state_desc: String::new(),
+            last_sched_eval: 0,
+            planned: None,
+            suspend_time: 0,
+            pre_suspend_secs: 0,
+            suspended_secs: 0,
+            requeue_time: 0,
+            batch_usage: None,
+        };
+        // Without accounting nothing is kept.
+        let mut off = Durable::default();
+        off.apply(Record::Submit { id: 1, spec: spec.clone(), status: status(JobState::Pending, 0) }, None);
+        assert!(off.acct.is_none());
+        let mut d = Durable { acct: Some(AcctOutbox::default()), ..Default::default() };
+        d.apply(Record::Submit { id: 1, spec: spec.clone(), status: status(JobState::Pending, 0) }, None);
+        d.apply(Record::Submit { id: 2, spec, status: status(JobState::Pending, 0) }, None);
+        assert_eq!(d.acct.as_ref().unwrap().dirty.iter().copied().collect::<Vec<_>>(), [1, 2]);
+        // A requeue keeps the ended run; a step's end keeps the step.
+        d.apply(Record::Status { id: 1, status: status(JobState::Running, 0) }, None);
+        let step = Step {
+            id: 0,
+            name: "s".into(),
+            layout: drover_model::step::StepLayout {
+                nodes: Vec::new(),
+                distribution: Default::default(),
+                overlap: false,
+                own_gres: false,
+            },
+            start_time: 1,
+            time_limit: None,
+            srun_host: String::new(),
+            srun_pid: 0,
+            submit_line: "srun s".into(),
+            usage: Vec::new(),
+            nodes_running: Vec::new(),
+            exit_status: 0,
+            how: String::new(),
+            cancelled: false,
+        };
+        d.apply(Record::StepSet { id: 1, step }, None);
+        d.apply(
+            Record::StepEnd { id: 1, step: 0, state: JobState::Completed, exit_status: 0, end_time: 2, usage: vec![1] },
+            None,
+        );
+        d.apply(Record::Status { id: 1, status: status(JobState::Pending, 1) }, None);
+        // Delivered in memory (as the owner does), then purged before the next delivery.
+        d.acct.as_mut().unwrap().dirty.remove(&2);
+        d.apply(Record::Purge { id: 2 }, None);
+        d.apply(Record::Status { id: 1, status: status(JobState::Completed, 1) }, None);
+        d.apply(Record::Purge { id: 1 }, None);
+        let out = d.acct.as_ref().unwrap();
+        assert!(out.dirty.is_empty());
+        let kinds: Vec<String> = out
+            .gone
+            .iter()
+            .map(|g| match g {
+                Gone::Job(j) => format!("job {} run {}", j.id, j.status.restarts),
+                Gone::Requeued { job, .. } => format!("requeued {} run {}", job.id, job.status.restarts),
+                Gone::Step { job, step, .. } => format!("step {}.{} {}", job.id, step.id, step.usage.len()),
+            })
+            .collect();
+        // Job 2, delivered before it was purged, is not kept again.
+        assert_eq!(kinds, ["step 1.0 1", "requeued 1 run 0", "job 1 run 1"]);
+        // It survives a snapshot.
+        assert_eq!(Durable::decode(&d.encode()).unwrap(), d);
+    }
 }
