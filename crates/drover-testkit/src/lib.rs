@@ -183,19 +183,23 @@ impl Cluster {
         let conf = self.dbd_conf.as_ref().expect("a cluster with accounting").display().to_string();
         let child = self.spawn(&["accounting", "-f", &conf], "accounting.log");
         self.accounting = Some(child);
-        let text = std::fs::read_to_string(&conf).unwrap_or_default();
-        let port = text.lines().find_map(|l| l.strip_prefix("DbdPort=")).unwrap_or("6819").to_string();
+        let port = self.dbd_port().unwrap_or(6819);
         self.wait_until("accounting to listen", Duration::from_secs(30), || {
             std::net::TcpStream::connect(format!("127.0.0.1:{port}")).is_ok()
         });
     }
 
-    /// `kill -9` of `drover accounting`.
+    /// `kill -9` of `drover accounting` (its local socket file is left, as a crash leaves it).
     pub fn kill_accounting(&mut self) {
         if let Some(mut c) = self.accounting.take() {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+
+    fn dbd_port(&self) -> Option<u16> {
+        let text = std::fs::read_to_string(self.dbd_conf.as_ref()?).ok()?;
+        text.lines().find_map(|l| l.strip_prefix("DbdPort=")).and_then(|p| p.trim().parse().ok())
     }
 
     /// `kill -9` of the controller.
@@ -337,6 +341,9 @@ impl Drop for Cluster {
         }
         self.kill_controller();
         self.kill_accounting();
+        if let Some(port) = self.dbd_port() {
+            let _ = std::fs::remove_file(drover_model::dbd_conf::local_socket(port));
+        }
         // Supervisors run in their own sessions: stop everything under them, then them.
         for pid in self.supervisor_pids() {
             for d in descendants(pid) {
