@@ -67,6 +67,9 @@ pub async fn run(conf_path: &Path) -> Result<(), AccountingError> {
         store.version().await?,
         drover_model::dbd_conf::local_socket(conf.port).display()
     ));
+    if conf.purge_job_after.is_some() || conf.purge_step_after.is_some() {
+        tokio::spawn(purge_now_and_hourly(store.clone(), conf.purge_job_after, conf.purge_step_after));
+    }
     let host = nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
     let svc = server::Service { store, host };
     // The local socket: where sacctmgr's changes come, with the caller's identity.
@@ -117,6 +120,20 @@ pub async fn run(conf_path: &Path) -> Result<(), AccountingError> {
         let _ = std::fs::remove_file(p);
     }
     Ok(())
+}
+
+/// Removes records older than `PurgeJobAfter`/`PurgeStepAfter`, at start and every hour.
+async fn purge_now_and_hourly(store: Arc<store::Store>, jobs: Option<u64>, steps: Option<u64>) {
+    loop {
+        let now = jiff::Timestamp::now().as_second();
+        let before = |age: Option<u64>| age.map_or(0, |a| now - a as i64);
+        match store.purge(before(jobs), before(steps)).await {
+            Ok((0, 0)) => {}
+            Ok((j, s)) => log(&format!("purged {j} job and {s} step records (PurgeJobAfter/PurgeStepAfter)")),
+            Err(e) => log(&format!("error: purging: {e}")),
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+    }
 }
 
 /// Sends this process's log lines (stderr) to `path`, appending (`LogFile`).

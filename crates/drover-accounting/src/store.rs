@@ -501,6 +501,21 @@ impl Store {
         Ok(())
     }
 
+    /// `PurgeJobAfter`/`PurgeStepAfter`: removes jobs and steps that ended before these
+    /// times (0: keep), in one transaction. How many job and step rows went.
+    pub async fn purge(&self, jobs_before: i64, steps_before: i64) -> Result<(u64, u64), StoreError> {
+        let mut tx = self.write_tx().await?;
+        let mut gone = [0u64; 2];
+        for (n, (table, before)) in [("jobs", jobs_before), ("steps", steps_before)].into_iter().enumerate() {
+            if before > 0 {
+                let sql = self.sql(&format!("DELETE FROM {table} WHERE time_end > 0 AND time_end < ?"));
+                gone[n] = Self::bind(sqlx::query(&sql), vec![i(before)]).execute(&mut *tx).await?.rows_affected();
+            }
+        }
+        tx.commit().await?;
+        Ok((gone[0], gone[1]))
+    }
+
     /// The jobs a query selects, in the order they were first recorded, each run of a
     /// requeued job (or only its latest), with their steps.
     pub async fn jobs(&self, q: &v1::AcctQuery) -> Result<v1::AcctRows, StoreError> {

@@ -280,6 +280,22 @@ async fn conformance(url: &str) {
     }
     assert_eq!(s.jobs(&q(&|q| q.uids = vec![3000])).await.unwrap().jobs.len(), 20);
 
+    // Purge: jobs that ended before the cut go, with their steps; running ones stay.
+    let mut ended = step(1, 5, "COMPLETED");
+    ended.info.as_mut().unwrap().end_time = 150;
+    s.record(&v1::AcctRecords { steps: vec![ended], ..Default::default() }).await.unwrap();
+    let before = s.jobs(&v1::AcctQuery::default()).await.unwrap();
+    let (j, st) = s.purge(201, 201).await.unwrap();
+    // Jobs 1 (end 200), 2's first run (125) and the 20 of the concurrent writers (3); of the
+    // steps only the one that ended (150): the others recorded here have no end.
+    assert_eq!((j, st), (22, 1));
+    let after = s.jobs(&v1::AcctQuery::default()).await.unwrap();
+    assert_eq!(before.jobs.len() - after.jobs.len(), 21, "job 2's first run was not listed (-D)");
+    assert!(after
+        .jobs
+        .iter()
+        .all(|j| j.info.as_ref().unwrap().end_time == 0 || j.info.as_ref().unwrap().end_time >= 201));
+
     // A large batch lands in one transaction (more rows than one statement carries).
     let many: Vec<v1::AcctJob> = (1000..1450).map(|id| job(id, 2000, "COMPLETED", 400, 401, 402)).collect();
     s.record(&recs(many, vec![])).await.unwrap();

@@ -27,6 +27,8 @@ pub struct DbdConf {
     pub pid_file: Option<String>,
     /// `PurgeJobAfter` in seconds (None: keep for ever).
     pub purge_job_after: Option<u64>,
+    /// `PurgeStepAfter` in seconds (default: `PurgeJobAfter`).
+    pub purge_step_after: Option<u64>,
     /// Keys Drover does not act on: (line, key).
     pub unsupported: Vec<(usize, String)>,
 }
@@ -45,6 +47,7 @@ impl Default for DbdConf {
             log_file: None,
             pid_file: None,
             purge_job_after: None,
+            purge_step_after: None,
             unsupported: Vec::new(),
         }
     }
@@ -101,10 +104,15 @@ impl DbdConf {
                 "storageloc" => c.storage_loc = v,
                 "logfile" => c.log_file = Some(v),
                 "pidfile" => c.pid_file = Some(v),
-                "purgejobafter" => {
-                    c.purge_job_after = Some(parse_purge(&v).ok_or_else(|| {
-                        format!("{name}:{n}: PurgeJobAfter: expected N, Nhours, Ndays or Nmonths, found `{v}`")
-                    })?)
+                "purgejobafter" | "purgestepafter" => {
+                    let secs = parse_purge(&v).ok_or_else(|| {
+                        format!("{name}:{n}: {k}: expected N, Nhours, Ndays or Nmonths, found `{v}`")
+                    })?;
+                    if k.eq_ignore_ascii_case("purgejobafter") {
+                        c.purge_job_after = Some(secs);
+                    } else {
+                        c.purge_step_after = Some(secs);
+                    }
                 }
                 // Identity and logging knobs with nothing to do in Drover yet.
                 "authtype" | "slurmuser" | "debuglevel" => {}
@@ -112,6 +120,7 @@ impl DbdConf {
             }
         }
         c.addr = addr.or(host).unwrap_or(c.addr);
+        c.purge_step_after = c.purge_step_after.or(c.purge_job_after);
         Ok(c)
     }
 
