@@ -635,23 +635,22 @@ impl Store {
     /// defaults: account `root`, user `root` (Administrator), QoS `normal`.
     pub async fn admin_state(&self) -> Result<v1::AdminState, StoreError> {
         self.ensure_defaults().await?;
-        let mut st = v1::AdminState::default();
-        for r in self.fetch("SELECT record FROM acct_clusters ORDER BY name", vec![]).await? {
-            st.clusters.push(decode(&r.try_get::<Vec<u8>, _>(0)?, "a cluster")?);
+        Ok(v1::AdminState {
+            clusters: self.records("SELECT record FROM acct_clusters ORDER BY name", "a cluster").await?,
+            accounts: self.records("SELECT record FROM acct_accounts ORDER BY name", "an account").await?,
+            users: self.records("SELECT record FROM acct_users ORDER BY name", "a user").await?,
+            qos: self.records("SELECT record FROM acct_qos ORDER BY id", "a QoS").await?,
+            assocs: self.records("SELECT record FROM acct_assocs ORDER BY id", "an association").await?,
+        })
+    }
+
+    /// The records (first column) a query returns, decoded.
+    async fn records<T: Message + Default>(&self, sql: &str, what: &str) -> Result<Vec<T>, StoreError> {
+        let mut out = Vec::new();
+        for r in self.fetch(sql, vec![]).await? {
+            out.push(decode(&r.try_get::<Vec<u8>, _>(0)?, what)?);
         }
-        for r in self.fetch("SELECT record FROM acct_accounts ORDER BY name", vec![]).await? {
-            st.accounts.push(decode(&r.try_get::<Vec<u8>, _>(0)?, "an account")?);
-        }
-        for r in self.fetch("SELECT record FROM acct_users ORDER BY name", vec![]).await? {
-            st.users.push(decode(&r.try_get::<Vec<u8>, _>(0)?, "a user")?);
-        }
-        for r in self.fetch("SELECT record FROM acct_qos ORDER BY id", vec![]).await? {
-            st.qos.push(decode(&r.try_get::<Vec<u8>, _>(0)?, "a QoS")?);
-        }
-        for r in self.fetch("SELECT record FROM acct_assocs ORDER BY id", vec![]).await? {
-            st.assocs.push(decode(&r.try_get::<Vec<u8>, _>(0)?, "an association")?);
-        }
-        Ok(st)
+        Ok(out)
     }
 
     /// Adds or replaces rows, in one transaction. Associations and QoS with id 0 get the
@@ -661,23 +660,15 @@ impl Store {
         let mut next_assoc = self.next_id(&mut tx, "acct_assocs").await?;
         let mut next_qos = self.next_id(&mut tx, "acct_qos").await?;
         let put = |table: &str, cols: &[&str], key: &[&str]| self.upsert_sql(table, cols, key, 1);
-        for c in &st.clusters {
-            let sql = put("acct_clusters", &["name", "record"], &["name"]);
-            Self::bind(sqlx::query(&sql), vec![Arg::S(c.name.clone()), Arg::B(c.encode_to_vec())])
-                .execute(&mut *tx)
-                .await?;
-        }
-        for a in &st.accounts {
-            let sql = put("acct_accounts", &["name", "record"], &["name"]);
-            Self::bind(sqlx::query(&sql), vec![Arg::S(a.name.clone()), Arg::B(a.encode_to_vec())])
-                .execute(&mut *tx)
-                .await?;
-        }
-        for u in &st.users {
-            let sql = put("acct_users", &["name", "record"], &["name"]);
-            Self::bind(sqlx::query(&sql), vec![Arg::S(u.name.clone()), Arg::B(u.encode_to_vec())])
-                .execute(&mut *tx)
-                .await?;
+        let named = st
+            .clusters
+            .iter()
+            .map(|c| ("acct_clusters", &c.name, c.encode_to_vec()))
+            .chain(st.accounts.iter().map(|a| ("acct_accounts", &a.name, a.encode_to_vec())))
+            .chain(st.users.iter().map(|u| ("acct_users", &u.name, u.encode_to_vec())));
+        for (table, name, record) in named {
+            let sql = put(table, &["name", "record"], &["name"]);
+            Self::bind(sqlx::query(&sql), vec![Arg::S(name.clone()), Arg::B(record)]).execute(&mut *tx).await?;
         }
         for q in &st.qos {
             let mut q = q.clone();

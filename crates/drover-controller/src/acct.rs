@@ -274,8 +274,8 @@ pub async fn follow_admin(cfg: Arc<Config>, tx: std::sync::mpsc::Sender<Msg>, ad
             if let Ok(st) = c.admin_get(v1::Empty {}).await {
                 let st = st.into_inner();
                 let tmp = cache.with_extension("tmp");
-                if std::fs::write(&tmp, st.encode_to_vec()).is_ok() {
-                    let _ = std::fs::rename(&tmp, &cache);
+                if tokio::fs::write(&tmp, st.encode_to_vec()).await.is_ok() {
+                    let _ = tokio::fs::rename(&tmp, &cache).await;
                 }
                 if tx.send(Msg::AcctAdmin(Box::new(st))).is_err() {
                     return;
@@ -292,6 +292,47 @@ pub fn load_admin_cache(cache: &std::path::Path) -> Option<v1::AdminState> {
     v1::AdminState::decode(&std::fs::read(cache).ok()?[..]).ok()
 }
 
+/// Accounting's associations and QoS as the controller reads them, with this cluster's
+/// associations and the users indexed: submissions look them up without a scan.
+#[derive(Debug, PartialEq)]
+pub struct Admin {
+    pub st: v1::AdminState,
+    assocs: std::collections::HashMap<(String, String, String), usize>,
+    users: std::collections::HashMap<String, usize>,
+}
+
+impl Admin {
+    pub fn new(cluster: &str, st: v1::AdminState) -> Admin {
+        let assocs = st
+            .assocs
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.cluster == cluster)
+            .map(|(i, a)| ((a.account.clone(), a.user.clone(), a.partition.clone()), i))
+            .collect();
+        let users = st.users.iter().enumerate().map(|(i, u)| (u.name.clone(), i)).collect();
+        Admin { st, assocs, users }
+    }
+
+    /// This cluster's association of `user` (empty: the account's own) in `account` for
+    /// `partition` (empty: every partition).
+    pub fn assoc(&self, account: &str, user: &str, partition: &str) -> Option<&v1::AcctAssoc> {
+        let k = (account.to_string(), user.to_string(), partition.to_string());
+        self.assocs.get(&k).map(|i| &self.st.assocs[*i])
+    }
+
+    pub fn user(&self, name: &str) -> Option<&v1::AcctUser> {
+        self.users.get(name).map(|i| &self.st.users[*i])
+    }
+}
+
+impl std::ops::Deref for Admin {
+    type Target = v1::AdminState;
+    fn deref(&self) -> &v1::AdminState {
+        &self.st
+    }
+}
+
 /// The account and QoS a job runs under: the ones it asked for, else its user's default
 /// account and that association's default QoS (else `normal`). With
 /// `AccountingStorageEnforce=associations` the user must have an association with the
@@ -299,7 +340,7 @@ pub fn load_admin_cache(cache: &std::path::Path) -> Option<v1::AdminState> {
 /// be one that association allows. Errors in Slurm's words.
 pub fn resolve_account(
     cfg: &Config,
-    admin: Option<&v1::AdminState>,
+    admin: Option<&Admin>,
     user: &str,
     partition: &str,
     account: Option<&str>,
@@ -313,18 +354,13 @@ pub fn resolve_account(
         }
         return Ok((account.unwrap_or(user).to_string(), qos.unwrap_or("normal").to_string()));
     };
-    let default_account = st.users.iter().find(|u| u.name == user).map(|u| u.default_account.as_str());
+    let default_account = st.user(user).map(|u| u.default_account.as_str());
     let account = match account.or(default_account.filter(|a| !a.is_empty())) {
         Some(a) => a.to_string(),
         None if enforce.associations => return Err(BAD_ACCOUNT),
         None => user.to_string(),
     };
-    let mine = |p: &str| {
-        st.assocs
-            .iter()
-            .find(|a| a.cluster == cfg.cluster_name && a.account == account && a.user == user && a.partition == p)
-    };
-    let assoc = mine(partition).or_else(|| mine(""));
+    let assoc = st.assoc(&account, user, partition).or_else(|| st.assoc(&account, user, ""));
     if enforce.associations && assoc.is_none() {
         return Err(BAD_ACCOUNT);
     }
@@ -378,7 +414,7 @@ mod tests {
     #[test]
     fn accounts_and_qos_resolve_and_are_enforced() {
         let mut cfg = Config { cluster_name: "lab".into(), ..Default::default() };
-        let st = state();
+        let st = Admin::new("lab", state());
         let r = |cfg: &Config, user: &str, part: &str, a: Option<&str>, q: Option<&str>| {
             resolve_account(cfg, Some(&st), user, part, a, q)
         };

@@ -221,7 +221,7 @@ pub struct Owner {
     shutdown: bool,
     names: NameCache,
     /// Accounting's associations and QoS (from its last read, or the cache of it).
-    acct_admin: Option<Box<v1::AdminState>>,
+    acct_admin: Option<Box<crate::acct::Admin>>,
     /// The accounting limit groups handed to the scheduler, and those of them with caps.
     limit_caps: Vec<(Arc<str>, drover_sched::limits::Caps)>,
     limit_keys: HashSet<Arc<str>>,
@@ -327,7 +327,8 @@ impl Owner {
             limit_keys: HashSet::new(),
         };
         if o.cfg.accounting_storage.is_some() {
-            o.acct_admin = crate::acct::load_admin_cache(&crate::acct_cache_path(&o.cfg)).map(Box::new);
+            o.acct_admin = crate::acct::load_admin_cache(&crate::acct_cache_path(&o.cfg))
+                .map(|st| Box::new(crate::acct::Admin::new(&o.cfg.cluster_name, st)));
         }
         o.load_config();
         o.refresh_limits(false);
@@ -591,8 +592,8 @@ impl Owner {
             Msg::AcctDone { jobs, gone } => self.acct_done(jobs, gone),
             Msg::AcctAdmin(st) => {
                 // Read every few seconds; only a change is worth a pass over the queue.
-                if self.acct_admin.as_deref() != Some(&*st) {
-                    self.acct_admin = Some(st);
+                if self.acct_admin.as_deref().map(|a| &a.st) != Some(&*st) {
+                    self.acct_admin = Some(Box::new(crate::acct::Admin::new(&self.cfg.cluster_name, *st)));
                     self.refresh_limits(true);
                 }
             }
@@ -856,31 +857,13 @@ impl Owner {
         }
         let t = now();
         let id = self.durable.next_job_id;
-        let status = JobStatus {
-            state: JobState::Pending,
-            reason: PendingReason::None,
-            submit_time: t,
-            eligible_time: spec.begin_time.unwrap_or(t).max(t),
-            start_time: 0,
-            end_time: 0,
-            partition: intern(&spec.partitions[0]),
-            alloc: None,
-            time_limit: None,
-            exit_status: 0,
-            restarts: 0,
-            cancelled_by: None,
-            priority: u64::from(u32::MAX - id.min(u32::MAX - 1)),
-            hold: if spec.hold { Some(HoldKind::User) } else { None },
-            nodes_running: Vec::new(),
-            state_desc: String::new(),
-            last_sched_eval: 0,
-            planned: None,
-            suspend_time: 0,
-            pre_suspend_secs: 0,
-            suspended_secs: 0,
-            requeue_time: 0,
-            batch_usage: None,
-        };
+        let status = JobStatus::pending(
+            t,
+            spec.begin_time.unwrap_or(t).max(t),
+            &spec.partitions[0],
+            u64::from(u32::MAX - id.min(u32::MAX - 1)),
+            if spec.hold { Some(HoldKind::User) } else { None },
+        );
         let array = spec.array.as_deref().and_then(|a| crate::state::ArrayPart::remainder(id, a));
         let mut sj = Self::sched_job_from(id, &spec, &status, array.as_ref());
         self.add_singleton(&mut sj, &spec);

@@ -10,6 +10,7 @@
 //!  qu:QOS/USER          a user's jobs in a QoS: MaxJobsPerUser, MaxTRESPerUser
 //! ```
 
+use crate::acct::Admin;
 use drover_model::conf::Config;
 use drover_model::state::PendingReason as R;
 use drover_proto::v1;
@@ -80,7 +81,7 @@ fn inherited<T>(chain: &[&v1::AcctAssoc], f: impl Fn(&v1::AcctLimits) -> Option<
 }
 
 /// Every limit group of this cluster and its caps.
-pub fn caps(cfg: &Config, st: &v1::AdminState) -> Vec<(Arc<str>, Caps)> {
+pub fn caps(cfg: &Config, st: &Admin) -> Vec<(Arc<str>, Caps)> {
     let mut out = Vec::new();
     for a in st.assocs.iter().filter(|a| a.cluster == cfg.cluster_name) {
         let l = a.limits.clone().unwrap_or_default();
@@ -137,7 +138,7 @@ impl<'a> JobPolicy<'a> {
 /// itself, if any.
 pub fn job_limits(
     cfg: &Config,
-    st: &v1::AdminState,
+    st: &Admin,
     keys: &std::collections::HashSet<Arc<str>>,
     j: &JobPolicy,
     need: &Usage,
@@ -198,7 +199,7 @@ pub struct SubmitLimit {
     pub qos: Option<String>,
 }
 
-pub fn submit_limits(cfg: &Config, st: &v1::AdminState, j: &JobPolicy) -> Vec<SubmitLimit> {
+pub fn submit_limits(cfg: &Config, st: &Admin, j: &JobPolicy) -> Vec<SubmitLimit> {
     let ch = chain(cfg, st, j.account, j.user, j.partition);
     let mut out = Vec::new();
     if let Some(max) = inherited(&ch, |l| l.max_submit) {
@@ -237,7 +238,7 @@ pub fn submit_limits(cfg: &Config, st: &v1::AdminState, j: &JobPolicy) -> Vec<Su
 }
 
 /// An account and every account below it.
-fn subtree(cfg: &Config, st: &v1::AdminState, root: &str) -> Vec<String> {
+fn subtree(cfg: &Config, st: &Admin, root: &str) -> Vec<String> {
     let mut out = vec![root.to_string()];
     let mut i = 0;
     while i < out.len() && out.len() < 100_000 {
@@ -302,6 +303,7 @@ mod tests {
             qos: vec![v1::AcctQos { name: "normal".into(), max_jobs_per_user: Some(5), ..Default::default() }],
             ..Default::default()
         };
+        let st = Admin::new("lab", st);
         let caps = caps(&cfg, &st);
         let keys: std::collections::HashSet<Arc<str>> = caps.iter().map(|(k, _)| k.clone()).collect();
         let cap = |k: &str| caps.iter().find(|(g, _)| &**g == k).map(|(_, c)| c.clone());

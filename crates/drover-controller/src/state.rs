@@ -61,6 +61,41 @@ pub struct JobStatus {
 }
 
 impl JobStatus {
+    /// A job just submitted: pending, with nothing of a run yet.
+    pub fn pending(
+        submit_time: i64,
+        eligible_time: i64,
+        partition: &str,
+        priority: u64,
+        hold: Option<HoldKind>,
+    ) -> Self {
+        JobStatus {
+            state: JobState::Pending,
+            reason: PendingReason::None,
+            submit_time,
+            eligible_time,
+            start_time: 0,
+            end_time: 0,
+            partition: crate::intern::intern(partition),
+            alloc: None,
+            time_limit: None,
+            exit_status: 0,
+            restarts: 0,
+            cancelled_by: None,
+            priority,
+            hold,
+            nodes_running: Vec::new(),
+            state_desc: String::new(),
+            last_sched_eval: 0,
+            planned: None,
+            suspend_time: 0,
+            pre_suspend_secs: 0,
+            suspended_secs: 0,
+            requeue_time: 0,
+            batch_usage: None,
+        }
+    }
+
     /// The node that runs the batch script: the allocation's first.
     pub fn batch_host(&self) -> &str {
         self.alloc.as_ref().and_then(|a| a.nodes.first()).map_or("", |n| n.node.as_str())
@@ -500,31 +535,7 @@ mod tests {
     fn a_record_is_the_status_and_the_stored_request() {
         use prost::Message;
         let spec = JobSpec { name: "x".into(), user: "alice".into(), time_limit: Some(Some(60)), ..Default::default() };
-        let status = JobStatus {
-            state: JobState::Pending,
-            reason: PendingReason::Priority,
-            submit_time: 5,
-            eligible_time: 5,
-            start_time: 0,
-            end_time: 0,
-            partition: crate::intern::intern("debug"),
-            alloc: None,
-            time_limit: None,
-            exit_status: 0,
-            restarts: 0,
-            cancelled_by: None,
-            priority: 9,
-            hold: None,
-            nodes_running: Vec::new(),
-            state_desc: String::new(),
-            last_sched_eval: 0,
-            planned: None,
-            suspend_time: 0,
-            pre_suspend_secs: 0,
-            suspended_secs: 0,
-            requeue_time: 0,
-            batch_usage: None,
-        };
+        let status = JobStatus { reason: PendingReason::Priority, ..JobStatus::pending(5, 5, "debug", 9, None) };
         let j = Job::new(7, &spec, status, None);
         let mut buf = drover_proto::bytes::BytesMut::new();
         crate::view::encode_record(&j, false, &mut buf);
@@ -540,28 +551,8 @@ mod tests {
         let spec = JobSpec { name: "x".into(), user: "alice".into(), ..Default::default() };
         let status = |state: JobState, restarts: u32| JobStatus {
             state,
-            reason: PendingReason::None,
-            submit_time: 1,
-            eligible_time: 1,
-            start_time: 0,
-            end_time: 0,
-            partition: crate::intern::intern("debug"),
-            alloc: None,
-            time_limit: None,
-            exit_status: 0,
             restarts,
-            cancelled_by: None,
-            priority: 1,
-            hold: None,
-            nodes_running: Vec::new(),
-            state_desc: String::new(),
-            last_sched_eval: 0,
-            planned: None,
-            suspend_time: 0,
-            pre_suspend_secs: 0,
-            suspended_secs: 0,
-            requeue_time: 0,
-            batch_usage: None,
+            ..JobStatus::pending(1, 1, "debug", 1, None)
         };
         // Without accounting nothing is kept.
         let mut off = Durable::default();

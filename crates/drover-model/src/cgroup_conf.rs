@@ -46,15 +46,8 @@ impl Default for CgroupConf {
 impl CgroupConf {
     pub fn parse(text: &str) -> Result<CgroupConf, String> {
         let mut c = CgroupConf::default();
-        for (i, raw) in text.lines().enumerate() {
-            let n = i + 1;
-            let line = raw.split('#').next().unwrap_or("").trim();
-            if line.is_empty() {
-                continue;
-            }
-            let (k, v) =
-                line.split_once('=').ok_or_else(|| format!("cgroup.conf:{n}: expected Key=Value, found `{line}`"))?;
-            let (k, v) = (k.trim(), v.trim());
+        for (n, k, v) in crate::conf::key_value_lines("cgroup.conf", text)? {
+            let (k, v) = (k.as_str(), v.as_str());
             let yes = || match v.to_ascii_lowercase().as_str() {
                 "yes" | "true" | "1" => Ok(true),
                 "no" | "false" | "0" => Ok(false),

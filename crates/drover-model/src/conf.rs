@@ -369,6 +369,23 @@ const PART_KEYS: &[&str] = &[
     "prioritytier",
 ];
 
+/// The `Key=Value` lines of a flat configuration file (cgroup.conf, slurmdbd.conf): `#`
+/// comments and blank lines skipped; each (line number, key, value) trimmed. A line without
+/// `=` is an error naming `name` and the line.
+pub fn key_value_lines(name: &str, text: &str) -> Result<Vec<(usize, String, String)>, String> {
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let n = i + 1;
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let (k, v) = line.split_once('=').ok_or_else(|| format!("{name}:{n}: expected Key=Value, found `{line}`"))?;
+        out.push((n, k.trim().to_string(), v.trim().to_string()));
+    }
+    Ok(out)
+}
+
 /// Reads and parses a slurm.conf file and its `Include`s.
 pub fn parse_file(path: &Path) -> Result<Config, ConfError> {
     let text = std::fs::read_to_string(path).map_err(|e| ConfError {

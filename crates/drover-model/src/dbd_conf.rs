@@ -71,15 +71,8 @@ impl DbdConf {
     pub fn parse(name: &str, text: &str) -> Result<DbdConf, String> {
         let mut c = DbdConf::default();
         let (mut host, mut addr) = (None, None);
-        for (i, raw) in text.lines().enumerate() {
-            let n = i + 1;
-            let line = raw.split('#').next().unwrap_or("").trim();
-            if line.is_empty() {
-                continue;
-            }
-            let (k, v) =
-                line.split_once('=').ok_or_else(|| format!("{name}:{n}: expected Key=Value, found `{line}`"))?;
-            let (k, v) = (k.trim(), v.trim().to_string());
+        for (n, k, v) in crate::conf::key_value_lines(name, text)? {
+            let k = k.as_str();
             match k.to_ascii_lowercase().as_str() {
                 "dbdhost" => host = Some(v),
                 "dbdaddr" => addr = Some(v),
