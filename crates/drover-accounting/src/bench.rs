@@ -202,7 +202,10 @@ async fn bench_store(db: &Db, a: &Args) -> Result<(), String> {
         let n = (a.rows - u64::from(id) + 1).min(BATCH as u64) as u32;
         let (jobs, steps): (Vec<_>, Vec<_>) = (id..id + n).map(|i| job(i, now)).unzip();
         let t = Instant::now();
-        store.record(&v1::AcctRecords { jobs, steps, cluster: "bench".into() }).await.map_err(|e| e.to_string())?;
+        store
+            .record(&v1::AcctRecords { jobs, steps, cluster: "bench".into(), state: None })
+            .await
+            .map_err(|e| e.to_string())?;
         rates.push(f64::from(n) / t.elapsed().as_secs_f64());
         id += n;
         if last_report.elapsed() > Duration::from_secs(10) {

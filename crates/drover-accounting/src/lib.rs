@@ -11,8 +11,10 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod bench;
+pub mod rollup;
 pub mod server;
 pub mod store;
+mod usage;
 
 use drover_model::dbd_conf::DbdConf;
 use drover_proto::v1::accounting_server::AccountingServer;
@@ -70,6 +72,7 @@ pub async fn run(conf_path: &Path) -> Result<(), AccountingError> {
     if conf.purge_job_after.is_some() || conf.purge_step_after.is_some() {
         tokio::spawn(purge_now_and_hourly(store.clone(), conf.purge_job_after, conf.purge_step_after));
     }
+    tokio::spawn(rollup_hourly(store.clone()));
     let host = nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
     let svc = server::Service { store, host };
     // The local socket: where sacctmgr's changes come, with the caller's identity.
@@ -133,6 +136,27 @@ async fn purge_now_and_hourly(store: Arc<store::Store>, jobs: Option<u64>, steps
             Err(e) => log(&format!("error: purging: {e}")),
         }
         tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+    }
+}
+
+/// Rolls usage up at start, after each hour ends, and soon after records change hours
+/// already rolled up (or arrive for a cluster with none yet).
+async fn rollup_hourly(store: Arc<store::Store>) {
+    loop {
+        let now = jiff::Timestamp::now().as_second();
+        let started = std::time::Instant::now();
+        match store.rollup(now).await {
+            Ok(0) => {}
+            Ok(n) => log(&format!("rolled up {n} hours of usage in {:.1}s", started.elapsed().as_secs_f64())),
+            Err(e) => log(&format!("error: rolling up usage: {e}")),
+        }
+        // A few seconds past the next hour, unless woken first (then a moment later, so a
+        // burst of late records is rolled up once).
+        let wait = 3600 - now.rem_euclid(3600) + 5;
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_secs(wait as u64)) => {}
+            _ = store.rollup_wanted.notified() => tokio::time::sleep(std::time::Duration::from_secs(1)).await,
+        }
     }
 }
 

@@ -76,6 +76,10 @@ impl Accounting for Service {
         Ok(Response::new(v1::Empty {}))
     }
 
+    async fn usage(&self, req: Request<v1::AcctUsageQuery>) -> Result<Response<v1::AcctUsage>, Status> {
+        Ok(Response::new(self.store.usage(req.get_ref()).await.map_err(internal)?))
+    }
+
     async fn ping(&self, _req: Request<v1::Empty>) -> Result<Response<v1::PingReply>, Status> {
         Ok(Response::new(v1::PingReply { cluster: String::new(), host: self.host.clone() }))
     }

@@ -157,19 +157,84 @@ const MIGRATIONS: &[Migration] = &[
             ]
         },
     },
+    Migration {
+        version: 4,
+        what: "node events and usage rolled up by hour, day and month (sreport)",
+        sql: |_| {
+            vec![
+                "CREATE TABLE IF NOT EXISTS events (
+                    cluster VARCHAR(64) NOT NULL,
+                    node_name VARCHAR(255) NOT NULL,
+                    time_start BIGINT NOT NULL,
+                    time_end BIGINT NOT NULL,
+                    state VARCHAR(64) NOT NULL,
+                    reason VARCHAR(255) NOT NULL,
+                    reason_uid BIGINT NOT NULL,
+                    tres VARCHAR(255) NOT NULL
+                )"
+                .into(),
+                "CREATE UNIQUE INDEX IF NOT EXISTS events_key ON events (cluster, node_name, time_start)".into(),
+                "CREATE INDEX IF NOT EXISTS events_c_end ON events (cluster, time_end)".into(),
+                // period: h(our), d(ay), m(onth); hours: how many hourly rows a row sums.
+                "CREATE TABLE IF NOT EXISTS usage_cluster (
+                    cluster VARCHAR(64) NOT NULL,
+                    period VARCHAR(1) NOT NULL,
+                    time_start BIGINT NOT NULL,
+                    tres VARCHAR(64) NOT NULL,
+                    tres_count BIGINT NOT NULL,
+                    hours BIGINT NOT NULL,
+                    alloc_secs BIGINT NOT NULL,
+                    down_secs BIGINT NOT NULL,
+                    pdown_secs BIGINT NOT NULL,
+                    idle_secs BIGINT NOT NULL,
+                    plan_secs BIGINT NOT NULL,
+                    over_secs BIGINT NOT NULL
+                )"
+                .into(),
+                "CREATE UNIQUE INDEX IF NOT EXISTS usage_cluster_key ON usage_cluster (cluster, period, time_start, tres)"
+                    .into(),
+                "CREATE TABLE IF NOT EXISTS usage_assoc (
+                    cluster VARCHAR(64) NOT NULL,
+                    period VARCHAR(1) NOT NULL,
+                    time_start BIGINT NOT NULL,
+                    account VARCHAR(64) NOT NULL,
+                    user_name VARCHAR(64) NOT NULL,
+                    tres VARCHAR(64) NOT NULL,
+                    alloc_secs BIGINT NOT NULL
+                )"
+                .into(),
+                "CREATE UNIQUE INDEX IF NOT EXISTS usage_assoc_key ON usage_assoc \
+                 (cluster, period, time_start, account, user_name, tres)"
+                    .into(),
+                // Up to where each period is rolled up: hours before last_end are final.
+                "CREATE TABLE IF NOT EXISTS rollup_state (
+                    cluster VARCHAR(64) NOT NULL,
+                    period VARCHAR(1) NOT NULL,
+                    last_end BIGINT NOT NULL,
+                    PRIMARY KEY (cluster, period)
+                )"
+                .into(),
+                // The rollup walks jobs by the time they became eligible.
+                "CREATE INDEX IF NOT EXISTS jobs_c_eligible ON jobs (cluster, time_eligible)".into(),
+            ]
+        },
+    },
 ];
 
 /// A value bound to a statement.
 #[derive(Debug, Clone)]
-enum Arg {
+pub(crate) enum Arg {
     I(i64),
     S(String),
     B(Vec<u8>),
 }
 
 pub struct Store {
-    pool: AnyPool,
+    pub(crate) pool: AnyPool,
     dialect: Dialect,
+    pub(crate) cal: crate::rollup::Calendar,
+    /// Woken when records change hours already rolled up (or a cluster has none yet).
+    pub(crate) rollup_wanted: tokio::sync::Notify,
 }
 
 const JOB_COLS: &[&str] = &[
@@ -221,7 +286,7 @@ const STEP_KEY: &[&str] = &["cluster", "job_id", "restarts", "step_id"];
 /// Rows per INSERT statement (well under every store's limit on bound values).
 const ROWS_PER_STATEMENT: usize = 200;
 
-fn i(v: impl Into<i64>) -> Arg {
+pub(crate) fn i(v: impl Into<i64>) -> Arg {
     Arg::I(v.into())
 }
 
@@ -245,7 +310,8 @@ fn job_args(j: &v1::AcctJob) -> Vec<Arg> {
         Arg::S(info.state.clone()),
         i(info.exit_status),
         i(info.submit_time),
-        i(info.eligible_time),
+        // A run that started has been eligible (the rollup walks runs by this column).
+        i(if info.eligible_time == 0 && info.start_time > 0 { info.start_time } else { info.eligible_time }),
         i(info.start_time),
         i(info.end_time),
         Arg::S(info.nodes.clone()),
@@ -361,7 +427,7 @@ impl Store {
             });
         }
         let pool = opts.connect(url).await.map_err(|source| StoreError::Connect { url: shown, source })?;
-        let s = Store { pool, dialect };
+        let s = Store { pool, dialect, cal: crate::rollup::Calendar::local(), rollup_wanted: Default::default() };
         s.migrate().await?;
         Ok(s)
     }
@@ -369,7 +435,7 @@ impl Store {
     /// A transaction that writes. On SQLite it takes the write lock at once (`BEGIN
     /// IMMEDIATE`): a deferred one that reads first could not upgrade while another writer
     /// holds the lock, and would fail with `database is locked` instead of waiting.
-    async fn write_tx(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
+    pub(crate) async fn write_tx(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
         Ok(match self.dialect {
             Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
             _ => self.pool.begin().await?,
@@ -413,7 +479,7 @@ impl Store {
     }
 
     /// `?` placeholders as the dialect writes them.
-    fn sql(&self, q: &str) -> String {
+    pub(crate) fn sql(&self, q: &str) -> String {
         if self.dialect != Dialect::Postgres {
             return q.to_string();
         }
@@ -431,7 +497,7 @@ impl Store {
         out
     }
 
-    fn bind<'q>(
+    pub(crate) fn bind<'q>(
         mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
         args: Vec<Arg>,
     ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
@@ -445,19 +511,19 @@ impl Store {
         q
     }
 
-    async fn run(&self, q: &str, args: Vec<Arg>) -> Result<(), StoreError> {
+    pub(crate) async fn run(&self, q: &str, args: Vec<Arg>) -> Result<(), StoreError> {
         let sql = self.sql(q);
         Self::bind(sqlx::query(&sql), args).execute(&self.pool).await?;
         Ok(())
     }
 
-    async fn fetch(&self, q: &str, args: Vec<Arg>) -> Result<Vec<AnyRow>, StoreError> {
+    pub(crate) async fn fetch(&self, q: &str, args: Vec<Arg>) -> Result<Vec<AnyRow>, StoreError> {
         let sql = self.sql(q);
         Ok(Self::bind(sqlx::query(&sql), args).fetch_all(&self.pool).await?)
     }
 
     /// `INSERT ... VALUES (...), (...)` for `rows` rows that replaces a row with the same key.
-    fn upsert_sql(&self, table: &str, cols: &[&str], key: &[&str], rows: usize) -> String {
+    pub(crate) fn upsert_sql(&self, table: &str, cols: &[&str], key: &[&str], rows: usize) -> String {
         let one = format!("({})", vec!["?"; cols.len()].join(", "));
         let values = vec![one.as_str(); rows].join(", ");
         let set: Vec<String> = cols
@@ -487,6 +553,7 @@ impl Store {
             self.ensure_cluster(c).await?;
         }
         let mut tx = self.write_tx().await?;
+        let (mut reroll, fresh) = self.reroll_points(&mut tx, recs).await?;
         for chunk in recs.jobs.chunks(ROWS_PER_STATEMENT) {
             let sql = self.upsert_sql("jobs", JOB_COLS, JOB_KEY, chunk.len());
             let args = chunk.iter().flat_map(job_args).collect();
@@ -497,7 +564,18 @@ impl Store {
             let args = chunk.iter().flat_map(step_args).collect();
             Self::bind(sqlx::query(&sql), args).execute(&mut *tx).await?;
         }
+        if let Some(st) = &recs.state {
+            if let Some(t) = self.apply_state(&mut tx, &recs.cluster, st).await? {
+                reroll.push((recs.cluster.clone(), t));
+            }
+        }
+        for (cluster, t) in &reroll {
+            self.reroll_from(&mut tx, cluster, *t).await?;
+        }
         tx.commit().await?;
+        if fresh || !reroll.is_empty() {
+            self.rollup_wanted.notify_one();
+        }
         Ok(())
     }
 

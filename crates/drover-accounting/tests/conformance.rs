@@ -113,17 +113,18 @@ fn ids(rows: &v1::AcctRows) -> Vec<u32> {
     rows.jobs.iter().map(|j| j.info.as_ref().unwrap().job_id).collect()
 }
 
+const SCHEMA: i64 = 4;
+
 async fn conformance(url: &str) {
     let s = Store::open(url).await.unwrap();
-    assert_eq!(s.version().await.unwrap(), 3);
+    assert_eq!(s.version().await.unwrap(), SCHEMA);
     // Opening again finds the schema current and changes nothing.
     drop(s);
     let s = Store::open(url).await.unwrap();
-    assert_eq!(s.version().await.unwrap(), 3);
+    assert_eq!(s.version().await.unwrap(), SCHEMA);
 
     // Submitted, then started, then ended: one row, the latest.
-    let recs =
-        |jobs: Vec<v1::AcctJob>, steps: Vec<v1::AcctStep>| v1::AcctRecords { jobs, steps, cluster: String::new() };
+    let recs = |jobs: Vec<v1::AcctJob>, steps: Vec<v1::AcctStep>| v1::AcctRecords { jobs, steps, ..Default::default() };
     s.record(&recs(vec![job(1, 1000, "PENDING", 100, 0, 0), job(2, 1001, "PENDING", 110, 0, 0)], vec![]))
         .await
         .unwrap();
@@ -300,6 +301,128 @@ async fn conformance(url: &str) {
     let many: Vec<v1::AcctJob> = (1000..1450).map(|id| job(id, 2000, "COMPLETED", 400, 401, 402)).collect();
     s.record(&recs(many, vec![])).await.unwrap();
     assert_eq!(s.jobs(&q(&|q| q.uids = vec![2000])).await.unwrap().jobs.len(), 450);
+}
+
+const Y: i64 = 1_796_169_600; // 2026-12-02T00:00:00Z
+const H: i64 = 3600;
+
+/// A run of the lab's day (captures/slurm-22.05/README.md).
+fn lab_job(
+    id: u32,
+    (user, acct): (&str, &str),
+    [eligible, start, end]: [i64; 3],
+    (cpus, nodes): (u32, u32),
+) -> v1::AcctJob {
+    let mut j = job(id, 1000 + id, "COMPLETED", eligible, start, end);
+    j.info.as_mut().unwrap().spec.as_mut().unwrap().user = user.into();
+    j.account = acct.into();
+    j.req_tres = format!("cpu={cpus},mem=4000M,node={nodes},billing={cpus}");
+    j.alloc_tres = format!("cpu={cpus},node={nodes},billing={cpus}");
+    j
+}
+
+fn lab_state(time: i64, down: &[&str]) -> v1::AcctRecords {
+    v1::AcctRecords {
+        cluster: "lab".into(),
+        state: Some(v1::AcctClusterState {
+            time,
+            tres: "cpu=8,mem=16000,energy=0,node=4,billing=8".into(),
+            down: down
+                .iter()
+                .map(|n| v1::AcctNodeEvent {
+                    node: n.to_string(),
+                    start: time,
+                    state: "DOWN".into(),
+                    reason: "maint".into(),
+                    tres: "cpu=2,mem=4000,billing=2".into(),
+                    ..Default::default()
+                })
+                .collect(),
+        }),
+        ..Default::default()
+    }
+}
+
+fn cpu(u: &v1::AcctUsage) -> (u64, u64, u64, u64, u64) {
+    let c = u.clusters.iter().find(|c| c.tres == "cpu").expect("a cpu row");
+    (c.alloc, c.down, c.plan, c.idle, c.count / c.hours.max(1))
+}
+
+/// Rollups: the lab's day gives what real Slurm's rollup gave; days and months sum their
+/// hours; a run reported late (after the hours were rolled up) is rolled up again.
+async fn rollups(url: &str) {
+    let s = Store::open(url).await.unwrap();
+    s.record(&lab_state(Y - 2 * 86400, &[])).await.unwrap();
+    let jobs = vec![
+        lab_job(1, ("alice", "physics"), [Y - H, Y - H, Y + 9000], (2, 1)),
+        lab_job(2, ("alice", "physics"), [Y + H, Y + 3 * H, Y + 4 * H], (1, 1)),
+        lab_job(3, ("bob", "chem"), [Y + 10 * H, Y + 10 * H, Y + 16 * H + 1200], (4, 3)),
+        lab_job(4, ("bob", "theory"), [Y + 12 * H, Y + 12 * H, Y + 23 * H + 1800], (1, 1)),
+    ];
+    s.record(&v1::AcctRecords { jobs, ..Default::default() }).await.unwrap();
+    s.record(&lab_state(Y + 6 * H, &["node4"])).await.unwrap();
+    s.record(&lab_state(Y + 8 * H, &[])).await.unwrap();
+    let events = s.events("lab", Y, Y + 86400).await.unwrap();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!((events[1].node.as_str(), events[1].start, events[1].end), ("node4", Y + 6 * H, Y + 8 * H));
+
+    // Rolled up to 2026-12-03T05:00 (a day and five hours after the lab's day).
+    let now = Y + 29 * H + 1234;
+    assert!(s.rollup(now).await.unwrap() > 24);
+    assert_eq!(s.rollup(now).await.unwrap(), 0, "nothing more until the next hour");
+    let day = |assocs| v1::AcctUsageQuery { clusters: vec!["lab".into()], start: Y, end: Y + 86400, assocs };
+    let u = s.usage(&day(true)).await.unwrap();
+    assert_eq!(u.rolled_up_to["lab"], Y + 29 * H);
+    // Without job 5 (below): allocated 158220 - 4020, planned 10800 - 3600.
+    assert_eq!(cpu(&u), (154200, 14400, 7200, 691200 - 154200 - 14400 - 7200, 8));
+    let assoc = |u: &v1::AcctUsage, a: &str, user: &str| {
+        u.assocs.iter().find(|x| x.account == a && x.user == user && x.tres == "cpu").map_or(0, |x| x.alloc)
+    };
+    assert_eq!(assoc(&u, "physics", "alice"), 21600);
+    assert_eq!(assoc(&u, "chem", "bob"), 91200);
+    assert_eq!(assoc(&u, "theory", "bob"), 41400);
+    // The same window from hours only (an hour off each end) plus those hours.
+    let mut by_hours =
+        cpu(&s.usage(&v1::AcctUsageQuery { start: Y + H, end: Y + 23 * H, ..day(false) }).await.unwrap());
+    for (a, b) in [(Y, Y + H), (Y + 23 * H, Y + 24 * H)] {
+        let e = cpu(&s.usage(&v1::AcctUsageQuery { start: a, end: b, ..day(false) }).await.unwrap());
+        by_hours = (by_hours.0 + e.0, by_hours.1 + e.1, by_hours.2 + e.2, by_hours.3 + e.3, 8);
+    }
+    assert_eq!(by_hours, cpu(&u));
+
+    // Job 5 arrives late (accounting was down): its hours are rolled up again.
+    let late = lab_job(5, ("root", "chem"), [Y + 19 * H, Y + 20 * H, Y + 21 * H + 420], (1, 1));
+    s.record(&v1::AcctRecords { jobs: vec![late], ..Default::default() }).await.unwrap();
+    assert_eq!(s.usage(&day(false)).await.unwrap().rolled_up_to["lab"], Y + 19 * H);
+    s.rollup(now).await.unwrap();
+    let u = s.usage(&day(true)).await.unwrap();
+    assert_eq!(cpu(&u), (158220, 14400, 10800, 507780, 8), "as Slurm rolled up the lab");
+    assert_eq!(assoc(&u, "chem", "root"), 4020);
+    // Ending a job that was running through rolled-up hours changes nothing before its end.
+    let mut again = lab_job(4, ("bob", "theory"), [Y + 12 * H, Y + 12 * H, Y + 23 * H + 1800], (1, 1));
+    again.info.as_mut().unwrap().state = "COMPLETED".into();
+    s.record(&v1::AcctRecords { jobs: vec![again], ..Default::default() }).await.unwrap();
+    assert_eq!(s.usage(&day(false)).await.unwrap().rolled_up_to["lab"], Y + 29 * H);
+}
+
+#[tokio::test]
+async fn sqlite_rolls_up() {
+    let db = sqlite_db();
+    rollups(&db.url).await;
+}
+
+#[tokio::test]
+async fn postgres_rolls_up() {
+    if let Some(db) = server_db("DROVER_TEST_POSTGRES", "PostgreSQL").await {
+        rollups(&db.url).await;
+    }
+}
+
+#[tokio::test]
+async fn mariadb_rolls_up() {
+    if let Some(db) = server_db("DROVER_TEST_MARIADB", "MariaDB").await {
+        rollups(&db.url).await;
+    }
 }
 
 #[tokio::test]

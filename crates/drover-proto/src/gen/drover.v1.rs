@@ -1047,6 +1047,106 @@ pub struct AcctRecords {
     /// slurmctld registers its cluster.
     #[prost(string, tag = "3")]
     pub cluster: ::prost::alloc::string::String,
+    /// The cluster's resources and its down and drained nodes as they are now (absent: not
+    /// sent this time). The store opens and closes its events from it (sreport's Reported and
+    /// Down).
+    #[prost(message, optional, tag = "4")]
+    pub state: ::core::option::Option<AcctClusterState>,
+}
+/// A cluster's resources and unavailable nodes at `time`.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AcctClusterState {
+    #[prost(int64, tag = "1")]
+    pub time: i64,
+    /// TRES counts as Slurm keeps them (`cpu=8,mem=16000,energy=0,node=4,billing=8`; mem in MB).
+    #[prost(string, tag = "2")]
+    pub tres: ::prost::alloc::string::String,
+    #[prost(message, repeated, tag = "3")]
+    pub down: ::prost::alloc::vec::Vec<AcctNodeEvent>,
+}
+/// A node down or drained (or, stored, a cluster's resources: `node` empty), from `start`
+/// until `end` (0: still).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AcctNodeEvent {
+    #[prost(string, tag = "1")]
+    pub node: ::prost::alloc::string::String,
+    #[prost(int64, tag = "2")]
+    pub start: i64,
+    #[prost(int64, tag = "3")]
+    pub end: i64,
+    /// As scontrol prints it (`DOWN`, `IDLE+DRAIN`, `DOWN+NOT_RESPONDING`).
+    #[prost(string, tag = "4")]
+    pub state: ::prost::alloc::string::String,
+    #[prost(string, tag = "5")]
+    pub reason: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "6")]
+    pub reason_uid: u32,
+    /// The node's TRES (`cpu=2,mem=4000,billing=2`).
+    #[prost(string, tag = "7")]
+    pub tres: ::prost::alloc::string::String,
+}
+/// Rolled-up usage in [start, end) (whole hours), of these clusters (empty: all).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AcctUsageQuery {
+    #[prost(string, repeated, tag = "1")]
+    pub clusters: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(int64, tag = "2")]
+    pub start: i64,
+    #[prost(int64, tag = "3")]
+    pub end: i64,
+    /// Also each association's (account and user) usage.
+    #[prost(bool, tag = "4")]
+    pub assocs: bool,
+}
+/// One TRES of one cluster over the window: TRES-seconds allocated, down, planned down, idle,
+/// planned (waiting eligible jobs), overcommitted, and its count summed over the hours that
+/// had it (`hours` of them: the average count is count / hours).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AcctClusterUsage {
+    #[prost(string, tag = "1")]
+    pub cluster: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub tres: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "3")]
+    pub count: u64,
+    #[prost(uint64, tag = "4")]
+    pub hours: u64,
+    #[prost(uint64, tag = "5")]
+    pub alloc: u64,
+    #[prost(uint64, tag = "6")]
+    pub down: u64,
+    #[prost(uint64, tag = "7")]
+    pub pdown: u64,
+    #[prost(uint64, tag = "8")]
+    pub idle: u64,
+    #[prost(uint64, tag = "9")]
+    pub plan: u64,
+    #[prost(uint64, tag = "10")]
+    pub over: u64,
+}
+/// TRES-seconds allocated to one association (a user in an account) over the window.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AcctAssocUsage {
+    #[prost(string, tag = "1")]
+    pub cluster: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub account: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub user: ::prost::alloc::string::String,
+    #[prost(string, tag = "4")]
+    pub tres: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "5")]
+    pub alloc: u64,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AcctUsage {
+    #[prost(message, repeated, tag = "1")]
+    pub clusters: ::prost::alloc::vec::Vec<AcctClusterUsage>,
+    #[prost(message, repeated, tag = "2")]
+    pub assocs: ::prost::alloc::vec::Vec<AcctAssocUsage>,
+    /// Hours up to which usage is rolled up, per cluster (`cluster=time`).
+    #[prost(map = "string, int64", tag = "3")]
+    pub rolled_up_to: ::std::collections::HashMap<::prost::alloc::string::String, i64>,
 }
 /// A job id as sacct -j takes it: `N`, `N_M`, `N.S` (step `batch`/`extern` by their ids).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
@@ -3003,6 +3103,28 @@ pub mod accounting_client {
                 .insert(GrpcMethod::new("drover.v1.Accounting", "AdminDelete"));
             self.inner.unary(req, path, codec).await
         }
+        /// Usage rolled up by hour, day and month (sreport).
+        pub async fn usage(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AcctUsageQuery>,
+        ) -> std::result::Result<tonic::Response<super::AcctUsage>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/drover.v1.Accounting/Usage",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("drover.v1.Accounting", "Usage"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -3054,6 +3176,11 @@ pub mod accounting_server {
             &self,
             request: tonic::Request<super::AdminState>,
         ) -> std::result::Result<tonic::Response<super::Empty>, tonic::Status>;
+        /// Usage rolled up by hour, day and month (sreport).
+        async fn usage(
+            &self,
+            request: tonic::Request<super::AcctUsageQuery>,
+        ) -> std::result::Result<tonic::Response<super::AcctUsage>, tonic::Status>;
     }
     #[derive(Debug)]
     pub struct AccountingServer<T> {
@@ -3377,6 +3504,51 @@ pub mod accounting_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = AdminDeleteSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/drover.v1.Accounting/Usage" => {
+                    #[allow(non_camel_case_types)]
+                    struct UsageSvc<T: Accounting>(pub Arc<T>);
+                    impl<
+                        T: Accounting,
+                    > tonic::server::UnaryService<super::AcctUsageQuery>
+                    for UsageSvc<T> {
+                        type Response = super::AcctUsage;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AcctUsageQuery>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Accounting>::usage(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = UsageSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
