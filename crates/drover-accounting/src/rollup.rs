@@ -11,10 +11,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-/// The TRES sreport knows by default, in Slurm's order (ids 1..8); others (`gres/gpu`)
-/// follow, by name.
-pub const BASE_TRES: &[&str] = &["cpu", "mem", "energy", "node", "billing", "fs/disk", "vmem", "pages"];
-
 /// A TRES list's counts (`cpu=2,mem=4000M,node=1`), memory in MB as Slurm keeps it.
 pub fn parse_tres(s: &str) -> Vec<(String, u64)> {
     s.split(',')
@@ -262,14 +258,6 @@ pub fn cluster_hour(h: i64, acc: &HourAcc, events: &[EventSpan]) -> Option<Vec<C
     Some(rows.into_values().collect())
 }
 
-/// The TRES names in sreport's order: Slurm's eight, then the others by name.
-pub fn tres_order(names: impl IntoIterator<Item = String>) -> Vec<String> {
-    let mut extra: Vec<String> = names.into_iter().filter(|n| !BASE_TRES.contains(&n.as_str())).collect();
-    extra.sort();
-    extra.dedup();
-    BASE_TRES.iter().map(|s| s.to_string()).chain(extra).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,7 +353,7 @@ mod tests {
     }
 
     #[test]
-    fn tres_parse_in_slurms_units_and_order() {
+    fn tres_parse_in_slurms_units_and_sort_in_its_order() {
         assert_eq!(
             parse_tres("cpu=2,mem=4G,node=1,billing=2,gres/gpu=1"),
             vec![
@@ -376,10 +364,8 @@ mod tests {
                 ("gres/gpu".to_string(), 1)
             ]
         );
-        assert_eq!(
-            tres_order(["gres/gpu".to_string(), "cpu".to_string()]).last().map(String::as_str),
-            Some("gres/gpu")
-        );
+        let order = drover_proto::acct::tres_order(["gres/gpu".to_string(), "cpu".to_string()]);
+        assert_eq!((order[0].as_str(), order.last().map(String::as_str)), ("cpu", Some("gres/gpu")));
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod scancel;
 pub mod scontrol;
 pub mod sinfo;
 pub mod squeue;
+pub mod sreport;
 pub mod srun;
 pub mod sstat;
 pub mod stepio;
@@ -31,8 +32,10 @@ pub mod steps;
 pub mod up;
 
 /// The commands this crate implements, by the name they are invoked under.
-pub const COMMANDS: &[&str] =
-    &["sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat", "sattach", "sacct", "sacctmgr"];
+pub const COMMANDS: &[&str] = &[
+    "sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat", "sattach", "sacct", "sacctmgr",
+    "sreport",
+];
 
 /// Runs command `prog` with its arguments (without argv[0]); returns the exit status.
 pub fn run(prog: &str, args: Vec<String>) -> Option<i32> {
@@ -48,6 +51,7 @@ pub fn run(prog: &str, args: Vec<String>) -> Option<i32> {
         "sattach" => sattach::main(args),
         "sacct" => sacct::main(args),
         "sacctmgr" => sacctmgr::main(args),
+        "sreport" => sreport::main(args),
         _ => return None,
     })
 }

@@ -346,7 +346,7 @@ fn qos_field(q: &v1::AcctQos, key: &str) -> String {
 /// Associations in Slurm's display order: per cluster, depth first from `root`, each
 /// account's own association, then its users', then its sub-accounts (each by name);
 /// with the depth of each (for `tree`).
-fn assoc_order(st: &v1::AdminState) -> Vec<(usize, &v1::AcctAssoc)> {
+pub(crate) fn assoc_order(st: &v1::AdminState) -> Vec<(usize, &v1::AcctAssoc)> {
     let mut out = Vec::new();
     let clusters: BTreeSet<&str> = st.assocs.iter().map(|a| a.cluster.as_str()).collect();
     fn walk<'a>(

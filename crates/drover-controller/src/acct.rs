@@ -261,15 +261,35 @@ const ADMIN_REFRESH: Duration = Duration::from_secs(2);
 /// Registers the cluster with accounting, then follows its associations and QoS: each read
 /// is kept in `cache` (so a controller restarted while accounting is down still knows them)
 /// and handed to the owner.
-pub async fn follow_admin(cfg: Arc<Config>, tx: std::sync::mpsc::Sender<Msg>, addr: String, cache: std::path::PathBuf) {
+pub async fn follow_admin(
+    cfg: Arc<Config>,
+    tx: std::sync::mpsc::Sender<Msg>,
+    addr: String,
+    cache: std::path::PathBuf,
+    view: Arc<arc_swap::ArcSwap<view::View>>,
+) {
     use drover_proto::prost::Message;
-    let mut registered = false;
+    // The cluster state accounting last took (None: not yet, or since it was unreachable).
+    let mut sent: Option<v1::AcctClusterState> = None;
     loop {
         if let Ok(ch) = drover_proto::connect_tcp(&addr).await {
             let mut c = AccountingClient::new(ch).max_decoding_message_size(256 << 20);
-            if !registered {
-                let rec = v1::AcctRecords { cluster: cfg.cluster_name.clone(), ..Default::default() };
-                registered = c.record(rec).await.is_ok();
+            let now = jiff::Timestamp::now().as_second();
+            let v = view.load();
+            // Before the first publication the view has no nodes: nothing to tell yet.
+            let state = (!v.nodes.is_empty()).then(|| cluster_state(&cfg, &v, now));
+            let changed = match (&sent, &state) {
+                (None, _) => true,
+                (Some(a), Some(b)) => !same_state(a, b),
+                (Some(_), None) => false,
+            };
+            if changed {
+                // Also registers the cluster (with its root associations) the first time.
+                let rec =
+                    v1::AcctRecords { cluster: cfg.cluster_name.clone(), state: state.clone(), ..Default::default() };
+                if c.record(rec).await.is_ok() && state.is_some() {
+                    sent = state;
+                }
             }
             if let Ok(st) = c.admin_get(v1::Empty {}).await {
                 let st = st.into_inner();
@@ -281,9 +301,57 @@ pub async fn follow_admin(cfg: Arc<Config>, tx: std::sync::mpsc::Sender<Msg>, ad
                     return;
                 }
             }
+        } else {
+            sent = None;
         }
         tokio::time::sleep(ADMIN_REFRESH).await;
     }
+}
+
+/// The cluster's resources (its nodes but future ones) and its down and drained nodes, as
+/// accounting keeps them for sreport: TRES counts with memory in MB.
+pub fn cluster_state(cfg: &Config, v: &view::View, now: i64) -> v1::AcctClusterState {
+    use drover_model::state::NodeBase;
+    let tracked = gpus_tracked(cfg);
+    let node_tres = |n: &drover_model::conf::NodeConf| -> [u64; 3] {
+        [u64::from(n.cpus), n.real_memory_mb, jobinfo::gpu_count(&n.gres)]
+    };
+    let mut total = [0u64; 4];
+    let mut down = Vec::new();
+    for n in v.nodes.iter().filter(|n| n.state.base != NodeBase::Future) {
+        let [cpus, mem, gpus] = node_tres(&n.conf);
+        total[0] += cpus;
+        total[1] += mem;
+        total[2] += 1;
+        total[3] += gpus;
+        if n.state.base == NodeBase::Down || n.state.drain {
+            let mut tres = format!("cpu={cpus},mem={mem},billing={cpus}");
+            if tracked && gpus > 0 {
+                tres.push_str(&format!(",gres/gpu={gpus}"));
+            }
+            down.push(v1::AcctNodeEvent {
+                node: n.conf.name.clone(),
+                start: if n.reason_time > 0 { n.reason_time } else { now },
+                end: 0,
+                state: n.state.scontrol(),
+                reason: n.reason.clone(),
+                reason_uid: n.reason_uid,
+                tres,
+            });
+        }
+    }
+    let [cpus, mem, nodes, gpus] = total;
+    let mut tres = format!("cpu={cpus},mem={mem},energy=0,node={nodes},billing={cpus},fs/disk=0,vmem=0,pages=0");
+    if tracked {
+        tres.push_str(&format!(",gres/gpu={gpus}"));
+    }
+    v1::AcctClusterState { time: now, tres, down }
+}
+
+/// Whether two states differ in what accounting keeps (not in when they were taken).
+fn same_state(a: &v1::AcctClusterState, b: &v1::AcctClusterState) -> bool {
+    let key = |e: &v1::AcctNodeEvent| (e.node.clone(), e.state.clone(), e.reason.clone(), e.tres.clone());
+    a.tres == b.tres && a.down.iter().map(key).eq(b.down.iter().map(key))
 }
 
 /// The associations and QoS read last time (see [`follow_admin`]).

@@ -81,7 +81,7 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
     if let Some(addr) = cfg.accounting_addr() {
         log(&format!("job records go to accounting at {addr}"));
         tokio::spawn(acct::deliver(cfg.clone(), tx.clone(), addr.clone()));
-        tokio::spawn(acct::follow_admin(cfg.clone(), tx.clone(), addr, acct_cache_path(&cfg)));
+        tokio::spawn(acct::follow_admin(cfg.clone(), tx.clone(), addr, acct_cache_path(&cfg), view.clone()));
     }
     let owner_thread = std::thread::Builder::new()
         .name("state-owner".into())

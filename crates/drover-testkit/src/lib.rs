@@ -122,7 +122,7 @@ impl Cluster {
         std::fs::create_dir_all(dir.path().join("log")).expect("log dir");
         for c in [
             "sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat", "sattach", "sacct",
-            "sacctmgr", "drover",
+            "sacctmgr", "sreport", "drover",
         ] {
             std::os::unix::fs::symlink(exe, bin.join(c)).expect("command link");
         }
@@ -387,7 +387,45 @@ impl Drop for TestUser {
     }
 }
 
+/// A Unix user with this name and GECOS ("Proper Name"), added if there is none (and then
+/// removed when dropped); an existing one is used as it is. Needs root.
+pub struct NamedUser {
+    pub name: String,
+    added: bool,
+}
+
+impl NamedUser {
+    pub fn ensure(name: &str, gecos: &str) -> NamedUser {
+        if nix::unistd::User::from_name(name).ok().flatten().is_some() {
+            return NamedUser { name: name.into(), added: false };
+        }
+        let st = Command::new("useradd").args(["-M", "-c", gecos, "-s", "/bin/false", name]).status().expect("useradd");
+        assert!(st.success(), "useradd {name}");
+        NamedUser { name: name.into(), added: true }
+    }
+}
+
+impl Drop for NamedUser {
+    fn drop(&mut self) {
+        if self.added {
+            let _ = Command::new("userdel").arg(&self.name).output();
+        }
+    }
+}
+
 impl Cluster {
+    /// Sends records to this cluster's `drover accounting` as a controller does (jobs of the
+    /// past, node events), and waits until they are stored.
+    pub fn record_accounting(&self, recs: drover_proto::v1::AcctRecords) {
+        let port = self.dbd_port().expect("a cluster with accounting");
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        rt.block_on(async move {
+            let ch = drover_proto::connect_tcp(&format!("127.0.0.1:{port}")).await.expect("connect to accounting");
+            let mut c = drover_proto::v1::accounting_client::AccountingClient::new(ch);
+            c.record(recs).await.expect("accounting takes the records");
+        });
+    }
+
     /// Runs a command as `u` (its uid, gid, HOME and USER), in `dir`.
     pub fn run_as(&self, u: &TestUser, prog: &str, args: &[&str], dir: &Path) -> Output {
         use std::os::unix::process::CommandExt;
