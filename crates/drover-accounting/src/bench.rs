@@ -41,7 +41,8 @@ fn parse(args: &[String]) -> Result<Args, String> {
     Ok(a)
 }
 
-/// A realistic finished job: one of 1000 users, ended somewhere in the past year.
+/// A realistic finished job: one of 1000 users (each in one project), ended somewhere in
+/// the past year.
 fn job(id: u32, now: i64) -> (v1::AcctJob, v1::AcctStep) {
     let uid = 10_000 + id % USERS;
     // Spread over the year, deterministic.
@@ -84,7 +85,8 @@ fn job(id: u32, now: i64) -> (v1::AcctJob, v1::AcctStep) {
         info: Some(info),
         req_tres: "cpu=4,mem=16000M,node=1,billing=4".into(),
         alloc_tres: "cpu=4,mem=16000M,node=1,billing=4".into(),
-        account: format!("proj{}", id % 37),
+        // Each user in one of 37 projects (1000 associations).
+        account: format!("proj{}", (id % USERS) % 37),
         qos: "normal".into(),
         db_index: 0,
     };
@@ -106,6 +108,36 @@ fn job(id: u32, now: i64) -> (v1::AcctJob, v1::AcctStep) {
         ..Default::default()
     };
     (j, s)
+}
+
+/// Runs this binary as command `prog` `runs` times: the median milliseconds, and the lines
+/// of output (less a header's two).
+async fn time_command(
+    exe: &std::path::Path,
+    prog: &'static str,
+    args: &[String],
+    conf: &std::path::Path,
+    runs: usize,
+) -> Result<(f64, usize), String> {
+    let mut times = Vec::new();
+    let mut lines = 0;
+    for _ in 0..runs.max(1) {
+        let (exe, conf, args) = (exe.to_path_buf(), conf.to_path_buf(), args.to_vec());
+        let t = Instant::now();
+        let out = tokio::task::spawn_blocking(move || {
+            use std::os::unix::process::CommandExt;
+            std::process::Command::new(exe).arg0(prog).args(&args).env("SLURM_CONF", conf).output()
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        lines = out.stdout.iter().filter(|b| **b == b'\n').count().saturating_sub(2);
+    }
+    Ok((median(times), lines))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -255,27 +287,37 @@ async fn bench_store(db: &Db, a: &Args) -> Result<(), String> {
         ("sacct -a -S now-1day -X", vec!["-a".into(), "-S".into(), "now-1day".into(), "-X".into()]),
     ];
     for (what, args) in queries {
-        let mut times = Vec::new();
-        let mut lines = 0;
-        for _ in 0..a.runs.max(1) {
-            let exe = exe.clone();
-            let conf = conf.clone();
-            let args = args.clone();
-            let t = Instant::now();
-            let out = tokio::task::spawn_blocking(move || {
-                use std::os::unix::process::CommandExt;
-                std::process::Command::new(exe).arg0("sacct").args(&args).env("SLURM_CONF", conf).output()
-            })
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
-            times.push(t.elapsed().as_secs_f64() * 1000.0);
-            if !out.status.success() {
-                return Err(format!("{what}: {}", String::from_utf8_lossy(&out.stderr)));
-            }
-            lines = out.stdout.iter().filter(|b| **b == b'\n').count().saturating_sub(2);
-        }
-        println!("{what}: median {:.0} ms over {} runs ({lines} lines) (target 1000 ms)", median(times), a.runs);
+        let (ms, lines) =
+            time_command(&exe, "sacct", &args, &conf, a.runs).await.map_err(|e| format!("{what}: {e}"))?;
+        println!("{what}: median {ms:.0} ms over {} runs ({lines} lines) (target 1000 ms)", a.runs);
+    }
+    // Rollup of the year: the cluster's resources since before the first job, then hours,
+    // days and months, as `drover accounting` does on its first start over old records.
+    let state = v1::AcctClusterState {
+        time: now - 366 * DAY,
+        tres: "cpu=4096,mem=16384000,energy=0,node=1024,billing=4096,fs/disk=0,vmem=0,pages=0".into(),
+        down: Vec::new(),
+    };
+    let recs = v1::AcctRecords { cluster: "bench".into(), state: Some(state), ..Default::default() };
+    store.record(&recs).await.map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let hours = store.rollup(now).await.map_err(|e| e.to_string())?;
+    println!(
+        "rollup: {hours} hours of {} job records in {:.1} s (once; then an hour at a time)",
+        a.rows,
+        t.elapsed().as_secs_f64()
+    );
+    let reports: [(&str, &[&str]); 3] = [
+        ("sreport cluster utilization (a year)", &["cluster", "utilization"]),
+        ("sreport cluster AccountUtilizationByUser (a year)", &["cluster", "AccountUtilizationByUser"]),
+        ("sreport user TopUsage (a year)", &["user", "TopUsage"]),
+    ];
+    for (what, words) in reports {
+        let mut args: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        args.extend(["start=now-365days".to_string(), "end=now".to_string()]);
+        let (ms, lines) =
+            time_command(&exe, "sreport", &args, &conf, a.runs).await.map_err(|e| format!("{what}: {e}"))?;
+        println!("{what}: median {ms:.0} ms over {} runs ({lines} lines) (target 1000 ms)", a.runs);
     }
     server.abort();
     Ok(())

@@ -354,9 +354,11 @@ type Cond = (String, Vec<Arg>);
 fn window_alternatives(states: &[String], start: i64, end: i64) -> Vec<Cond> {
     let c = |sql: &str, args: Vec<Arg>| (sql.to_string(), args);
     if states.is_empty() {
+        // `+time_eligible`: not a range for the rollup's index on eligible times (SQLite's
+        // planner, without statistics, would take it over the user's or the end's index).
         return vec![
-            c("time_end >= ? AND time_eligible > 0 AND time_eligible <= ?", vec![i(start), i(end)]),
-            c("time_end = 0 AND time_eligible > 0 AND time_eligible <= ?", vec![i(end)]),
+            c("time_end >= ? AND +time_eligible > 0 AND +time_eligible <= ?", vec![i(start), i(end)]),
+            c("time_end = 0 AND +time_eligible > 0 AND +time_eligible <= ?", vec![i(end)]),
         ];
     }
     let mut any = Vec::new();

@@ -26,6 +26,7 @@ pub mod sinfo;
 pub mod squeue;
 pub mod sreport;
 pub mod srun;
+pub mod sshare;
 pub mod sstat;
 pub mod stepio;
 pub mod steps;
@@ -52,6 +53,7 @@ pub fn run(prog: &str, args: Vec<String>) -> Option<i32> {
         "sacct" => sacct::main(args),
         "sacctmgr" => sacctmgr::main(args),
         "sreport" => sreport::main(args),
+        "sshare" => sshare::main(args),
         _ => return None,
     })
 }

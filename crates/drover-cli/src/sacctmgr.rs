@@ -343,47 +343,6 @@ fn qos_field(q: &v1::AcctQos, key: &str) -> String {
     }
 }
 
-/// Associations in Slurm's display order: per cluster, depth first from `root`, each
-/// account's own association, then its users', then its sub-accounts (each by name);
-/// with the depth of each (for `tree`).
-pub(crate) fn assoc_order(st: &v1::AdminState) -> Vec<(usize, &v1::AcctAssoc)> {
-    let mut out = Vec::new();
-    let clusters: BTreeSet<&str> = st.assocs.iter().map(|a| a.cluster.as_str()).collect();
-    fn walk<'a>(
-        st: &'a v1::AdminState,
-        cluster: &str,
-        account: &str,
-        depth: usize,
-        out: &mut Vec<(usize, &'a v1::AcctAssoc)>,
-        seen: &mut BTreeSet<String>,
-    ) {
-        if !seen.insert(account.to_string()) {
-            return;
-        }
-        let here = |a: &&v1::AcctAssoc| a.cluster == cluster && a.account == account;
-        if let Some(a) = st.assocs.iter().filter(here).find(|a| a.user.is_empty()) {
-            out.push((depth, a));
-        }
-        let mut users: Vec<&v1::AcctAssoc> = st.assocs.iter().filter(here).filter(|a| !a.user.is_empty()).collect();
-        users.sort_by(|a, b| (&a.user, &a.partition).cmp(&(&b.user, &b.partition)));
-        out.extend(users.into_iter().map(|a| (depth + 1, a)));
-        let mut children: Vec<&str> = st
-            .assocs
-            .iter()
-            .filter(|a| a.cluster == cluster && a.user.is_empty() && a.parent == account && a.account != account)
-            .map(|a| a.account.as_str())
-            .collect();
-        children.sort_unstable();
-        for c in children {
-            walk(st, cluster, c, depth + 1, out, seen);
-        }
-    }
-    for c in clusters {
-        walk(st, c, "root", 0, &mut out, &mut BTreeSet::new());
-    }
-    out
-}
-
 fn show(o: &Opts, e: Entity, w: &Words, st: &v1::AdminState) -> Result<(), String> {
     let names: Vec<String> = w.names.iter().cloned().chain(cond(w, &["name", "names"])).collect();
     let named = |n: &str, extra: &[String]| {
@@ -507,7 +466,7 @@ fn show(o: &Opts, e: Entity, w: &Words, st: &v1::AdminState) -> Result<(), Strin
             let accounts = cond(w, &["account", "accounts"]);
             let users = cond(w, &["user", "users"]);
             let parts = cond(w, &["partition", "partitions"]);
-            for (depth, a) in assoc_order(st) {
+            for (depth, a) in drover_proto::acct::assoc_order(st) {
                 if !in_cluster(&a.cluster)
                     || (!accounts.is_empty() && !accounts.contains(&a.account))
                     || (!users.is_empty() && !users.contains(&a.user))

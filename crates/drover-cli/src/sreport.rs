@@ -713,8 +713,14 @@ fn assoc_rows(cluster: &str, u: &v1::AcctUsage, st: &v1::AdminState, c: &Conds) 
             users.entry(a.account.clone()).or_default().insert(a.user.clone());
         }
     }
+    let known: BTreeSet<&str> = children.values().flatten().copied().chain(std::iter::once("root")).collect();
     for (acct, user) in used.keys() {
         users.entry(acct.clone()).or_default().insert(user.clone());
+        // Usage of an account accounting does not know (jobs ran before it was added, or
+        // associations are not enforced) shows under root, not nowhere.
+        if !known.contains(acct.as_str()) {
+            children.entry("root").or_default().insert(acct.as_str());
+        }
     }
     struct Walk<'a> {
         children: &'a BTreeMap<&'a str, BTreeSet<&'a str>>,
@@ -919,7 +925,7 @@ fn sort_users(rows: &mut [UserRow], by: &str, o: &Opts) {
 fn user_rows(u: &v1::AcctUsage, st: &v1::AdminState, c: &Conds, clusters: &[String]) -> Vec<UserRow> {
     let mut rows: Vec<UserRow> = Vec::new();
     let mut at: HashMap<(String, String, String), usize> = HashMap::new();
-    let order: HashMap<(&str, &str, &str), usize> = crate::sacctmgr::assoc_order(st)
+    let order: HashMap<(&str, &str, &str), usize> = drover_proto::acct::assoc_order(st)
         .into_iter()
         .enumerate()
         .map(|(k, (_, a))| ((a.cluster.as_str(), a.account.as_str(), a.user.as_str()), k))
@@ -1176,7 +1182,7 @@ async fn job_sizes(
     let kind = if c.job_count { Kind::Count } else { Kind::Size };
     let groups: Vec<Field> = heads.into_iter().map(|h| Field { kind, name: h, len: width }).collect();
     // Account groups: per cluster, (name, accounts it covers).
-    let order = crate::sacctmgr::assoc_order(&st);
+    let order = drover_proto::acct::assoc_order(&st);
     let sub_accounts = |cluster: &str, acct: &str| -> BTreeSet<String> {
         let mut set = BTreeSet::from([acct.to_string()]);
         let mut grew = true;

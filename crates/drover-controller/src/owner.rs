@@ -225,6 +225,8 @@ pub struct Owner {
     /// The accounting limit groups handed to the scheduler, and those of them with caps.
     limit_caps: Vec<(Arc<str>, drover_sched::limits::Caps)>,
     limit_keys: HashSet<Arc<str>>,
+    /// Fairshare, for the multifactor priority (`PriorityType=priority/multifactor`).
+    fs: crate::fairshare::State,
 }
 
 /// User and group names by id, looked up once (NSS can be slow; ids rarely change names).
@@ -298,6 +300,8 @@ impl Owner {
             durable.apply(decode_record(&b).map_err(|e| format!("cannot decode journal record: {e}"))?, Some(at));
         }
         durable.next_job_id = durable.next_job_id.max(cfg.first_job_id);
+        // slurmctld keeps associations' usage in StateSaveLocation/assoc_usage too.
+        let usage_path = std::path::Path::new(&cfg.state_save_location).join("assoc_usage");
         let mut o = Owner {
             cfg,
             journal,
@@ -325,6 +329,11 @@ impl Owner {
             acct_admin: None,
             limit_caps: Vec::new(),
             limit_keys: HashSet::new(),
+            fs: crate::fairshare::State {
+                usage: crate::fairshare::Usage::load(&usage_path),
+                path: usage_path,
+                ..Default::default()
+            },
         };
         if o.cfg.accounting_storage.is_some() {
             o.acct_admin = crate::acct::load_admin_cache(&crate::acct_cache_path(&o.cfg))
@@ -595,10 +604,139 @@ impl Owner {
                 if self.acct_admin.as_deref().map(|a| &a.st) != Some(&*st) {
                     self.acct_admin = Some(Box::new(crate::acct::Admin::new(&self.cfg.cluster_name, *st)));
                     self.refresh_limits(true);
+                    self.fs.stale = true;
                 }
             }
             Msg::Shutdown => self.shutdown = true,
         }
+    }
+
+    // ---- multifactor priority ----
+
+    /// What a job's run counts for fairshare: its account and user, its billing (its CPUs),
+    /// and its QoS's `UsageFactor`.
+    fn fairshare_of(&self, j: &Job) -> (String, String, f64, f64) {
+        let w = j.spec.wire();
+        let account = drover_proto::jobinfo::account(&w).to_string();
+        let qos = drover_proto::jobinfo::qos(&w);
+        let cpus = j.status.alloc.as_ref().map_or(0, |a| a.nodes.iter().map(|n| n.cpu_ids.len()).sum::<usize>());
+        let factor = self.acct_admin.as_deref().and_then(|a| a.qos.iter().find(|q| q.name == qos)).map_or(1.0, |q| {
+            if q.usage_factor >= 0.0 {
+                q.usage_factor
+            } else {
+                1.0
+            }
+        });
+        (account, w.user.clone(), cpus as f64, factor)
+    }
+
+    /// Credits a job's run in [from, to) to its association.
+    fn credit_run(&mut self, j: &Job, from: i64, to: i64) {
+        if !self.cfg.priority.multifactor || j.status.start_time == 0 || to <= from {
+            return;
+        }
+        let (account, user, billing, factor) = self.fairshare_of(j);
+        let hl = self.cfg.priority.decay_half_life;
+        self.fs.usage.credit(&account, &user, (to - from) as f64, billing, factor, hl);
+        self.fs.stale = true;
+    }
+
+    /// `PriorityCalcPeriod`: usage decays to `t`, running jobs' runs since the last
+    /// calculation count, the usage is saved, and priorities follow.
+    fn priority_calc(&mut self, t: i64) {
+        let from = self.fs.usage.at;
+        self.fs.usage.decay_to(t, self.cfg.priority.decay_half_life);
+        self.reset_usage_if_due(t);
+        if from > 0 {
+            let running: Vec<Arc<Job>> =
+                self.durable.jobs.values().filter(|j| j.status.state == JobState::Running).cloned().collect();
+            for j in running {
+                self.credit_run(&j, j.status.start_time.max(from), t);
+            }
+        }
+        let tmp = self.fs.path.with_extension("new");
+        if std::fs::write(&tmp, self.fs.usage.encode()).and_then(|_| std::fs::rename(&tmp, &self.fs.path)).is_err() {
+            eprintln!("drover controller: error: cannot save {}", self.fs.path.display());
+        }
+        self.refresh_priorities(t);
+    }
+
+    /// `PriorityUsageResetPeriod`: usage starts from nothing at each period's start.
+    fn reset_usage_if_due(&mut self, t: i64) {
+        use drover_model::priority_conf::UsageReset;
+        let period = match self.cfg.priority.usage_reset {
+            UsageReset::None => return,
+            UsageReset::Now => 0,
+            UsageReset::Daily => 86_400,
+            UsageReset::Weekly => 7 * 86_400,
+            UsageReset::Monthly => 30 * 86_400,
+            UsageReset::Quarterly => 91 * 86_400,
+            UsageReset::Yearly => 365 * 86_400,
+        };
+        if self.fs.usage.last_reset == 0 || (period > 0 && t - self.fs.usage.last_reset >= period) {
+            if self.fs.usage.last_reset != 0 || period == 0 {
+                self.fs.usage.raw.clear();
+            }
+            self.fs.usage.last_reset = t;
+        }
+    }
+
+    /// Fair Tree from the current usage, then every waiting job's priority; the scheduler
+    /// hears of those that changed.
+    fn refresh_priorities(&mut self, t: i64) {
+        self.fs.stale = false;
+        if let Some(st) = self.acct_admin.as_deref() {
+            let (factors, rows) = crate::fairshare::compute(st, &self.cfg.cluster_name, &self.fs.usage);
+            self.fs.factors = factors;
+            self.fs.rows = Arc::new(rows);
+            self.dirty = true;
+        }
+        let pending: Vec<Arc<Job>> =
+            self.durable.jobs.values().filter(|j| j.status.state == JobState::Pending).cloned().collect();
+        for j in pending {
+            let spec = j.spec.unpack();
+            let (p, _) = self.multifactor_priority(&spec, j.status.eligible_time, t);
+            if u64::from(p) != j.status.priority {
+                if let Some(m) = self.durable.jobs.get_mut(&j.id) {
+                    // Derived, like reasons: recomputed after recovery, never journalled.
+                    Arc::make_mut(m).status.priority = u64::from(p);
+                }
+                if let Some(m) = self.durable.jobs.get(&j.id).cloned() {
+                    self.core.handle(Event::Updated(self.sched_job(&m)));
+                }
+                self.dirty = true;
+            }
+        }
+    }
+
+    /// A job's multifactor priority and its factors.
+    fn multifactor_priority(&self, spec: &JobSpec, eligible: i64, t: i64) -> (u32, drover_sched::priority::Factors) {
+        use drover_sched::priority::{self, ClusterSize, JobInput};
+        let w = crate::policy::JobPolicy::of(spec);
+        let admin = self.acct_admin.as_deref();
+        let qos_prio = |name: &str| admin.and_then(|a| a.qos.iter().find(|q| q.name == name)).map_or(0, |q| q.priority);
+        let max_qos = admin.map_or(0, |a| a.qos.iter().map(|q| q.priority).max().unwrap_or(0));
+        let assoc_prio = admin
+            .and_then(|a| a.assoc(w.account, w.user, ""))
+            .and_then(|a| a.limits.as_ref().and_then(|l| l.priority))
+            .unwrap_or(0);
+        let max_assoc = admin.map_or(0, |a| {
+            a.assocs.iter().filter_map(|x| x.limits.as_ref().and_then(|l| l.priority)).max().unwrap_or(0)
+        });
+        let input = JobInput {
+            eligible: if spec.hold { 0 } else { eligible },
+            fairshare: self.fs.factors.get(&(w.account.to_string(), w.user.to_string())).copied().unwrap_or(0.0),
+            min_nodes: spec.min_nodes.unwrap_or(1),
+            cpus: spec.task_count().max(1) * spec.cpus_per_task().max(1),
+            partition: (1, 1),
+            qos: (qos_prio(w.qos), max_qos),
+            assoc: (assoc_prio, max_assoc),
+            nice: 0,
+        };
+        let size =
+            ClusterSize { nodes: self.cfg.nodes.len() as u32, cpus: self.cfg.nodes.iter().map(|n| n.cpus).sum() };
+        let f = priority::factors(&self.cfg.priority, &input, size, t);
+        (priority::priority(&self.cfg.priority, &f), f)
     }
 
     // ---- jobs ----
@@ -857,11 +995,17 @@ impl Owner {
         }
         let t = now();
         let id = self.durable.next_job_id;
+        let eligible = spec.begin_time.unwrap_or(t).max(t);
+        let priority = if self.cfg.priority.multifactor {
+            u64::from(self.multifactor_priority(&spec, eligible, t).0)
+        } else {
+            u64::from(u32::MAX - id.min(u32::MAX - 1))
+        };
         let status = JobStatus::pending(
             t,
-            spec.begin_time.unwrap_or(t).max(t),
+            eligible,
             &spec.partitions[0],
-            u64::from(u32::MAX - id.min(u32::MAX - 1)),
+            priority,
             if spec.hold { Some(HoldKind::User) } else { None },
         );
         let array = spec.array.as_deref().and_then(|a| crate::state::ArrayPart::remainder(id, a));
@@ -1301,6 +1445,10 @@ impl Owner {
     /// Moves a job to its final state (or back to pending when it is being requeued).
     fn finish(&mut self, id: JobId, mut st: JobStatus, how: &str, end: i64) {
         let requeue = st.state_desc == "REQUEUE" || how == "REQUEUE";
+        if let Some(j) = self.durable.jobs.get(&id).cloned() {
+            // Its run since the last calculation counts now (the rest was counted then).
+            self.credit_run(&j, j.status.start_time.max(self.fs.usage.at), end);
+        }
         self.end_steps_of(id, &st);
         self.ctld_prolog.remove(&id);
         if let (Some(prog), Some(j)) = (self.cfg.epilog_slurmctld.clone(), self.durable.jobs.get(&id)) {
@@ -2463,6 +2611,14 @@ impl Owner {
     }
 
     fn periodic(&mut self, t: i64) {
+        if self.cfg.priority.multifactor {
+            if t >= self.fs.next_calc {
+                self.priority_calc(t);
+                self.fs.next_calc = t + self.cfg.priority.calc_period as i64;
+            } else if self.fs.stale {
+                self.refresh_priorities(t);
+            }
+        }
         // sstat requests some node never answered.
         let late: Vec<u64> = self.stats.iter().filter(|(_, p)| p.deadline <= t).map(|(id, _)| *id).collect();
         for id in late {
@@ -2586,6 +2742,7 @@ impl Owner {
             nodes,
             licenses: self.core.licenses(),
             configuring: self.ctld_prolog.clone(),
+            shares: self.fs.rows.clone(),
         };
         self.view.store(Arc::new(view));
         self.dirty = false;

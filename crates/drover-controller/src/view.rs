@@ -37,6 +37,8 @@ pub struct View {
     pub licenses: Vec<(String, u32, u32)>,
     /// Running jobs whose PrologSlurmctld runs (shown `CONFIGURING`).
     pub configuring: std::collections::HashSet<drover_model::job::JobId>,
+    /// Fairshare of the associations (sshare), from the last calculation.
+    pub shares: Arc<Vec<v1::ShareRow>>,
 }
 
 impl Default for View {
@@ -48,6 +50,7 @@ impl Default for View {
             nodes: Vec::new(),
             licenses: Vec::new(),
             configuring: Default::default(),
+            shares: Default::default(),
         }
     }
 }
@@ -197,7 +200,7 @@ pub fn job_batches(
 }
 
 pub fn state_reply(view: &View, req: &v1::StateRequest, now: i64) -> v1::StateReply {
-    let everything = !req.jobs && !req.nodes && !req.partitions && !req.config;
+    let everything = !req.jobs && !req.nodes && !req.partitions && !req.config && !req.shares;
     let mut reply = v1::StateReply {
         now,
         cluster_name: view.cfg.cluster_name.clone(),
@@ -293,6 +296,9 @@ pub fn state_reply(view: &View, req: &v1::StateRequest, now: i64) -> v1::StateRe
     }
     if everything || req.config {
         reply.config = config_entries(&view.cfg);
+    }
+    if req.shares {
+        reply.shares = view.shares.as_ref().clone();
     }
     reply
 }

@@ -154,6 +154,8 @@ pub struct Config {
     pub accounting_storage_port: u16,
     /// `AccountingStorageEnforce`: what accounting's associations and QoS enforce.
     pub enforce: AccountingEnforce,
+    /// `PriorityType`, the `PriorityWeight*` weights and the rest of the priority keys.
+    pub priority: crate::priority_conf::PriorityConf,
     pub nodes: Vec<NodeConf>,
     pub partitions: Vec<PartitionConf>,
     pub unsupported: Vec<Unsupported>,
@@ -253,6 +255,7 @@ impl Default for Config {
             accounting_storage: None,
             accounting_storage_port: 6819,
             enforce: AccountingEnforce::default(),
+            priority: Default::default(),
             nodes: Vec::new(),
             partitions: Vec::new(),
             unsupported: Vec::new(),
@@ -693,6 +696,15 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                 },
                 "accountingstoragehost" => accounting_host = Some(v.clone()),
                 "accountingstorageenforce" => cfg.enforce = AccountingEnforce::parse(v).map_err(err)?,
+                p if crate::priority_conf::KEYS.contains(&p) => {
+                    for flag in cfg.priority.set(p, v).map_err(|e| err(format!("{k}: {e}")))? {
+                        cfg.unsupported.push(Unsupported {
+                            file: l.file.clone(),
+                            line: l.line,
+                            key: format!("PriorityFlags={flag}"),
+                        });
+                    }
+                }
                 "accountingstorageport" => {
                     cfg.accounting_storage_port =
                         v.parse().map_err(|_| err(format!("AccountingStoragePort: expected a port, found `{v}`")))?

@@ -20,6 +20,7 @@ pub mod hostlist;
 pub mod job;
 pub mod memsize;
 pub mod multiprog;
+pub mod priority_conf;
 pub mod signal;
 pub mod state;
 pub mod step;

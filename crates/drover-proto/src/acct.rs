@@ -1,6 +1,7 @@
 //! Accounting's shared rules (the service and sacctmgr both apply them).
 
 use crate::v1;
+use std::collections::BTreeSet;
 
 /// A new cluster's associations: account `root` (1 share, QoS `normal`) and user root in it,
 /// as Slurm creates them when a cluster is added.
@@ -24,4 +25,45 @@ pub fn tres_order(names: impl IntoIterator<Item = String>) -> Vec<String> {
     extra.sort();
     extra.dedup();
     BASE_TRES.iter().map(|s| s.to_string()).chain(extra).collect()
+}
+
+/// Associations in Slurm's display order: per cluster, depth first from `root`, each
+/// account's own association, then its users', then its sub-accounts (each by name);
+/// with the depth of each (for `tree`).
+pub fn assoc_order(st: &v1::AdminState) -> Vec<(usize, &v1::AcctAssoc)> {
+    let mut out = Vec::new();
+    let clusters: BTreeSet<&str> = st.assocs.iter().map(|a| a.cluster.as_str()).collect();
+    fn walk<'a>(
+        st: &'a v1::AdminState,
+        cluster: &str,
+        account: &str,
+        depth: usize,
+        out: &mut Vec<(usize, &'a v1::AcctAssoc)>,
+        seen: &mut BTreeSet<String>,
+    ) {
+        if !seen.insert(account.to_string()) {
+            return;
+        }
+        let here = |a: &&v1::AcctAssoc| a.cluster == cluster && a.account == account;
+        if let Some(a) = st.assocs.iter().filter(here).find(|a| a.user.is_empty()) {
+            out.push((depth, a));
+        }
+        let mut users: Vec<&v1::AcctAssoc> = st.assocs.iter().filter(here).filter(|a| !a.user.is_empty()).collect();
+        users.sort_by(|a, b| (&a.user, &a.partition).cmp(&(&b.user, &b.partition)));
+        out.extend(users.into_iter().map(|a| (depth + 1, a)));
+        let mut children: Vec<&str> = st
+            .assocs
+            .iter()
+            .filter(|a| a.cluster == cluster && a.user.is_empty() && a.parent == account && a.account != account)
+            .map(|a| a.account.as_str())
+            .collect();
+        children.sort_unstable();
+        for c in children {
+            walk(st, cluster, c, depth + 1, out, seen);
+        }
+    }
+    for c in clusters {
+        walk(st, c, "root", 0, &mut out, &mut BTreeSet::new());
+    }
+    out
 }

@@ -18,9 +18,11 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod core;
+pub mod fairshare;
 pub mod gres;
 pub mod limits;
 pub mod plan;
+pub mod priority;
 pub mod step;
 
 pub use crate::core::{

@@ -122,7 +122,7 @@ impl Cluster {
         std::fs::create_dir_all(dir.path().join("log")).expect("log dir");
         for c in [
             "sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat", "sattach", "sacct",
-            "sacctmgr", "sreport", "drover",
+            "sacctmgr", "sreport", "sshare", "drover",
         ] {
             std::os::unix::fs::symlink(exe, bin.join(c)).expect("command link");
         }

@@ -550,6 +550,37 @@ pub struct StateRequest {
     pub partitions: bool,
     #[prost(bool, tag = "5")]
     pub config: bool,
+    /// Fairshare of the cluster's associations (sshare).
+    #[prost(bool, tag = "7")]
+    pub shares: bool,
+}
+/// One association as sshare shows it (Fair Tree's numbers), in the tree's order.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ShareRow {
+    #[prost(string, tag = "1")]
+    pub account: ::prost::alloc::string::String,
+    /// Empty: the account's own association.
+    #[prost(string, tag = "2")]
+    pub user: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "3")]
+    pub depth: u32,
+    /// Absent for the root.
+    #[prost(uint32, optional, tag = "4")]
+    pub raw_shares: ::core::option::Option<u32>,
+    #[prost(double, tag = "5")]
+    pub norm_shares: f64,
+    #[prost(double, tag = "6")]
+    pub raw_usage: f64,
+    #[prost(double, tag = "7")]
+    pub norm_usage: f64,
+    #[prost(double, tag = "8")]
+    pub effectv_usage: f64,
+    /// Users only.
+    #[prost(double, optional, tag = "9")]
+    pub fairshare: ::core::option::Option<f64>,
+    /// Absent for the root; infinite where it used nothing.
+    #[prost(double, optional, tag = "10")]
+    pub level_fs: ::core::option::Option<f64>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct StateReply {
@@ -574,6 +605,8 @@ pub struct StateReply {
     /// Cluster licenses (with the config).
     #[prost(message, repeated, tag = "9")]
     pub licenses: ::prost::alloc::vec::Vec<LicenseInfo>,
+    #[prost(message, repeated, tag = "10")]
+    pub shares: ::prost::alloc::vec::Vec<ShareRow>,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct LicenseInfo {

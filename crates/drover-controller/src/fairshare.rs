@@ -1,0 +1,199 @@
+//! Fairshare in the controller: each association's usage (CPU-seconds by billing, times the
+//! QoS's `UsageFactor`), decayed with `PriorityDecayHalfLife`, kept in `StateSaveLocation`'s
+//! `assoc_usage` file (as slurmctld keeps it), and the Fair Tree factors computed from it
+//! over accounting's association tree (see `drover_sched::fairshare`).
+//!
+//! Usage is credited when a job ends (its run since the last calculation) and, for running
+//! jobs, every `PriorityCalcPeriod`; factors and priorities are recomputed after either.
+
+use drover_proto::v1;
+use drover_sched::fairshare::{self, Assoc};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+/// Usage per (account, user), as of `at`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Usage {
+    pub raw: BTreeMap<(String, String), f64>,
+    /// The time the usage is decayed to (the last calculation).
+    pub at: i64,
+    pub last_reset: i64,
+}
+
+impl Usage {
+    /// The `assoc_usage` file: a line `at last_reset`, then `account\tuser\tusage` lines.
+    pub fn load(path: &Path) -> Usage {
+        let Ok(text) = std::fs::read_to_string(path) else { return Usage::default() };
+        let mut lines = text.lines();
+        let mut u = Usage::default();
+        if let Some(head) = lines.next() {
+            let mut it = head.split_whitespace().map(|x| x.parse::<i64>().unwrap_or(0));
+            u.at = it.next().unwrap_or(0);
+            u.last_reset = it.next().unwrap_or(0);
+        }
+        for l in lines {
+            let f: Vec<&str> = l.split('\t').collect();
+            if let [a, user, v] = f[..] {
+                if let Ok(v) = v.parse::<f64>() {
+                    u.raw.insert((a.to_string(), user.to_string()), v);
+                }
+            }
+        }
+        u
+    }
+
+    pub fn encode(&self) -> String {
+        let mut s = format!("{} {}\n", self.at, self.last_reset);
+        for ((a, user), v) in &self.raw {
+            s.push_str(&format!("{a}\t{user}\t{v}\n"));
+        }
+        s
+    }
+
+    /// Decays everything to `t`.
+    pub fn decay_to(&mut self, t: i64, half_life: u64) {
+        if self.at > 0 && t > self.at {
+            let d = fairshare::decay_per_second(half_life);
+            for v in self.raw.values_mut() {
+                *v = fairshare::decayed(*v, d, (t - self.at) as f64);
+            }
+        }
+        self.at = self.at.max(t);
+    }
+
+    /// Credits a run of `secs` seconds at `billing` (times `factor`) to (account, user).
+    pub fn credit(&mut self, account: &str, user: &str, secs: f64, billing: f64, factor: f64, half_life: u64) {
+        let add = fairshare::run_usage(secs, billing, factor, fairshare::decay_per_second(half_life));
+        if add > 0.0 {
+            *self.raw.entry((account.to_string(), user.to_string())).or_default() += add;
+        }
+    }
+}
+
+/// The controller's fairshare: usage, where it is kept, the factors and sshare's rows from
+/// the last calculation, and when the next is due.
+#[derive(Debug, Default)]
+pub struct State {
+    pub usage: Usage,
+    pub path: std::path::PathBuf,
+    pub factors: HashMap<(String, String), f64>,
+    pub rows: std::sync::Arc<Vec<v1::ShareRow>>,
+    pub next_calc: i64,
+    /// Usage or the tree changed since the factors were computed.
+    pub stale: bool,
+}
+
+/// Fair Tree over this cluster's associations: each (account, user)'s factor, and the rows
+/// sshare shows, in the tree's order.
+pub fn compute(
+    st: &v1::AdminState,
+    cluster: &str,
+    usage: &Usage,
+) -> (HashMap<(String, String), f64>, Vec<v1::ShareRow>) {
+    let order: Vec<(usize, &v1::AcctAssoc)> =
+        drover_proto::acct::assoc_order(st).into_iter().filter(|(_, a)| a.cluster == cluster).collect();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut tree: Vec<Assoc> = Vec::with_capacity(order.len());
+    for (_, a) in &order {
+        let is_user = !a.user.is_empty();
+        let parent = if is_user { index.get(a.account.as_str()) } else { index.get(a.parent.as_str()) }.copied();
+        if !is_user {
+            index.insert(a.account.as_str(), tree.len());
+        }
+        let shares = a.limits.as_ref().and_then(|l| l.shares).unwrap_or(1);
+        let used =
+            if is_user { usage.raw.get(&(a.account.clone(), a.user.clone())).copied().unwrap_or(0.0) } else { 0.0 };
+        tree.push(Assoc {
+            account: a.account.clone(),
+            user: is_user.then(|| a.user.clone()),
+            parent: if a.account == "root" && !is_user { None } else { parent },
+            shares,
+            usage: used,
+        });
+    }
+    let shares = fairshare::fair_tree(&tree);
+    let mut factors = HashMap::new();
+    let mut rows = Vec::with_capacity(tree.len());
+    for ((depth, a), (t, s)) in order.iter().zip(tree.iter().zip(&shares)) {
+        if let (Some(u), Some(f)) = (&t.user, s.factor) {
+            factors.insert((t.account.clone(), u.clone()), f);
+        }
+        let root = t.parent.is_none();
+        rows.push(v1::ShareRow {
+            account: a.account.clone(),
+            user: a.user.clone(),
+            depth: *depth as u32,
+            raw_shares: (!root).then_some(t.shares),
+            norm_shares: s.shares_norm,
+            raw_usage: s.usage_raw,
+            norm_usage: s.usage_norm,
+            effectv_usage: s.usage_efctv,
+            fairshare: s.factor,
+            level_fs: s.level_fs,
+        });
+    }
+    (factors, rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_round_trips_its_file_and_decays() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("assoc_usage");
+        let mut u = Usage { at: 1000, ..Default::default() };
+        u.credit("physics", "alice", 200.0, 2.0, 1.0, 7 * 86400);
+        assert!((u.raw[&("physics".into(), "alice".into())] - 400.0).abs() < 0.1);
+        std::fs::write(&p, u.encode()).unwrap();
+        assert_eq!(Usage::load(&p), u);
+        u.decay_to(1000 + 7 * 86400, 7 * 86400);
+        assert!((u.raw[&("physics".into(), "alice".into())] - 200.0).abs() < 0.5);
+        assert_eq!(Usage::load(&dir.path().join("none")), Usage::default());
+    }
+
+    #[test]
+    fn the_labs_tree_ranks_as_slurm_did() {
+        // captures/slurm-22.05/sshare_mf_l.out: alice used 387, nobody else anything.
+        let mut st = v1::AdminState { assocs: drover_proto::acct::root_assocs("lab"), ..Default::default() };
+        let acct = |name: &str, parent: &str, shares: u32| v1::AcctAssoc {
+            cluster: "lab".into(),
+            account: name.into(),
+            parent: parent.into(),
+            limits: Some(v1::AcctLimits { shares: Some(shares), ..Default::default() }),
+            ..Default::default()
+        };
+        let user = |name: &str, a: &str| v1::AcctAssoc {
+            cluster: "lab".into(),
+            account: a.into(),
+            user: name.into(),
+            parent: a.into(),
+            limits: Some(v1::AcctLimits { shares: Some(1), ..Default::default() }),
+            ..Default::default()
+        };
+        st.assocs.extend([
+            acct("physics", "root", 1),
+            acct("theory", "physics", 1),
+            acct("chem", "root", 2),
+            user("alice", "physics"),
+            user("bob", "chem"),
+            user("bob", "theory"),
+            user("root", "physics"),
+            user("root", "chem"),
+        ]);
+        let mut u = Usage::default();
+        u.raw.insert(("physics".into(), "alice".into()), 387.0);
+        let (f, rows) = compute(&st, "lab", &u);
+        let get = |a: &str, user: &str| f[&(a.to_string(), user.to_string())];
+        assert_eq!(get("root", "root"), 1.0);
+        assert_eq!((get("chem", "bob"), get("chem", "root")), (1.0, 1.0));
+        assert_eq!((get("physics", "root"), get("theory", "bob")), (0.5, 0.5));
+        assert!((get("physics", "alice") - 1.0 / 6.0).abs() < 1e-12);
+        let names: Vec<(u32, &str, &str)> =
+            rows.iter().map(|r| (r.depth, r.account.as_str(), r.user.as_str())).collect();
+        assert_eq!(names[..4], [(0, "root", ""), (1, "root", "root"), (1, "chem", ""), (2, "chem", "bob")]);
+        assert_eq!(rows[0].raw_shares, None);
+        assert_eq!(rows[0].raw_usage, 387.0);
+    }
+}

@@ -1,0 +1,122 @@
+//! sshare and fairshare: Slurm 22.05's output for the lab's tree (`captures/slurm-22.05/
+//! sshare_mf_*`, alice having used 387 CPU-seconds) printed byte for byte from the
+//! controller's usage; and fairshare putting a user who has used nothing ahead of one who
+//! has, on a real cluster.
+
+use drover_testkit::{Cluster, Options, TestUser};
+use std::path::PathBuf;
+use std::time::Duration;
+
+const EXE: &str = env!("CARGO_BIN_EXE_drover");
+
+fn captures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/captures/slurm-22.05")
+}
+
+fn capture(name: &str) -> (Vec<String>, i32, String, String) {
+    let index = std::fs::read_to_string(captures().join("INDEX.tsv")).unwrap();
+    let line = index.lines().find(|l| l.split('\t').next() == Some(name)).unwrap_or_else(|| panic!("{name}"));
+    let f: Vec<&str> = line.split('\t').collect();
+    let read = |ext: &str| std::fs::read_to_string(captures().join(format!("{name}.{ext}"))).unwrap_or_default();
+    (f[2].split(' ').map(String::from).collect(), f[1].parse().unwrap(), read("out"), read("err"))
+}
+
+fn check(c: &Cluster, name: &str) -> Result<(), String> {
+    let (cmd, rc, out, err) = capture(name);
+    let args: Vec<&str> = cmd[1..].iter().map(String::as_str).collect();
+    let got = c.run(&cmd[0], &args);
+    let (gout, gerr) = (String::from_utf8_lossy(&got.stdout), String::from_utf8_lossy(&got.stderr));
+    if gout != out || gerr != err || got.status.code() != Some(rc) {
+        return Err(format!(
+            "{name}: {cmd:?}\n--- want (exit {rc}):\n{out}{err}--- got (exit {:?}):\n{gout}{gerr}",
+            got.status.code()
+        ));
+    }
+    Ok(())
+}
+
+fn multifactor(extra: &str) -> Options {
+    Options {
+        nodes: 1,
+        accounting: true,
+        cluster: "lab".into(),
+        extra_conf: format!("PriorityType=priority/multifactor\nPriorityWeightFairshare=10000\n{extra}"),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn sshare_matches_slurm_on_the_labs_tree() {
+    // No decay, so the usage read from the state file stays what the capture had.
+    let mut c = Cluster::start(EXE, multifactor("PriorityDecayHalfLife=0\n"));
+    for cmd in [
+        "add account physics Description=physics Organization=science",
+        "add account theory parent=physics Description=theory Organization=science",
+        "add account chem Fairshare=2 Description=chemistry Organization=science",
+        "add user alice Account=physics",
+        "add user bob Account=chem",
+        "add user bob Account=theory",
+        "add user root Account=physics,chem",
+    ] {
+        let mut args = vec!["-i"];
+        args.extend(cmd.split(' '));
+        c.ok("sacctmgr", &args);
+    }
+    // The usage slurmctld had (its assoc_usage state): alice's 387 CPU-seconds.
+    c.kill_controller();
+    let now = jiff::Timestamp::now().as_second();
+    std::fs::write(c.path().join("state/assoc_usage"), format!("{now} {now}\nphysics\talice\t387.4\n")).unwrap();
+    c.start_controller();
+    c.wait_until("the shares to be computed", Duration::from_secs(30), || check(&c, "sshare_mf").is_ok());
+    let index = std::fs::read_to_string(captures().join("INDEX.tsv")).unwrap();
+    let mut failed = Vec::new();
+    for name in index.lines().filter_map(|l| l.split('\t').next()).filter(|n| n.starts_with("sshare_mf")) {
+        failed.extend(check(&c, name).err());
+    }
+    assert!(failed.is_empty(), "{} of the captures differ:\n{}", failed.len(), failed.join("\n"));
+}
+
+#[test]
+fn fairshare_puts_the_user_who_used_less_first() {
+    let pid = std::process::id() % 10000;
+    let heavy = TestUser::create(&format!("drvh{pid}"));
+    let light = TestUser::create(&format!("drvl{pid}"));
+    let c = Cluster::start(EXE, multifactor(""));
+    c.ok("sacctmgr", &["-i", "add", "account", "lab1"]);
+    c.ok("sacctmgr", &["-i", "add", "user", &heavy.name, &light.name, "Account=lab1"]);
+    let dir = c.path().to_path_buf();
+    let submit = |u: &TestUser, args: &[&str]| -> u32 {
+        let out = c.run_as(u, "sbatch", args, &dir);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    // The heavy user runs first (both CPUs for a few seconds) and so has used something.
+    c.wait_until("the shares to be computed", Duration::from_secs(30), || {
+        String::from_utf8_lossy(&c.run("sshare", &["-a", "-n", "-P", "-o", "User"]).stdout).contains(&heavy.name)
+    });
+    let used = submit(&heavy, &["-n2", "-o", "/dev/null", "--wrap", "sleep 3"]);
+    c.wait_state(used, &["COMPLETED"], Duration::from_secs(60));
+    // Then, while another job holds the node, both wait for all of it, the heavy user's first.
+    let blocker = c.submit(&["-n2", "-o", "/dev/null", "--wrap", "sleep 8"]);
+    c.wait_state(blocker, &["RUNNING"], Duration::from_secs(30));
+    let h = submit(&heavy, &["-n2", "-o", "/dev/null", "--wrap", "sleep 30"]);
+    let l = submit(&light, &["-n2", "-o", "/dev/null", "--wrap", "sleep 30"]);
+    let prio = |j: u32| -> u64 {
+        String::from_utf8_lossy(&c.run("squeue", &["-h", "-j", &j.to_string(), "-o", "%Q"]).stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    };
+    c.wait_until("the light user's job to outrank the heavy user's", Duration::from_secs(30), || prio(l) > prio(h));
+    c.wait_state(l, &["RUNNING"], Duration::from_secs(60));
+    assert_eq!(c.state(h), "PENDING", "the heavy user's job waits though it came first");
+    let shares = String::from_utf8_lossy(&c.run("sshare", &["-a", "-n", "-P", "-o", "User,RawUsage,FairShare"]).stdout)
+        .to_string();
+    let row = |u: &str| shares.lines().find(|l| l.starts_with(&format!("{u}|"))).unwrap_or_default().to_string();
+    let raw = |u: &str| row(u).split('|').nth(1).unwrap_or("0").parse::<u64>().unwrap_or(0);
+    let fs = |u: &str| row(u).split('|').nth(2).unwrap_or("0").parse::<f64>().unwrap_or(0.0);
+    assert!(raw(&heavy.name) >= 5, "2 CPUs for 3 s: {shares}");
+    assert_eq!(raw(&light.name), 0, "{shares}");
+    assert!(fs(&light.name) > fs(&heavy.name), "{shares}");
+    c.ok("scancel", &[&h.to_string(), &l.to_string()]);
+}
