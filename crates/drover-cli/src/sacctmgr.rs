@@ -842,13 +842,8 @@ fn set_qos(q: &mut v1::AcctQos, key: &str, v: &str) -> Result<(), String> {
     match key {
         "description" => q.description = v.to_string(),
         "priority" => q.priority = count(v)?.unwrap_or(0),
-        "gracetime" => {
-            q.grace_time_secs = drover_model::duration::parse_time_limit(v)
-                .ok()
-                .flatten()
-                .or_else(|| v.parse().ok())
-                .ok_or_else(|| format!(" Bad GraceTime: {v}"))?
-        }
+        // Seconds, as Slurm's sacctmgr reads it (a plain number).
+        "gracetime" => q.grace_time_secs = u64::from(count(v)?.unwrap_or(0)),
         "preempt" => q.preempt = if clear { Vec::new() } else { list(v) },
         "preemptmode" => q.preempt_mode = v.to_ascii_lowercase(),
         "flags" => q.flags = if clear { Vec::new() } else { list(v) },

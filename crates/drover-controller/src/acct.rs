@@ -152,7 +152,8 @@ pub fn records(cfg: &Config, b: &Batch) -> v1::AcctRecords {
             Gone::Requeued { job: j, end_time } => {
                 let mut rec = job_record(cfg, j);
                 if let Some(i) = rec.info.as_mut() {
-                    i.state = "REQUEUED".into();
+                    // A run that preemption ended, or a requeue.
+                    i.state = if j.status.state_desc == "PREEMPTED" { "PREEMPTED" } else { "REQUEUED" }.into();
                     i.end_time = *end_time;
                 }
                 let mut ended = (**j).clone();

@@ -227,6 +227,9 @@ pub struct Owner {
     limit_keys: HashSet<Arc<str>>,
     /// Fairshare, for the multifactor priority (`PriorityType=priority/multifactor`).
     fs: crate::fairshare::State,
+    /// Jobs being preempted (QoS preemption): when their grace time is over, and what then
+    /// becomes of them.
+    preempting: BTreeMap<JobId, (i64, drover_model::conf::PreemptMode)>,
 }
 
 /// User and group names by id, looked up once (NSS can be slow; ids rarely change names).
@@ -329,6 +332,7 @@ impl Owner {
             acct_admin: None,
             limit_caps: Vec::new(),
             limit_keys: HashSet::new(),
+            preempting: BTreeMap::new(),
             fs: crate::fairshare::State {
                 usage: crate::fairshare::Usage::load(&usage_path),
                 path: usage_path,
@@ -360,6 +364,7 @@ impl Owner {
                             limit: j.status.time_limit,
                             licenses: sj.more().licenses.clone(),
                             limits: sj.more().limits.clone(),
+                            qos: sj.more().preempt.as_ref().map(|p| p.qos.clone()),
                         });
                     }
                     // Agents get SlurmdTimeout to report in before their jobs are given up.
@@ -409,6 +414,7 @@ impl Owner {
             max_job_test: self.cfg.bf_max_job_test as usize,
             window: i64::from(self.cfg.bf_window_min) * 60,
             interval: i64::from(self.cfg.bf_interval),
+            preempt_exempt: self.cfg.preempt_exempt_secs as i64,
         }));
         for p in &self.cfg.partitions {
             self.core.handle(Event::PartitionDefined(PartitionRes {
@@ -605,6 +611,20 @@ impl Owner {
                     self.acct_admin = Some(Box::new(crate::acct::Admin::new(&self.cfg.cluster_name, *st)));
                     self.refresh_limits(true);
                     self.fs.stale = true;
+                    if self.cfg.preempt_qos && !self.cfg.enforce.limits {
+                        // Which QoS preempt which came with it (refresh_limits resends
+                        // waiting jobs only where limits are enforced).
+                        let pending: Vec<Arc<Job>> = self
+                            .durable
+                            .jobs
+                            .values()
+                            .filter(|j| j.status.state == JobState::Pending)
+                            .cloned()
+                            .collect();
+                        for j in pending {
+                            self.core.handle(Event::Updated(self.sched_job(&j)));
+                        }
+                    }
                 }
             }
             Msg::Shutdown => self.shutdown = true,
@@ -746,7 +766,100 @@ impl Owner {
         let mut sj = Self::sched_job_from(j.id, &spec, &j.status, j.array.as_deref());
         self.add_singleton(&mut sj, &spec);
         self.apply_limits(&mut sj, &spec);
+        self.apply_preempt(&mut sj, &spec);
         sj
+    }
+
+    /// QoS preemption (`PreemptType=preempt/qos`): the job's QoS, and the QoS whose running
+    /// jobs it may preempt (its QoS's `Preempt`, less those whose mode is off).
+    fn apply_preempt(&self, sj: &mut SchedJob, spec: &JobSpec) {
+        if !self.cfg.preempt_qos {
+            return;
+        }
+        let qos = crate::policy::JobPolicy::of(spec).qos;
+        let admin = self.acct_admin.as_deref();
+        let can_preempt = admin
+            .and_then(|a| a.qos.iter().find(|q| q.name == qos))
+            .map(|q| {
+                q.preempt
+                    .iter()
+                    .filter(|victim| self.preempt_mode_of(victim) != drover_model::conf::PreemptMode::Off)
+                    .map(|v| intern(v))
+                    .collect()
+            })
+            .unwrap_or_default();
+        sj.more_mut().preempt = Some(drover_sched::Preempt { qos: intern(qos), can_preempt });
+    }
+
+    /// What preemption does to a job of QoS `qos`: its own `PreemptMode`, else the cluster's.
+    fn preempt_mode_of(&self, qos: &str) -> drover_model::conf::PreemptMode {
+        use drover_model::conf::PreemptMode;
+        let own = self
+            .acct_admin
+            .as_deref()
+            .and_then(|a| a.qos.iter().find(|q| q.name == qos))
+            .map(|q| q.preempt_mode.clone());
+        match own.as_deref().map(str::to_ascii_lowercase).as_deref() {
+            Some("cancel") => PreemptMode::Cancel,
+            Some("requeue") => PreemptMode::Requeue,
+            Some("suspend") => PreemptMode::Suspend,
+            Some("off") => PreemptMode::Off,
+            _ => self.cfg.preempt_mode,
+        }
+    }
+
+    /// The scheduler chose running `victim` to make room for waiting `by`: its processes get
+    /// SIGTERM now and, once its QoS's `GraceTime` is over, it is requeued (or cancelled,
+    /// as its mode says); without a grace time at once.
+    fn preempt_job(&mut self, victim: JobId, by: JobId, t: i64) {
+        use drover_model::conf::PreemptMode;
+        let Some(j) = self.durable.jobs.get(&victim).cloned() else { return };
+        if j.status.state != JobState::Running || self.preempting.contains_key(&victim) {
+            return;
+        }
+        let qos = crate::policy::JobPolicy::of(&j.spec.unpack()).qos.to_string();
+        let mut mode = self.preempt_mode_of(&qos);
+        if mode == PreemptMode::Suspend {
+            // Gang scheduling is not there yet: a job that would be suspended is requeued.
+            mode = PreemptMode::Requeue;
+        }
+        let grace = self
+            .acct_admin
+            .as_deref()
+            .and_then(|a| a.qos.iter().find(|q| q.name == qos))
+            .map_or(0, |q| q.grace_time_secs as i64);
+        let deadline = t + grace;
+        self.preempting.insert(victim, (deadline, mode));
+        self.core.handle(Event::Preempting { job: victim, end: deadline });
+        crate::log(&format!("preempting job {victim} (QoS {qos}) for job {by}: {mode:?} after GraceTime {grace}s"));
+        if grace > 0 {
+            for n in Self::busy_nodes(&j) {
+                let msg = v1::Signal { job_id: victim, signal: libc_sigterm(), ..Default::default() };
+                self.outbox.push((n, controller_to_node::Msg::Signal(msg)));
+            }
+        } else {
+            self.preempt_now(victim);
+        }
+    }
+
+    /// A preempted job's grace time is over: it is requeued (a batch job that may be) or
+    /// ends `PREEMPTED`.
+    fn preempt_now(&mut self, id: JobId) {
+        use drover_model::conf::PreemptMode;
+        let Some(&(_, mode)) = self.preempting.get(&id) else { return };
+        let Some(j) = self.durable.jobs.get(&id).cloned() else { return };
+        if j.status.state != JobState::Running {
+            return;
+        }
+        let requeue = mode == PreemptMode::Requeue && j.batch && j.spec.unpack().requeue != Some(false);
+        let mut st = j.status.clone();
+        st.state = JobState::Completing;
+        st.state_desc = "PREEMPTED".into();
+        self.set_status(id, st);
+        for n in Self::busy_nodes(&j) {
+            let msg = v1::Signal { job_id: id, terminate: true, requeue, ..Default::default() };
+            self.outbox.push((n, controller_to_node::Msg::Signal(msg)));
+        }
     }
 
     /// A job's accounting limits (`AccountingStorageEnforce=limits`): the groups it counts
@@ -872,6 +985,7 @@ impl Owner {
                 licenses: Self::licenses_of(s),
                 limits: Vec::new(),
                 policy: None,
+                preempt: None,
             }
             .boxed(),
         }
@@ -1012,6 +1126,7 @@ impl Owner {
         let mut sj = Self::sched_job_from(id, &spec, &status, array.as_ref());
         self.add_singleton(&mut sj, &spec);
         self.apply_limits(&mut sj, &spec);
+        self.apply_preempt(&mut sj, &spec);
         let enforce = self.cfg.enforce_part_limits != drover_model::conf::EnforcePartLimits::No;
         match self.core.check_submit(&sj, enforce) {
             SubmitCheck::Ok => {}
@@ -1074,6 +1189,7 @@ impl Owner {
                     // SchedulerParameters=kill_invalid_depend: a job that can never run ends.
                     self.end_pending(job, None, PendingReason::DependencyNeverSatisfied, t);
                 }
+                Decision::Preempt { job, by } => self.preempt_job(job, by, t),
                 Decision::Planned { job, start, nodes } => {
                     if let Some(j) = self.durable.jobs.get_mut(&job) {
                         // Derived state, like reasons: recomputed after recovery.
@@ -1445,6 +1561,7 @@ impl Owner {
     /// Moves a job to its final state (or back to pending when it is being requeued).
     fn finish(&mut self, id: JobId, mut st: JobStatus, how: &str, end: i64) {
         let requeue = st.state_desc == "REQUEUE" || how == "REQUEUE";
+        let preempted = self.preempting.remove(&id).is_some() && st.state_desc == "PREEMPTED";
         if let Some(j) = self.durable.jobs.get(&id).cloned() {
             // Its run since the last calculation counts now (the rest was counted then).
             self.credit_run(&j, j.status.start_time.max(self.fs.usage.at), end);
@@ -1497,7 +1614,9 @@ impl Owner {
             }
             return;
         }
-        let state = if st.cancelled_by.is_some() || how == "CANCELLED" {
+        let state = if preempted {
+            JobState::Preempted
+        } else if st.cancelled_by.is_some() || how == "CANCELLED" {
             JobState::Cancelled
         } else if how == "TIMEOUT" {
             JobState::Timeout
@@ -2611,6 +2730,14 @@ impl Owner {
     }
 
     fn periodic(&mut self, t: i64) {
+        let due: Vec<JobId> = self.preempting.iter().filter(|(_, (d, _))| *d <= t).map(|(id, _)| *id).collect();
+        for id in due {
+            self.preempt_now(id);
+            if let Some(p) = self.preempting.get_mut(&id) {
+                // Acted on: not again (it leaves the map when it ends).
+                p.0 = i64::MAX;
+            }
+        }
         if self.cfg.priority.multifactor {
             if t >= self.fs.next_calc {
                 self.priority_calc(t);

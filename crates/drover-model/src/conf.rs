@@ -156,9 +156,44 @@ pub struct Config {
     pub enforce: AccountingEnforce,
     /// `PriorityType`, the `PriorityWeight*` weights and the rest of the priority keys.
     pub priority: crate::priority_conf::PriorityConf,
+    /// `PreemptType=preempt/qos`: jobs of a QoS preempt running jobs of the QoS its
+    /// `Preempt` lists.
+    pub preempt_qos: bool,
+    /// `PreemptMode`: what preemption does to a job whose QoS says `cluster`.
+    pub preempt_mode: PreemptMode,
+    /// `PreemptExemptTime` (seconds): a job that has run less is not preempted.
+    pub preempt_exempt_secs: u64,
     pub nodes: Vec<NodeConf>,
     pub partitions: Vec<PartitionConf>,
     pub unsupported: Vec<Unsupported>,
+}
+
+/// `PreemptMode`: what becomes of a preempted job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum PreemptMode {
+    #[default]
+    Off,
+    Cancel,
+    Requeue,
+    Suspend,
+}
+
+impl PreemptMode {
+    /// A mode as `slurm.conf` or a QoS names it (`GANG` and `WITHIN` alongside are accepted).
+    pub fn parse(v: &str) -> Result<PreemptMode, String> {
+        let mut mode = PreemptMode::Off;
+        for part in v.split(',').map(|p| p.trim().to_ascii_uppercase()) {
+            mode = match part.as_str() {
+                "OFF" => PreemptMode::Off,
+                "CANCEL" => PreemptMode::Cancel,
+                "REQUEUE" => PreemptMode::Requeue,
+                "SUSPEND" => PreemptMode::Suspend,
+                "GANG" | "WITHIN" => mode,
+                _ => return Err(format!("PreemptMode: expected OFF, CANCEL, REQUEUE or SUSPEND, found `{v}`")),
+            };
+        }
+        Ok(mode)
+    }
 }
 
 /// `AccountingStorageEnforce`: `associations` (a job needs an association of its user,
@@ -255,6 +290,9 @@ impl Default for Config {
             accounting_storage: None,
             accounting_storage_port: 6819,
             enforce: AccountingEnforce::default(),
+            preempt_qos: false,
+            preempt_mode: PreemptMode::Off,
+            preempt_exempt_secs: 0,
             priority: Default::default(),
             nodes: Vec::new(),
             partitions: Vec::new(),
@@ -335,6 +373,9 @@ const SUPPORTED: &[&str] = &[
     "accountingstoragehost",
     "accountingstorageport",
     "accountingstorageenforce",
+    "preempttype",
+    "preemptmode",
+    "preemptexempttime",
 ];
 
 const NODE_KEYS: &[&str] = &[
@@ -696,6 +737,26 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                 },
                 "accountingstoragehost" => accounting_host = Some(v.clone()),
                 "accountingstorageenforce" => cfg.enforce = AccountingEnforce::parse(v).map_err(err)?,
+                "preempttype" => {
+                    cfg.preempt_qos = match v.to_ascii_lowercase().as_str() {
+                        "preempt/qos" => true,
+                        "preempt/none" => false,
+                        _ => {
+                            cfg.unsupported.push(Unsupported {
+                                file: l.file.clone(),
+                                line: l.line,
+                                key: format!("PreemptType={v}"),
+                            });
+                            false
+                        }
+                    }
+                }
+                "preemptmode" => cfg.preempt_mode = PreemptMode::parse(v).map_err(err)?,
+                "preemptexempttime" => {
+                    cfg.preempt_exempt_secs = crate::duration::parse_time_limit(v)
+                        .map_err(|_| err(format!("PreemptExemptTime: expected a time, found `{v}`")))?
+                        .unwrap_or(0)
+                }
                 p if crate::priority_conf::KEYS.contains(&p) => {
                     for flag in cfg.priority.set(p, v).map_err(|e| err(format!("{k}: {e}")))? {
                         cfg.unsupported.push(Unsupported {

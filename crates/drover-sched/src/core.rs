@@ -152,6 +152,16 @@ pub struct SchedMore {
     /// A per-job accounting limit it exceeds by itself (`AssocMaxCpuPerJobLimit`,
     /// `QOSMaxWallDurationPerJobLimit`, ...): it waits until the limit changes.
     pub policy: Option<PendingReason>,
+    /// With QoS preemption (`PreemptType=preempt/qos`): its QoS, and those whose running
+    /// jobs it may preempt.
+    pub preempt: Option<Preempt>,
+}
+
+/// A job's part in QoS preemption.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Preempt {
+    pub qos: std::sync::Arc<str>,
+    pub can_preempt: Vec<std::sync::Arc<str>>,
 }
 
 /// A job's part in an array. The array's pending remainder is one queue entry that starts its
@@ -202,6 +212,7 @@ impl SchedJob {
             licenses: Vec::new(),
             limits: Vec::new(),
             policy: None,
+            preempt: None,
         };
         self.more.as_deref().unwrap_or(&NONE)
     }
@@ -260,6 +271,13 @@ pub enum Event {
         licenses: Vec<(String, u32)>,
         /// The accounting limit groups it counts in.
         limits: Vec<std::sync::Arc<str>>,
+        /// Its QoS, where QoS preemption is on (it may be preempted by that QoS's betters).
+        qos: Option<std::sync::Arc<str>>,
+    },
+    /// A running job is being preempted and will be gone by `end` (its grace time).
+    Preempting {
+        job: JobId,
+        end: i64,
     },
     /// How to plan (at start and on reconfigure).
     Configure(SchedConfig),
@@ -285,6 +303,9 @@ pub enum Decision {
     /// The planner's expected start for a waiting job and the nodes it would get changed
     /// (`None`: it has no reservation now).
     Planned { job: JobId, start: Option<i64>, nodes: Vec<String> },
+    /// Preempt running `job` so that waiting job `by` can start (QoS preemption); the
+    /// controller answers with [`Event::Preempting`].
+    Preempt { job: JobId, by: JobId },
 }
 
 /// Why a job could never run here; the controller refuses it at submit.
@@ -351,6 +372,10 @@ pub struct Core {
     job_licenses: HashMap<JobId, Vec<(String, u32)>>,
     /// Accounting limits: groups, their caps and what their running jobs hold.
     limits: crate::limits::Limits,
+    /// With QoS preemption: each running job's QoS, and the jobs being preempted (with
+    /// when they were chosen).
+    running_qos: HashMap<JobId, std::sync::Arc<str>>,
+    preempting: HashMap<JobId, i64>,
 }
 
 /// What a dependency's target is doing, over all its jobs when it is an array.
@@ -476,7 +501,10 @@ impl Core {
                 self.limits.define(caps);
                 self.plan_dirty = true;
             }
-            Event::Running { job, alloc, array, since, limit, licenses, limits } => {
+            Event::Running { job, alloc, array, since, limit, licenses, limits, qos } => {
+                if let Some(q) = qos {
+                    self.running_qos.insert(job, q);
+                }
                 self.take_licenses(job, &licenses);
                 self.limits.take(job, &limits, crate::limits::Usage::of(&alloc));
                 if let Some((j, _)) = self.pending.remove(&job) {
@@ -491,7 +519,16 @@ impl Core {
                     *self.array_running.entry(a).or_default() += 1;
                 }
             }
+            Event::Preempting { job, end } => {
+                if self.running.contains_key(&job) {
+                    self.preempting.insert(job, end);
+                    self.ends.insert(job, end);
+                    self.plan_dirty = true;
+                }
+            }
             Event::Ended { job, outcome } => {
+                self.running_qos.remove(&job);
+                self.preempting.remove(&job);
                 if self.limits.release(job) {
                     self.plan_dirty = true;
                 }
@@ -868,10 +905,13 @@ impl Core {
             // An array's remainder starts as many tasks as fit, one at a time.
             while let Ok((alloc, limit)) = result {
                 self.take(&alloc);
-                let (licenses, limits) = self
+                let (licenses, limits, qos) = self
                     .pending
                     .get(&id)
-                    .map(|(j, _)| (j.more().licenses.clone(), j.more().limits.clone()))
+                    .map(|(j, _)| {
+                        let m = j.more();
+                        (m.licenses.clone(), m.limits.clone(), m.preempt.as_ref().map(|p| p.qos.clone()))
+                    })
                     .unwrap_or_default();
                 let end = now.saturating_add(limit.map_or(FAR, |l| l as i64));
                 for na in &alloc.nodes {
@@ -900,6 +940,9 @@ impl Core {
                 self.take_licenses(job_id, &licenses);
                 self.limits.take(job_id, &limits, crate::limits::Usage::of(&alloc));
                 self.running.insert(job_id, alloc.clone());
+                if let Some(q) = qos {
+                    self.running_qos.insert(job_id, q);
+                }
                 self.started_at.insert(job_id, now);
                 self.ends.insert(job_id, end);
                 out.push(Decision::Start { job: job_id, alloc, time_limit: limit, split });
@@ -948,6 +991,7 @@ impl Core {
         if let Some(w) = self.dep_wake.take() {
             self.wake_at = Some(self.wake_at.map_or(w, |x| x.min(w)));
         }
+        self.preempt(now, &mut out);
         if !planning {
             // Reservations stand as they were (less the jobs that started or left).
             planned = old.into_iter().filter(|(j, _)| self.pending.contains_key(j)).collect();
@@ -982,6 +1026,113 @@ impl Core {
         self.shown = shown;
         self.planned = planned;
         out
+    }
+
+    /// QoS preemption: each waiting job (in priority order) that may preempt and is first in
+    /// line for resources in its partition gets the fewest running jobs of the QoS it may preempt (youngest first,
+    /// those that ran less than `PreemptExemptTime` spared) whose resources would let it
+    /// start, unless jobs already being preempted for it free enough.
+    fn preempt(&mut self, now: i64, out: &mut Vec<Decision>) {
+        if self.running_qos.is_empty() {
+            return;
+        }
+        let order: Vec<JobId> = self.queue.iter().map(|(_, id)| *id).collect();
+        let mut tried = 0;
+        for id in order {
+            let Some((job, reason)) = self.pending.get(&id) else { continue };
+            let Some(p) = job.more().preempt.as_ref().filter(|p| !p.can_preempt.is_empty()) else { continue };
+            // Only the first waiting job of its partition (the others wait for priority):
+            // room freed for a job further back would go to those before it.
+            if *reason != PendingReason::Resources {
+                continue;
+            }
+            tried += 1;
+            if tried > 16 {
+                break;
+            }
+            let may = |v: &JobId| self.running_qos.get(v).is_some_and(|q| p.can_preempt.contains(q));
+            let mut going: Vec<JobId> = self.preempting.keys().copied().filter(|v| may(v)).collect();
+            going.sort_unstable();
+            if self.fits_without(job, &going) {
+                continue;
+            }
+            let exempt = self.config.preempt_exempt;
+            let mut cands: Vec<JobId> = Vec::new();
+            for v in self.running_qos.keys().copied().filter(|v| may(v) && !self.preempting.contains_key(v)) {
+                match self.started_at.get(&v) {
+                    // Still exempt: the pass when it no longer is may choose it.
+                    Some(s) if now - s < exempt => {
+                        let due = s + exempt;
+                        self.wake_at = Some(self.wake_at.map_or(due, |w| w.min(due)));
+                    }
+                    _ => cands.push(v),
+                }
+            }
+            cands.sort_unstable_by_key(|v| (std::cmp::Reverse(self.started_at.get(v).copied().unwrap_or(0)), *v));
+            let mut chosen: Vec<JobId> = Vec::new();
+            let with =
+                |going: &[JobId], chosen: &[JobId]| -> Vec<JobId> { going.iter().chain(chosen).copied().collect() };
+            let mut found = false;
+            for v in cands {
+                chosen.push(v);
+                if self.fits_without(job, &with(&going, &chosen)) {
+                    found = true;
+                    break;
+                }
+            }
+            if !found {
+                continue;
+            }
+            // The fewest: drop any chosen job the others make unnecessary.
+            let mut k = 0;
+            while k < chosen.len() {
+                let mut fewer = chosen.clone();
+                fewer.remove(k);
+                if self.fits_without(job, &with(&going, &fewer)) {
+                    chosen = fewer;
+                } else {
+                    k += 1;
+                }
+            }
+            for v in chosen {
+                self.preempting.insert(v, now);
+                out.push(Decision::Preempt { job: v, by: id });
+            }
+        }
+    }
+
+    /// Whether `job` would fit now if `victims` were gone.
+    fn fits_without(&self, job: &SchedJob, victims: &[JobId]) -> bool {
+        let mut freed: HashMap<usize, (Res, u32)> = HashMap::new();
+        for v in victims {
+            for na in self.running.get(v).map(|a| a.nodes.as_slice()).unwrap_or_default() {
+                if let Some(&i) = self.node_idx.get(&na.node) {
+                    let e = freed.entry(i).or_default();
+                    let h = held(na);
+                    e.0.cpus += h.cpus;
+                    e.0.mem += h.mem;
+                    e.0.gpus += h.gpus;
+                    e.1 += 1;
+                }
+            }
+        }
+        let free = |i: usize| {
+            let n = &self.nodes[i];
+            let (r, jobs) = freed.get(&i).copied().unwrap_or_default();
+            Free {
+                cpus: (n.cpus - n.alloc_cpus()) + r.cpus,
+                mem: n.mem_mb.saturating_sub(n.used_mem) + r.mem,
+                gpus: self.gpus_free_for(job, n) + r.gpus,
+                idle: n.jobs <= jobs,
+            }
+        };
+        job.partitions.iter().any(|pname| {
+            self.partitions
+                .iter()
+                .find(|p| *p.name == **pname)
+                .filter(|p| p.down.is_none() && partition_limit(job, p).is_none())
+                .is_some_and(|part| self.place(job, part, &free).is_ok())
+        })
     }
 
     /// Whether `job` can start now; `tl` holds the pass's reservations it must not delay.

@@ -78,11 +78,13 @@ pub struct SchedConfig {
     /// `bf_interval` (seconds): planning passes (backfill, new reservations) run at most
     /// this often; the passes between start what fits in order and honour reservations.
     pub interval: i64,
+    /// `PreemptExemptTime` (seconds): a job that has run less is not preempted.
+    pub preempt_exempt: i64,
 }
 
 impl Default for SchedConfig {
     fn default() -> Self {
-        SchedConfig { policy: Policy::Conservative, max_job_test: 100, window: 86400, interval: 5 }
+        SchedConfig { policy: Policy::Conservative, max_job_test: 100, window: 86400, interval: 5, preempt_exempt: 0 }
     }
 }
 

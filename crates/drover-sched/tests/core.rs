@@ -347,6 +347,7 @@ fn an_array_throttle_bounds_its_running_tasks() {
             limit: None,
             licenses: Vec::new(),
             limits: Vec::new(),
+            qos: None,
         });
     }
     assert_eq!(reason(&r.schedule(2, &mut no_ids), 1), Some(PendingReason::JobArrayTaskLimit));
@@ -444,7 +445,13 @@ fn limited(id: u32, tasks: u32, secs: u64) -> SchedJob {
 }
 
 fn with_policy(mut c: Core, policy: drover_sched::Policy) -> Core {
-    c.handle(Event::Configure(drover_sched::SchedConfig { policy, max_job_test: 100, window: 86400, interval: 0 }));
+    c.handle(Event::Configure(drover_sched::SchedConfig {
+        policy,
+        max_job_test: 100,
+        window: 86400,
+        interval: 0,
+        ..Default::default()
+    }));
     c
 }
 
@@ -877,4 +884,61 @@ fn a_job_held_by_a_limit_does_not_hold_back_others() {
     big.more_mut().policy = Some(PendingReason::AssocMaxCpuPerJobLimit);
     c.handle(Event::Submitted(big));
     assert_eq!(reason(&c.schedule(2, &mut no_ids), 4), Some(PendingReason::AssocMaxCpuPerJobLimit));
+}
+
+fn qos_job(id: u32, cpus: u32, qos: &str, can_preempt: &[&str]) -> SchedJob {
+    let mut j = job(id);
+    j.ntasks = cpus;
+    j.more = SchedMore {
+        preempt: Some(drover_sched::Preempt {
+            qos: qos.into(),
+            can_preempt: can_preempt.iter().map(|q| (*q).into()).collect(),
+        }),
+        ..Default::default()
+    }
+    .boxed();
+    j
+}
+
+fn preempted(d: &[Decision]) -> Vec<(u32, u32)> {
+    d.iter().filter_map(|d| if let Decision::Preempt { job, by } = d { Some((*job, *by)) } else { None }).collect()
+}
+
+#[test]
+fn a_high_qos_job_preempts_the_youngest_low_qos_jobs_it_needs_and_no_more() {
+    let mut c = cluster(1, 4, 1000);
+    // Three low jobs (1, 1 and 2 CPUs) fill the node, started at 0, 10 and 20.
+    for (t, (id, cpus)) in [(1, 1), (2, 1), (3, 2)].into_iter().enumerate() {
+        c.handle(Event::Submitted(qos_job(id, cpus, "low", &[])));
+        assert_eq!(started(&c.schedule(t as i64 * 10, &mut no_ids)), [id]);
+    }
+    // A normal job first in line may preempt nothing, and a high one behind it does not
+    // either (the room would go to the job before it).
+    c.handle(Event::Submitted(qos_job(10, 2, "normal", &[])));
+    c.handle(Event::Submitted(qos_job(11, 2, "high", &["low"])));
+    assert_eq!(preempted(&c.schedule(30, &mut no_ids)), []);
+    // First in line, the high job needs 2 CPUs: the youngest low job (3) suffices.
+    c.handle(Event::Withdrawn(10));
+    let d = c.schedule(30, &mut no_ids);
+    assert_eq!(preempted(&d), [(3, 11)]);
+    // Chosen once: while job 3 goes (its grace time), no more are taken.
+    c.handle(Event::Preempting { job: 3, end: 40 });
+    assert_eq!(preempted(&c.schedule(31, &mut no_ids)), []);
+    c.handle(Event::Ended { job: 3, outcome: Outcome::Failed });
+    assert_eq!(started(&c.schedule(41, &mut no_ids)), [11]);
+    assert_eq!(c.check_invariants(), Ok(()));
+}
+
+#[test]
+fn preemption_spares_other_qos_and_young_jobs_within_the_exempt_time() {
+    let mut c = cluster(1, 2, 1000);
+    c.handle(Event::Configure(drover_sched::SchedConfig { preempt_exempt: 60, ..Default::default() }));
+    c.handle(Event::Submitted(qos_job(1, 2, "standby", &[])));
+    assert_eq!(started(&c.schedule(0, &mut no_ids)), [1]);
+    c.handle(Event::Submitted(qos_job(2, 2, "high", &["low"])));
+    assert_eq!(preempted(&c.schedule(100, &mut no_ids)), [], "standby is not low");
+    c.handle(Event::Withdrawn(2));
+    c.handle(Event::Submitted(qos_job(3, 2, "high", &["standby"])));
+    assert_eq!(preempted(&c.schedule(30, &mut no_ids)), [], "it has run 30 s of its 60 exempt");
+    assert_eq!(preempted(&c.schedule(61, &mut no_ids)), [(1, 3)]);
 }

@@ -149,7 +149,13 @@ fn cluster(machine: &Machine, policy: Policy) -> Core {
         names.push(name);
     }
     core.handle(Event::PartitionDefined(PartitionRes::open("sim", names)));
-    core.handle(Event::Configure(SchedConfig { policy, max_job_test: 500, window: i64::MAX / 4, interval: 0 }));
+    core.handle(Event::Configure(SchedConfig {
+        policy,
+        max_job_test: 500,
+        window: i64::MAX / 4,
+        interval: 0,
+        ..SchedConfig::default()
+    }));
     core
 }
 

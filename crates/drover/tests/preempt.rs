@@ -1,0 +1,87 @@
+//! QoS preemption on a real cluster: a high-QoS job that finds the node full preempts the
+//! low-QoS job holding it, which gets SIGTERM, its QoS's GraceTime, and is then requeued;
+//! its run is recorded as PREEMPTED and it runs again after the high job.
+
+use drover_testkit::{Cluster, Options};
+use std::time::{Duration, Instant};
+
+const EXE: &str = env!("CARGO_BIN_EXE_drover");
+
+#[test]
+fn a_high_qos_job_requeues_a_low_qos_one_after_its_grace_time() {
+    let c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 1,
+            accounting: true,
+            extra_conf: "PreemptType=preempt/qos\nPreemptMode=REQUEUE\n".into(),
+            ..Default::default()
+        },
+    );
+    c.ok("sacctmgr", &["-i", "add", "qos", "low", "GraceTime=5"]);
+    c.ok("sacctmgr", &["-i", "add", "qos", "high", "Preempt=low"]);
+    let dir = c.path().display().to_string();
+    // The low job notes each run it starts and the SIGTERM it gets, and goes on (as a
+    // trainer writing its checkpoint would) until it is requeued.
+    let script = format!(
+        "trap 'echo term >> {dir}/low.term' TERM; echo run >> {dir}/low.runs; for i in $(seq 120); do sleep 1; done"
+    );
+    c.wait_until("the QoS to reach the controller", Duration::from_secs(20), || {
+        c.run("sbatch", &["--test-only", "--qos=high", "--wrap", "true"]).status.success()
+    });
+    let low = c.submit(&["--qos=low", "-n2", "--requeue", "-o", "/dev/null", "--wrap", &script]);
+    c.wait_state(low, &["RUNNING"], Duration::from_secs(30));
+    c.wait_until("the low job to start its script", Duration::from_secs(20), || {
+        std::fs::read_to_string(c.path().join("low.runs")).is_ok()
+    });
+    let t0 = Instant::now();
+    let high = c.submit(&["--qos=high", "-n2", "-o", "/dev/null", "--wrap", "sleep 3"]);
+    c.wait_until("the low job to get SIGTERM", Duration::from_secs(10), || c.path().join("low.term").exists());
+    // It keeps its grace time: the high job waits for it.
+    assert_eq!(c.state(high), "PENDING");
+    c.wait_state(high, &["RUNNING", "COMPLETED"], Duration::from_secs(20));
+    let waited = t0.elapsed();
+    assert!(waited >= Duration::from_secs(4), "the grace time was given: {waited:?}");
+    assert!(waited <= Duration::from_secs(15), "within GraceTime and a little: {waited:?}");
+    // Requeued, not cancelled: it waits, and runs again once the high job is done.
+    let st = c.state(low);
+    assert!(st == "PENDING" || st == "RUNNING", "{st}");
+    c.wait_until("the low job to run again", Duration::from_secs(60), || {
+        std::fs::read_to_string(c.path().join("low.runs")).unwrap_or_default().lines().count() == 2
+    });
+    c.wait_until("the preempted run to be recorded", Duration::from_secs(30), || {
+        let out = c.run("sacct", &["-D", "-X", "-n", "-P", "-o", "State", "-j", &low.to_string()]);
+        String::from_utf8_lossy(&out.stdout).lines().next() == Some("PREEMPTED")
+    });
+    c.ok("scancel", &[&low.to_string()]);
+}
+
+#[test]
+fn a_qos_in_cancel_mode_without_grace_time_ends_preempted_at_once() {
+    let c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 1,
+            accounting: true,
+            extra_conf: "PreemptType=preempt/qos\nPreemptMode=REQUEUE\n".into(),
+            ..Default::default()
+        },
+    );
+    c.ok("sacctmgr", &["-i", "add", "qos", "scavenger", "PreemptMode=cancel"]);
+    c.ok("sacctmgr", &["-i", "add", "qos", "urgent", "Preempt=scavenger"]);
+    c.wait_until("the QoS to reach the controller", Duration::from_secs(20), || {
+        c.run("sbatch", &["--test-only", "--qos=urgent", "--wrap", "true"]).status.success()
+    });
+    let low = c.submit(&["--qos=scavenger", "-n2", "-o", "/dev/null", "--wrap", "sleep 120"]);
+    c.wait_state(low, &["RUNNING"], Duration::from_secs(30));
+    let high = c.submit(&["--qos=urgent", "-n2", "-o", "/dev/null", "--wrap", "sleep 1"]);
+    c.wait_state(high, &["RUNNING", "COMPLETED"], Duration::from_secs(15));
+    c.wait_state(low, &["PREEMPTED"], Duration::from_secs(15));
+    // A job of a QoS nobody may preempt stays.
+    let other = c.submit(&["-n2", "-o", "/dev/null", "--wrap", "sleep 120"]);
+    c.wait_state(other, &["RUNNING"], Duration::from_secs(30));
+    let high2 = c.submit(&["--qos=urgent", "-n2", "-o", "/dev/null", "--wrap", "sleep 1"]);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!((c.state(other).as_str(), c.state(high2).as_str()), ("RUNNING", "PENDING"));
+    c.ok("scancel", &[&other.to_string(), &high2.to_string()]);
+}
