@@ -23,6 +23,7 @@ pub mod sbatch;
 pub mod scancel;
 pub mod scontrol;
 pub mod sinfo;
+pub mod sprio;
 pub mod squeue;
 pub mod sreport;
 pub mod srun;
@@ -54,6 +55,7 @@ pub fn run(prog: &str, args: Vec<String>) -> Option<i32> {
         "sacctmgr" => sacctmgr::main(args),
         "sreport" => sreport::main(args),
         "sshare" => sshare::main(args),
+        "sprio" => sprio::main(args),
         _ => return None,
     })
 }

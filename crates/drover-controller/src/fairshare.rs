@@ -81,6 +81,8 @@ pub struct State {
     pub next_calc: i64,
     /// Usage or the tree changed since the factors were computed.
     pub stale: bool,
+    /// Waiting jobs' weighted factors (sprio), as last computed.
+    pub prio: std::sync::Arc<HashMap<drover_model::job::JobId, drover_sched::priority::Factors>>,
 }
 
 /// Fair Tree over this cluster's associations: each (account, user)'s factor, and the rows

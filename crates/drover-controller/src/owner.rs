@@ -713,9 +713,11 @@ impl Owner {
         }
         let pending: Vec<Arc<Job>> =
             self.durable.jobs.values().filter(|j| j.status.state == JobState::Pending).cloned().collect();
+        let mut prio = std::collections::HashMap::with_capacity(pending.len());
         for j in pending {
             let spec = j.spec.unpack();
-            let (p, _) = self.multifactor_priority(&spec, j.status.eligible_time, t);
+            let (p, f) = self.multifactor_priority(&spec, j.status.eligible_time, t);
+            prio.insert(j.id, drover_sched::priority::weighted(&self.cfg.priority, &f));
             if u64::from(p) != j.status.priority {
                 if let Some(m) = self.durable.jobs.get_mut(&j.id) {
                     // Derived, like reasons: recomputed after recovery, never journalled.
@@ -727,6 +729,8 @@ impl Owner {
                 self.dirty = true;
             }
         }
+        self.fs.prio = Arc::new(prio);
+        self.dirty = true;
     }
 
     /// A job's multifactor priority and its factors.
@@ -1111,7 +1115,9 @@ impl Owner {
         let id = self.durable.next_job_id;
         let eligible = spec.begin_time.unwrap_or(t).max(t);
         let priority = if self.cfg.priority.multifactor {
-            u64::from(self.multifactor_priority(&spec, eligible, t).0)
+            let (p, f) = self.multifactor_priority(&spec, eligible, t);
+            Arc::make_mut(&mut self.fs.prio).insert(id, drover_sched::priority::weighted(&self.cfg.priority, &f));
+            u64::from(p)
         } else {
             u64::from(u32::MAX - id.min(u32::MAX - 1))
         };
@@ -2870,6 +2876,7 @@ impl Owner {
             licenses: self.core.licenses(),
             configuring: self.ctld_prolog.clone(),
             shares: self.fs.rows.clone(),
+            prio: self.fs.prio.clone(),
         };
         self.view.store(Arc::new(view));
         self.dirty = false;

@@ -39,6 +39,8 @@ pub struct View {
     pub configuring: std::collections::HashSet<drover_model::job::JobId>,
     /// Fairshare of the associations (sshare), from the last calculation.
     pub shares: Arc<Vec<v1::ShareRow>>,
+    /// Waiting jobs' weighted priority factors (sprio), as last computed.
+    pub prio: Arc<std::collections::HashMap<drover_model::job::JobId, drover_sched::priority::Factors>>,
 }
 
 impl Default for View {
@@ -51,6 +53,7 @@ impl Default for View {
             licenses: Vec::new(),
             configuring: Default::default(),
             shares: Default::default(),
+            prio: Default::default(),
         }
     }
 }
@@ -200,7 +203,7 @@ pub fn job_batches(
 }
 
 pub fn state_reply(view: &View, req: &v1::StateRequest, now: i64) -> v1::StateReply {
-    let everything = !req.jobs && !req.nodes && !req.partitions && !req.config && !req.shares;
+    let everything = !req.jobs && !req.nodes && !req.partitions && !req.config && !req.shares && !req.prio;
     let mut reply = v1::StateReply {
         now,
         cluster_name: view.cfg.cluster_name.clone(),
@@ -299,6 +302,26 @@ pub fn state_reply(view: &View, req: &v1::StateRequest, now: i64) -> v1::StateRe
     }
     if req.shares {
         reply.shares = view.shares.as_ref().clone();
+    }
+    if req.prio {
+        // Waiting jobs that may run (a held job's priority is 0, and sprio leaves it out).
+        for j in view.jobs.iter().filter(|j| j.status.state == JobState::Pending && j.status.hold.is_none()) {
+            let Some(f) = view.prio.get(&j.id) else { continue };
+            let w = j.spec.wire();
+            reply.prio.push(v1::JobPrio {
+                job_id: j.id,
+                user: w.user.clone(),
+                partition: j.status.partition.to_string(),
+                priority: j.status.priority.min(u64::from(u32::MAX)) as u32,
+                age: f.age,
+                assoc: f.assoc,
+                fairshare: f.fairshare,
+                jobsize: f.jobsize,
+                partition_factor: f.partition,
+                qos: f.qos,
+                nice: f.nice,
+            });
+        }
     }
     reply
 }

@@ -122,7 +122,7 @@ impl Cluster {
         std::fs::create_dir_all(dir.path().join("log")).expect("log dir");
         for c in [
             "sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat", "sattach", "sacct",
-            "sacctmgr", "sreport", "sshare", "drover",
+            "sacctmgr", "sreport", "sshare", "sprio", "drover",
         ] {
             std::os::unix::fs::symlink(exe, bin.join(c)).expect("command link");
         }
@@ -391,17 +391,22 @@ impl Drop for TestUser {
 /// removed when dropped); an existing one is used as it is. Needs root.
 pub struct NamedUser {
     pub name: String,
+    pub uid: u32,
+    pub gid: u32,
     added: bool,
 }
 
 impl NamedUser {
     pub fn ensure(name: &str, gecos: &str) -> NamedUser {
-        if nix::unistd::User::from_name(name).ok().flatten().is_some() {
-            return NamedUser { name: name.into(), added: false };
+        let mut added = false;
+        if nix::unistd::User::from_name(name).ok().flatten().is_none() {
+            let st =
+                Command::new("useradd").args(["-M", "-c", gecos, "-s", "/bin/bash", name]).status().expect("useradd");
+            assert!(st.success(), "useradd {name}");
+            added = true;
         }
-        let st = Command::new("useradd").args(["-M", "-c", gecos, "-s", "/bin/false", name]).status().expect("useradd");
-        assert!(st.success(), "useradd {name}");
-        NamedUser { name: name.into(), added: true }
+        let u = nix::unistd::User::from_name(name).expect("getpwnam").expect("the user");
+        NamedUser { name: name.into(), uid: u.uid.as_raw(), gid: u.gid.as_raw(), added }
     }
 }
 
@@ -428,9 +433,14 @@ impl Cluster {
 
     /// Runs a command as `u` (its uid, gid, HOME and USER), in `dir`.
     pub fn run_as(&self, u: &TestUser, prog: &str, args: &[&str], dir: &Path) -> Output {
+        self.run_as_ids(&u.name, u.uid, u.gid, prog, args, dir)
+    }
+
+    /// Runs a command as the user `name` with these ids, in `dir`.
+    pub fn run_as_ids(&self, name: &str, uid: u32, gid: u32, prog: &str, args: &[&str], dir: &Path) -> Output {
         use std::os::unix::process::CommandExt;
         let mut cmd = self.command(prog, args);
-        cmd.uid(u.uid).gid(u.gid).current_dir(dir).env("HOME", format!("/home/{}", u.name)).env("USER", &u.name);
+        cmd.uid(uid).gid(gid).current_dir(dir).env("HOME", format!("/home/{name}")).env("USER", name);
         cmd.output().expect("run as user")
     }
 }

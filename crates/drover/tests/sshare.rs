@@ -3,7 +3,7 @@
 //! controller's usage; and fairshare putting a user who has used nothing ahead of one who
 //! has, on a real cluster.
 
-use drover_testkit::{Cluster, Options, TestUser};
+use drover_testkit::{Cluster, NamedUser, Options, TestUser};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -18,7 +18,49 @@ fn capture(name: &str) -> (Vec<String>, i32, String, String) {
     let line = index.lines().find(|l| l.split('\t').next() == Some(name)).unwrap_or_else(|| panic!("{name}"));
     let f: Vec<&str> = line.split('\t').collect();
     let read = |ext: &str| std::fs::read_to_string(captures().join(format!("{name}.{ext}"))).unwrap_or_default();
-    (f[2].split(' ').map(String::from).collect(), f[1].parse().unwrap(), read("out"), read("err"))
+    (words(f[2]), f[1].parse().unwrap(), read("out"), read("err"))
+}
+
+/// A command line into its words (double quotes group).
+fn words(cmd: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for c in cmd.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ' ' if !quoted => out.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out.into_iter().filter(|w| !w.is_empty()).collect()
+}
+
+/// The lab's accounts and users, as the captures' README gives them.
+fn lab_accounts(c: &Cluster) {
+    for cmd in [
+        "add account physics Description=physics Organization=science",
+        "add account theory parent=physics Description=theory Organization=science",
+        "add account chem Fairshare=2 Description=chemistry Organization=science",
+        "add user alice Account=physics",
+        "add user bob Account=chem",
+        "add user bob Account=theory",
+        "add user root Account=physics,chem",
+    ] {
+        let mut args = vec!["-i"];
+        args.extend(cmd.split(' '));
+        c.ok("sacctmgr", &args);
+    }
+}
+
+/// The usage slurmctld had (its assoc_usage state): alice's 387 CPU-seconds; the
+/// controller restarted to read it.
+fn lab_usage(c: &mut Cluster) {
+    c.kill_controller();
+    let now = jiff::Timestamp::now().as_second();
+    std::fs::write(c.path().join("state/assoc_usage"), format!("{now} {now}\nphysics\talice\t387.4\n")).unwrap();
+    c.start_controller();
 }
 
 fn check(c: &Cluster, name: &str) -> Result<(), String> {
@@ -49,24 +91,8 @@ fn multifactor(extra: &str) -> Options {
 fn sshare_matches_slurm_on_the_labs_tree() {
     // No decay, so the usage read from the state file stays what the capture had.
     let mut c = Cluster::start(EXE, multifactor("PriorityDecayHalfLife=0\n"));
-    for cmd in [
-        "add account physics Description=physics Organization=science",
-        "add account theory parent=physics Description=theory Organization=science",
-        "add account chem Fairshare=2 Description=chemistry Organization=science",
-        "add user alice Account=physics",
-        "add user bob Account=chem",
-        "add user bob Account=theory",
-        "add user root Account=physics,chem",
-    ] {
-        let mut args = vec!["-i"];
-        args.extend(cmd.split(' '));
-        c.ok("sacctmgr", &args);
-    }
-    // The usage slurmctld had (its assoc_usage state): alice's 387 CPU-seconds.
-    c.kill_controller();
-    let now = jiff::Timestamp::now().as_second();
-    std::fs::write(c.path().join("state/assoc_usage"), format!("{now} {now}\nphysics\talice\t387.4\n")).unwrap();
-    c.start_controller();
+    lab_accounts(&c);
+    lab_usage(&mut c);
     c.wait_until("the shares to be computed", Duration::from_secs(30), || check(&c, "sshare_mf").is_ok());
     let index = std::fs::read_to_string(captures().join("INDEX.tsv")).unwrap();
     let mut failed = Vec::new();
@@ -119,4 +145,51 @@ fn fairshare_puts_the_user_who_used_less_first() {
     assert_eq!(raw(&light.name), 0, "{shares}");
     assert!(fs(&light.name) > fs(&heavy.name), "{shares}");
     c.ok("scancel", &[&h.to_string(), &l.to_string()]);
+}
+
+#[test]
+fn sprio_matches_slurm_on_the_labs_queue() {
+    let alice = NamedUser::ensure("alice", "Alice Tester");
+    let bob = NamedUser::ensure("bob", "Bob Tester");
+    let mut c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 4,
+            cpus: 2,
+            accounting: true,
+            cluster: "lab".into(),
+            partitions: "PartitionName=cpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n".into(),
+            extra_conf: "FirstJobId=10\nPriorityType=priority/multifactor\nPriorityWeightFairshare=10000\n\
+                         PriorityWeightAge=1000\nPriorityDecayHalfLife=0\n"
+                .into(),
+            ..Default::default()
+        },
+    );
+    lab_accounts(&c);
+    lab_usage(&mut c);
+    c.wait_nodes_up(Duration::from_secs(30));
+    c.wait_until("the shares to be computed", Duration::from_secs(30), || check(&c, "sshare_mf").is_ok());
+    // The lab's queue: root's job holds every CPU; alice's, bob's two and alice's held wait.
+    let blocker = c.submit(&["-n8", "-A", "chem", "-J", "blocker", "-o", "/dev/null", "--wrap", "sleep 900"]);
+    assert_eq!(blocker, 10);
+    c.wait_state(blocker, &["RUNNING"], Duration::from_secs(30));
+    let dir = c.path().to_path_buf();
+    for (u, args) in [
+        (&alice, vec!["-n1", "-A", "physics", "-J", "pa"]),
+        (&bob, vec!["-n2", "-A", "chem", "-J", "pb"]),
+        (&bob, vec!["-n1", "-A", "theory", "-J", "pt"]),
+        (&alice, vec!["-n1", "-A", "physics", "-H", "-J", "ph"]),
+    ] {
+        let mut a = args.clone();
+        a.extend(["-o", "/dev/null", "--wrap", "sleep 10"]);
+        let out = c.run_as_ids(&u.name, u.uid, u.gid, "sbatch", &a, &dir);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let index = std::fs::read_to_string(captures().join("INDEX.tsv")).unwrap();
+    let mut failed = Vec::new();
+    for name in index.lines().filter_map(|l| l.split('\t').next()).filter(|n| n.starts_with("sprio_mf")) {
+        failed.extend(check(&c, name).err());
+    }
+    assert!(failed.is_empty(), "{} of the captures differ:\n{}", failed.len(), failed.join("\n"));
+    c.ok("scancel", &["10", "11", "12", "13", "14"]);
 }

@@ -553,6 +553,35 @@ pub struct StateRequest {
     /// Fairshare of the cluster's associations (sshare).
     #[prost(bool, tag = "7")]
     pub shares: bool,
+    /// Waiting jobs' priority factors (sprio).
+    #[prost(bool, tag = "8")]
+    pub prio: bool,
+}
+/// A waiting job's multifactor priority as last computed: each factor times its weight.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct JobPrio {
+    #[prost(uint32, tag = "1")]
+    pub job_id: u32,
+    #[prost(string, tag = "2")]
+    pub user: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub partition: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "4")]
+    pub priority: u32,
+    #[prost(double, tag = "5")]
+    pub age: f64,
+    #[prost(double, tag = "6")]
+    pub assoc: f64,
+    #[prost(double, tag = "7")]
+    pub fairshare: f64,
+    #[prost(double, tag = "8")]
+    pub jobsize: f64,
+    #[prost(double, tag = "9")]
+    pub partition_factor: f64,
+    #[prost(double, tag = "10")]
+    pub qos: f64,
+    #[prost(int64, tag = "11")]
+    pub nice: i64,
 }
 /// One association as sshare shows it (Fair Tree's numbers), in the tree's order.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -607,6 +636,8 @@ pub struct StateReply {
     pub licenses: ::prost::alloc::vec::Vec<LicenseInfo>,
     #[prost(message, repeated, tag = "10")]
     pub shares: ::prost::alloc::vec::Vec<ShareRow>,
+    #[prost(message, repeated, tag = "11")]
+    pub prio: ::prost::alloc::vec::Vec<JobPrio>,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct LicenseInfo {
