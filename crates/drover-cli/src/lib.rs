@@ -11,6 +11,7 @@
 
 pub mod bench;
 pub mod common;
+pub mod explain;
 pub mod format;
 pub mod jobopts;
 pub mod jobview;

@@ -191,5 +191,19 @@ fn sprio_matches_slurm_on_the_labs_queue() {
         failed.extend(check(&c, name).err());
     }
     assert!(failed.is_empty(), "{} of the captures differ:\n{}", failed.len(), failed.join("\n"));
+    // The same in words: why alice's job waits behind bob's, level by level.
+    let why = c.ok("drover", &["explain", "11"]);
+    for want in [
+        "Job 11 (alice, account physics, QoS normal) is PENDING: Priority",
+        "Priority 1666 = age 0 (1000 × 0.000000, full after 7-00:00:00 waiting) + fairshare 1667 (10000 × 0.166667)",
+        "Fairshare 0.166667: alice in physics ranks 6th of 6 users",
+        "0.250000 (over-served)",
+        "physics/alice",
+        "Usage 387 does not decay",
+    ] {
+        assert!(why.contains(want), "{want:?} in:\n{why}");
+    }
+    let bob = c.ok("drover", &["explain", "12"]);
+    assert!(bob.contains("ranks 1st of 6 users") && bob.contains("has used nothing"), "{bob}");
     c.ok("scancel", &["10", "11", "12", "13", "14"]);
 }
