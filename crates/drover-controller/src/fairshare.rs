@@ -11,17 +11,23 @@ use drover_sched::fairshare::{self, Assoc};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-/// Usage per (account, user), as of `at`.
+/// The TRES whose usage is kept for `GrpTRESMins`, in this order.
+pub const TRES: [&str; 5] = ["cpu", "mem", "node", "billing", "gres/gpu"];
+
+/// Usage per (account, user), as of `at`: billing (what fairshare counts) and each of
+/// [`TRES`] (what `GrpTRESMins` limits), in TRES-seconds.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Usage {
     pub raw: BTreeMap<(String, String), f64>,
+    pub tres: BTreeMap<(String, String), [f64; 5]>,
     /// The time the usage is decayed to (the last calculation).
     pub at: i64,
     pub last_reset: i64,
 }
 
 impl Usage {
-    /// The `assoc_usage` file: a line `at last_reset`, then `account\tuser\tusage` lines.
+    /// The `assoc_usage` file: a line `at last_reset`, then `account\tuser\tusage` lines
+    /// (with the [`TRES`] usage after it, where known).
     pub fn load(path: &Path) -> Usage {
         let Ok(text) = std::fs::read_to_string(path) else { return Usage::default() };
         let mut lines = text.lines();
@@ -33,10 +39,19 @@ impl Usage {
         }
         for l in lines {
             let f: Vec<&str> = l.split('\t').collect();
-            if let [a, user, v] = f[..] {
-                if let Ok(v) = v.parse::<f64>() {
-                    u.raw.insert((a.to_string(), user.to_string()), v);
+            if f.len() < 3 {
+                continue;
+            }
+            let key = (f[0].to_string(), f[1].to_string());
+            if let Ok(v) = f[2].parse::<f64>() {
+                u.raw.insert(key.clone(), v);
+            }
+            if f.len() >= 3 + TRES.len() {
+                let mut t = [0.0; 5];
+                for (k, x) in f[3..3 + TRES.len()].iter().enumerate() {
+                    t[k] = x.parse().unwrap_or(0.0);
                 }
+                u.tres.insert(key, t);
             }
         }
         u
@@ -44,8 +59,14 @@ impl Usage {
 
     pub fn encode(&self) -> String {
         let mut s = format!("{} {}\n", self.at, self.last_reset);
-        for ((a, user), v) in &self.raw {
-            s.push_str(&format!("{a}\t{user}\t{v}\n"));
+        for (key, v) in &self.raw {
+            s.push_str(&format!("{}\t{}\t{v}", key.0, key.1));
+            if let Some(t) = self.tres.get(key) {
+                for x in t {
+                    s.push_str(&format!("\t{x}"));
+                }
+            }
+            s.push('\n');
         }
         s
     }
@@ -54,19 +75,45 @@ impl Usage {
     pub fn decay_to(&mut self, t: i64, half_life: u64) {
         if self.at > 0 && t > self.at {
             let d = fairshare::decay_per_second(half_life);
+            let secs = (t - self.at) as f64;
             for v in self.raw.values_mut() {
-                *v = fairshare::decayed(*v, d, (t - self.at) as f64);
+                *v = fairshare::decayed(*v, d, secs);
+            }
+            for t in self.tres.values_mut() {
+                for v in t.iter_mut() {
+                    *v = fairshare::decayed(*v, d, secs);
+                }
             }
         }
         self.at = self.at.max(t);
     }
 
-    /// Credits a run of `secs` seconds at `billing` (times `factor`) to (account, user).
-    pub fn credit(&mut self, account: &str, user: &str, secs: f64, billing: f64, factor: f64, half_life: u64) {
-        let add = fairshare::run_usage(secs, billing, factor, fairshare::decay_per_second(half_life));
+    /// Credits a run of `secs` seconds holding `held` (counts of [`TRES`]; billing is the
+    /// fourth), times `factor`, to (account, user).
+    pub fn credit(&mut self, account: &str, user: &str, secs: f64, held: [f64; 5], factor: f64, half_life: u64) {
+        let d = fairshare::decay_per_second(half_life);
+        let key = (account.to_string(), user.to_string());
+        let add = fairshare::run_usage(secs, held[3], factor, d);
         if add > 0.0 {
-            *self.raw.entry((account.to_string(), user.to_string())).or_default() += add;
+            *self.raw.entry(key.clone()).or_default() += add;
         }
+        let t = self.tres.entry(key).or_default();
+        for (k, n) in held.iter().enumerate() {
+            t[k] += fairshare::run_usage(secs, *n, factor, d);
+        }
+    }
+
+    /// TRES-minutes used by these (account, user) pairs, summed.
+    pub fn minutes<'a>(&self, keys: impl IntoIterator<Item = &'a (String, String)>) -> [f64; 5] {
+        let mut out = [0.0; 5];
+        for k in keys {
+            if let Some(t) = self.tres.get(k) {
+                for (o, v) in out.iter_mut().zip(t) {
+                    *o += v / 60.0;
+                }
+            }
+        }
+        out
     }
 }
 
@@ -146,7 +193,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("assoc_usage");
         let mut u = Usage { at: 1000, ..Default::default() };
-        u.credit("physics", "alice", 200.0, 2.0, 1.0, 7 * 86400);
+        u.credit("physics", "alice", 200.0, [2.0, 4000.0, 1.0, 2.0, 0.0], 1.0, 7 * 86400);
+        let m = u.minutes([&("physics".to_string(), "alice".to_string())]);
+        assert!(
+            (m[0] / (400.0 / 60.0) - 1.0).abs() < 0.001 && (m[1] / (800_000.0 / 60.0) - 1.0).abs() < 0.001,
+            "{m:?}"
+        );
         assert!((u.raw[&("physics".into(), "alice".into())] - 400.0).abs() < 0.1);
         std::fs::write(&p, u.encode()).unwrap();
         assert_eq!(Usage::load(&p), u);

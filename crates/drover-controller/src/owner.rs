@@ -633,13 +633,16 @@ impl Owner {
 
     // ---- multifactor priority ----
 
-    /// What a job's run counts for fairshare: its account and user, its billing (its CPUs),
-    /// and its QoS's `UsageFactor`.
-    fn fairshare_of(&self, j: &Job) -> (String, String, f64, f64) {
+    /// What a job's run counts for fairshare and `GrpTRESMins`: its account and user, what it
+    /// holds (CPUs, memory, nodes, billing (its CPUs), GPUs), and its QoS's `UsageFactor`.
+    fn fairshare_of(&self, j: &Job) -> (String, String, [f64; 5], f64) {
         let w = j.spec.wire();
         let account = drover_proto::jobinfo::account(&w).to_string();
         let qos = drover_proto::jobinfo::qos(&w);
-        let cpus = j.status.alloc.as_ref().map_or(0, |a| a.nodes.iter().map(|n| n.cpu_ids.len()).sum::<usize>());
+        let nodes = j.status.alloc.as_ref().map_or(&[][..], |a| a.nodes.as_slice());
+        let cpus = nodes.iter().map(|n| n.cpu_ids.len()).sum::<usize>() as f64;
+        let mem = nodes.iter().map(|n| n.mem_mb).sum::<u64>() as f64;
+        let gpus = nodes.iter().map(|n| n.gpus().len()).sum::<usize>() as f64;
         let factor = self.acct_admin.as_deref().and_then(|a| a.qos.iter().find(|q| q.name == qos)).map_or(1.0, |q| {
             if q.usage_factor >= 0.0 {
                 q.usage_factor
@@ -647,7 +650,7 @@ impl Owner {
                 1.0
             }
         });
-        (account, w.user.clone(), cpus as f64, factor)
+        (account, w.user.clone(), [cpus, mem, nodes.len() as f64, cpus, gpus], factor)
     }
 
     /// Credits a job's run in [from, to) to its association.
@@ -655,9 +658,9 @@ impl Owner {
         if !self.cfg.priority.multifactor || j.status.start_time == 0 || to <= from {
             return;
         }
-        let (account, user, billing, factor) = self.fairshare_of(j);
+        let (account, user, held, factor) = self.fairshare_of(j);
         let hl = self.cfg.priority.decay_half_life;
-        self.fs.usage.credit(&account, &user, (to - from) as f64, billing, factor, hl);
+        self.fs.usage.credit(&account, &user, (to - from) as f64, held, factor, hl);
         self.fs.stale = true;
     }
 
@@ -713,12 +716,17 @@ impl Owner {
         }
         let pending: Vec<Arc<Job>> =
             self.durable.jobs.values().filter(|j| j.status.state == JobState::Pending).cloned().collect();
+        // Usage moved: GrpTRESMins may now hold (or free) waiting jobs.
+        let minutes_limits = self.cfg.enforce.limits
+            && self.acct_admin.as_deref().is_some_and(|a| {
+                a.assocs.iter().any(|x| x.limits.as_ref().is_some_and(|l| !l.grp_tres_mins.is_empty()))
+            });
         let mut prio = std::collections::HashMap::with_capacity(pending.len());
         for j in pending {
             let spec = j.spec.unpack();
             let (p, f) = self.multifactor_priority(&spec, j.status.eligible_time, t);
             prio.insert(j.id, drover_sched::priority::weighted(&self.cfg.priority, &f));
-            if u64::from(p) != j.status.priority {
+            if u64::from(p) != j.status.priority || minutes_limits {
                 if let Some(m) = self.durable.jobs.get_mut(&j.id) {
                     // Derived, like reasons: recomputed after recovery, never journalled.
                     Arc::make_mut(m).status.priority = u64::from(p);
@@ -871,7 +879,12 @@ impl Owner {
     fn apply_limits(&self, sj: &mut SchedJob, spec: &JobSpec) {
         let (Some(st), true) = (self.acct_admin.as_deref(), self.cfg.enforce.limits) else { return };
         let j = crate::policy::JobPolicy::of(spec);
-        let (groups, policy) = crate::policy::job_limits(&self.cfg, st, &self.limit_keys, &j, &sj.need());
+        let (groups, mut policy) = crate::policy::job_limits(&self.cfg, st, &self.limit_keys, &j, &sj.need());
+        if policy.is_none() && self.cfg.priority.multifactor {
+            // GrpTRESMins, against the usage fairshare keeps (as in Slurm, with multifactor
+            // priority only).
+            policy = crate::policy::over_minutes(&self.cfg, st, &j, &sj.need(), &self.fs.usage);
+        }
         if !groups.is_empty() || policy.is_some() {
             let m = sj.more_mut();
             m.limits = groups;

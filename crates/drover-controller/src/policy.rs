@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A TRES list (`cpu=8,mem=16G,node=2,gres/gpu=4`) as counts (memory in MB).
-fn tres(t: &str) -> HashMap<String, u64> {
+pub(crate) fn tres(t: &str) -> HashMap<String, u64> {
     t.split(',')
         .filter_map(|p| {
             let (k, v) = p.split_once('=')?;
@@ -49,7 +49,7 @@ fn user_key(prefix: &str, a: &v1::AcctAssoc) -> Arc<str> {
 
 /// The associations a job counts in: its user's association (its partition's, else the
 /// general one), then its account's and that account's ancestors up to `root`.
-fn chain<'a>(
+pub(crate) fn chain<'a>(
     cfg: &Config,
     st: &'a v1::AdminState,
     account: &str,
@@ -170,6 +170,22 @@ pub fn job_limits(
         }
     }
     if policy.is_none() {
+        // MaxTRESPerNode: what the job needs on each of its nodes.
+        let per_node =
+            inherited(&ch, |l| Some(l.max_tres_per_node.clone()).filter(|t| !t.is_empty())).unwrap_or_default();
+        policy = over_per_node(
+            &tres(&per_node),
+            need,
+            [R::AssocMaxCpuPerNode, R::AssocMaxMemPerNode, R::AssocMaxGRESPerNode],
+        );
+    }
+    if policy.is_none() {
+        if let Some(l) = st.qos.iter().find(|q| q.name == j.qos).and_then(|q| q.limits.as_ref()) {
+            let t = tres(&l.max_tres_per_node);
+            policy = over_per_node(&t, need, [R::QOSMaxCpuPerNode, R::QOSMaxMemoryPerNode, R::QOSMaxGRESPerNode]);
+        }
+    }
+    if policy.is_none() {
         if let Some(q) = st.qos.iter().find(|q| q.name == j.qos) {
             let l = q.limits.clone().unwrap_or_default();
             let t = tres(&l.max_tres);
@@ -183,6 +199,56 @@ pub fn job_limits(
         }
     }
     (groups, policy)
+}
+
+/// A `MaxTRESPerNode` the job goes over on some node (its CPUs, memory and GPUs spread over
+/// its minimum node count): the reason, of (CPU, memory, GRES).
+fn over_per_node(limit: &HashMap<String, u64>, need: &Usage, reasons: [R; 3]) -> Option<R> {
+    let nodes = need.nodes.max(1);
+    let per = |v: u64| v.div_ceil(nodes);
+    [("cpu", per(need.cpus)), ("mem", per(need.mem_mb)), ("gres/gpu", per(need.gpus))]
+        .iter()
+        .zip(reasons)
+        .find(|((name, v), _)| limit.get(*name).is_some_and(|m| v > m))
+        .map(|(_, r)| r)
+}
+
+/// `GrpTRESMins` of the job's associations, against their decayed usage (an account's: its
+/// subtree's): the reason of the first it is over, or that it would go over by itself (its
+/// request times its time limit).
+pub fn over_minutes(
+    cfg: &Config,
+    st: &Admin,
+    j: &JobPolicy,
+    need: &Usage,
+    usage: &crate::fairshare::Usage,
+) -> Option<R> {
+    const REASONS: [R; 5] = [
+        R::AssocGrpCPUMinutesLimit,
+        R::AssocGrpMemMinutes,
+        R::AssocGrpNodeMinutes,
+        R::AssocGrpBillingMinutes,
+        R::AssocGrpGRESMinutes,
+    ];
+    let request = [need.cpus, need.mem_mb, need.nodes, need.cpus, need.gpus];
+    for a in chain(cfg, st, j.account, j.user, j.partition) {
+        let Some(l) = a.limits.as_ref().filter(|l| !l.grp_tres_mins.is_empty()) else { continue };
+        let limit = tres(&l.grp_tres_mins);
+        let u = if a.user.is_empty() {
+            let accounts = subtree(cfg, st, &a.account);
+            usage.minutes(usage.tres.keys().filter(|(acct, _)| accounts.contains(acct)))
+        } else {
+            usage.minutes([&(a.account.clone(), a.user.clone())])
+        };
+        for (k, name) in crate::fairshare::TRES.iter().enumerate() {
+            let Some(&m) = limit.get(*name) else { continue };
+            let asks = j.time_limit.map(|secs| request[k] as f64 * secs as f64 / 60.0);
+            if u[k] >= m as f64 || asks.is_some_and(|x| x > m as f64) {
+                return Some(REASONS[k]);
+            }
+        }
+    }
+    None
 }
 
 /// Submit limits: how many unfinished jobs each may have, by the test a job of the group
@@ -238,7 +304,7 @@ pub fn submit_limits(cfg: &Config, st: &Admin, j: &JobPolicy) -> Vec<SubmitLimit
 }
 
 /// An account and every account below it.
-fn subtree(cfg: &Config, st: &Admin, root: &str) -> Vec<String> {
+pub(crate) fn subtree(cfg: &Config, st: &Admin, root: &str) -> Vec<String> {
     let mut out = vec![root.to_string()];
     let mut i = 0;
     while i < out.len() && out.len() < 100_000 {

@@ -145,6 +145,18 @@ pub enum PendingReason {
     QOSMaxCpuPerJobLimit,
     QOSMaxNodePerJobLimit,
     QOSMaxWallDurationPerJobLimit,
+    // `GrpTRESMins` (usage, decayed, in TRES-minutes) and `MaxTRESPerNode`.
+    AssocGrpCPUMinutesLimit,
+    AssocGrpMemMinutes,
+    AssocGrpNodeMinutes,
+    AssocGrpBillingMinutes,
+    AssocGrpGRESMinutes,
+    AssocMaxCpuPerNode,
+    AssocMaxMemPerNode,
+    AssocMaxGRESPerNode,
+    QOSMaxCpuPerNode,
+    QOSMaxMemoryPerNode,
+    QOSMaxGRESPerNode,
 }
 
 impl PendingReason {
@@ -189,6 +201,17 @@ impl PendingReason {
             PendingReason::QOSMaxCpuPerJobLimit => "QOSMaxCpuPerJobLimit",
             PendingReason::QOSMaxNodePerJobLimit => "QOSMaxNodePerJobLimit",
             PendingReason::QOSMaxWallDurationPerJobLimit => "QOSMaxWallDurationPerJobLimit",
+            PendingReason::AssocGrpCPUMinutesLimit => "AssocGrpCPUMinutesLimit",
+            PendingReason::AssocGrpMemMinutes => "AssocGrpMemMinutes",
+            PendingReason::AssocGrpNodeMinutes => "AssocGrpNodeMinutes",
+            PendingReason::AssocGrpBillingMinutes => "AssocGrpBillingMinutes",
+            PendingReason::AssocGrpGRESMinutes => "AssocGrpGRESMinutes",
+            PendingReason::AssocMaxCpuPerNode => "AssocMaxCpuPerNode",
+            PendingReason::AssocMaxMemPerNode => "AssocMaxMemPerNode",
+            PendingReason::AssocMaxGRESPerNode => "AssocMaxGRESPerNode",
+            PendingReason::QOSMaxCpuPerNode => "QOSMaxCpuPerNode",
+            PendingReason::QOSMaxMemoryPerNode => "QOSMaxMemoryPerNode",
+            PendingReason::QOSMaxGRESPerNode => "QOSMaxGRESPerNode",
         }
     }
 }

@@ -207,3 +207,55 @@ fn sprio_matches_slurm_on_the_labs_queue() {
     assert!(bob.contains("ranks 1st of 6 users") && bob.contains("has used nothing"), "{bob}");
     c.ok("scancel", &["10", "11", "12", "13", "14"]);
 }
+
+#[test]
+fn grp_tres_mins_and_max_tres_per_node_hold_jobs_with_slurms_reasons() {
+    let mut c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 1,
+            accounting: true,
+            extra_conf: "PriorityType=priority/multifactor\nPriorityDecayHalfLife=0\nAccountingStorageEnforce=limits\n"
+                .into(),
+            ..Default::default()
+        },
+    );
+    c.ok("sacctmgr", &["-i", "add", "account", "lab1", "GrpTRESMins=cpu=2"]);
+    c.ok("sacctmgr", &["-i", "add", "user", "root", "Account=lab1"]);
+    // root has used 150 CPU-seconds (2.5 CPU-minutes) in lab1: over its 2.
+    c.kill_controller();
+    let now = jiff::Timestamp::now().as_second();
+    std::fs::write(c.path().join("state/assoc_usage"), format!("{now} {now}\nlab1\troot\t150\t150\t0\t150\t150\t0\n"))
+        .unwrap();
+    c.start_controller();
+    c.wait_nodes_up(Duration::from_secs(30));
+    c.wait_until("the associations to reach the controller", Duration::from_secs(20), || {
+        c.run("sbatch", &["--test-only", "-A", "lab1", "--wrap", "true"]).status.success()
+    });
+    let reason = |j: u32| {
+        String::from_utf8_lossy(&c.run("squeue", &["-h", "-j", &j.to_string(), "-o", "%r"]).stdout).trim().to_string()
+    };
+    let held = c.submit(&["-A", "lab1", "-o", "/dev/null", "--wrap", "true"]);
+    c.wait_until("the usage limit to hold the job", Duration::from_secs(30), || {
+        reason(held) == "AssocGrpCPUMinutesLimit"
+    });
+    // A larger allowance lets it run; a job whose own request (CPUs × time limit) is larger
+    // than the allowance still waits.
+    c.ok("sacctmgr", &["-i", "modify", "account", "lab1", "set", "GrpTRESMins=cpu=10"]);
+    c.wait_state(held, &["RUNNING", "COMPLETED"], Duration::from_secs(30));
+    let big = c.submit(&["-A", "lab1", "-t", "20", "-o", "/dev/null", "--wrap", "true"]);
+    c.wait_until("the request to be over the allowance", Duration::from_secs(30), || {
+        reason(big) == "AssocGrpCPUMinutesLimit"
+    });
+    c.ok("scancel", &[&big.to_string()]);
+    // MaxTRESPerNode: two CPUs on one node where one is allowed.
+    let wide = c.submit(&["-A", "lab1", "-n2", "-N1", "-H", "-o", "/dev/null", "--wrap", "true"]);
+    c.ok("sacctmgr", &["-i", "modify", "user", "root", "where", "account=lab1", "set", "MaxTRESPerNode=cpu=1"]);
+    // The controller reads associations every 2 seconds.
+    std::thread::sleep(Duration::from_secs(3));
+    c.ok("scontrol", &["release", &wide.to_string()]);
+    c.wait_until("the per-node limit to hold the job", Duration::from_secs(30), || {
+        reason(wide) == "AssocMaxCpuPerNode"
+    });
+    c.ok("scancel", &[&wide.to_string()]);
+}
