@@ -354,7 +354,12 @@ impl Owner {
                     if let Some(d) = Self::deadline(&j) {
                         o.deadlines.insert((d, j.id));
                     }
-                    if let Some(a) = &j.status.alloc {
+                    if let (Some(a), true) =
+                        (&j.status.alloc, j.status.state == JobState::Suspended && j.status.state_desc == "PREEMPTED")
+                    {
+                        // Suspended by preemption: its resources stay lent until it resumes.
+                        o.core.handle(Event::Suspended { job: j.id, alloc: Some((**a).clone()) });
+                    } else if let Some(a) = &j.status.alloc {
                         let sj = o.sched_job(&j);
                         o.core.handle(Event::Running {
                             job: j.id,
@@ -830,10 +835,20 @@ impl Owner {
             return;
         }
         let qos = crate::policy::JobPolicy::of(&j.spec.unpack()).qos.to_string();
-        let mut mode = self.preempt_mode_of(&qos);
+        let mode = self.preempt_mode_of(&qos);
         if mode == PreemptMode::Suspend {
-            // Gang scheduling is not there yet: a job that would be suspended is requeued.
-            mode = PreemptMode::Requeue;
+            // Stopped now, its resources lent to the preempting job; the scheduler resumes it
+            // when they are free again.
+            crate::log(&format!("preempting job {victim} (QoS {qos}) for job {by}: suspended"));
+            if self.suspend_or_resume(victim, true, t).is_ok() {
+                // Noted (journalled) so that a restarted controller lends its resources again.
+                if let Some(mut st) = self.durable.jobs.get(&victim).map(|j| j.status.clone()) {
+                    st.state_desc = "PREEMPTED".into();
+                    self.set_status(victim, st);
+                }
+                self.core.handle(Event::Suspended { job: victim, alloc: None });
+            }
+            return;
         }
         let grace = self
             .acct_admin
@@ -1209,6 +1224,14 @@ impl Owner {
                     self.end_pending(job, None, PendingReason::DependencyNeverSatisfied, t);
                 }
                 Decision::Preempt { job, by } => self.preempt_job(job, by, t),
+                Decision::Resume { job } => {
+                    if let Err(e) = self.suspend_or_resume(job, false, t) {
+                        crate::log(&format!("error: resuming job {job}: {e}"));
+                    } else if let Some(mut st) = self.durable.jobs.get(&job).map(|j| j.status.clone()) {
+                        st.state_desc.clear();
+                        self.set_status(job, st);
+                    }
+                }
                 Decision::Planned { job, start, nodes } => {
                     if let Some(j) = self.durable.jobs.get_mut(&job) {
                         // Derived state, like reasons: recomputed after recovery.
@@ -2314,42 +2337,52 @@ impl Owner {
                 if !caller.is_root() {
                     return Err("Access/permission denied".into());
                 }
-                let t = now();
-                let suspend = req.action == "suspend";
-                match (j.status.state, suspend) {
-                    (JobState::Pending, _) => return Err("Job is pending execution".into()),
-                    // Suspending a suspended job changes nothing, as in Slurm.
-                    (JobState::Suspended, true) => return Ok(()),
-                    (JobState::Running, true) => {
-                        st.state = JobState::Suspended;
-                        st.pre_suspend_secs = t - st.start_time - st.suspended_secs;
-                        st.suspend_time = t;
-                        self.deadlines.retain(|&(_, d)| d != id);
-                    }
-                    (JobState::Suspended, false) => {
-                        st.state = JobState::Running;
-                        st.suspended_secs += t - st.suspend_time;
-                        st.suspend_time = t;
-                    }
-                    (_, false) => return Err("Job is not suspended".into()),
-                    _ => return Err("Job/step already completing or completed".into()),
+                if req.action == "resume" && self.core.suspended_by_preemption(id) {
+                    return Err("Job was suspended by preemption: it resumes when its resources are free".into());
                 }
-                self.set_status(id, st);
-                let job = self.durable.jobs.get(&id).cloned().expect("invariant: exists");
-                if !suspend {
-                    if let Some(d) = Self::deadline(&job) {
-                        self.deadlines.insert((d, id));
-                    }
-                }
-                for n in Self::busy_nodes(&job) {
-                    let msg = v1::Signal { job_id: id, suspend, resume: !suspend, ..Default::default() };
-                    self.outbox.push((n, controller_to_node::Msg::Signal(msg)));
-                }
-                self.notify(&job);
+                self.suspend_or_resume(id, req.action == "suspend", now())?;
             }
             "update" => self.update_job(&j, st, &req.fields, caller)?,
             other => return Err(format!("unknown job action {other}")),
         }
+        Ok(())
+    }
+
+    /// Stops (SIGSTOP) or continues every process of a job (`scontrol suspend|resume`, or
+    /// preemption); time suspended does not count toward its limit.
+    fn suspend_or_resume(&mut self, id: JobId, suspend: bool, t: i64) -> Result<(), String> {
+        let j = self.durable.jobs.get(&id).cloned().ok_or("Invalid job id specified")?;
+        let mut st = j.status.clone();
+        match (j.status.state, suspend) {
+            (JobState::Pending, _) => return Err("Job is pending execution".into()),
+            // Suspending a suspended job changes nothing, as in Slurm.
+            (JobState::Suspended, true) => return Ok(()),
+            (JobState::Running, true) => {
+                st.state = JobState::Suspended;
+                st.pre_suspend_secs = t - st.start_time - st.suspended_secs;
+                st.suspend_time = t;
+                self.deadlines.retain(|&(_, d)| d != id);
+            }
+            (JobState::Suspended, false) => {
+                st.state = JobState::Running;
+                st.suspended_secs += t - st.suspend_time;
+                st.suspend_time = t;
+            }
+            (_, false) => return Err("Job is not suspended".into()),
+            _ => return Err("Job/step already completing or completed".into()),
+        }
+        self.set_status(id, st);
+        let job = self.durable.jobs.get(&id).cloned().expect("invariant: exists");
+        if !suspend {
+            if let Some(d) = Self::deadline(&job) {
+                self.deadlines.insert((d, id));
+            }
+        }
+        for n in Self::busy_nodes(&job) {
+            let msg = v1::Signal { job_id: id, suspend, resume: !suspend, ..Default::default() };
+            self.outbox.push((n, controller_to_node::Msg::Signal(msg)));
+        }
+        self.notify(&job);
         Ok(())
     }
 

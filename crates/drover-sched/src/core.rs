@@ -279,6 +279,14 @@ pub enum Event {
         job: JobId,
         end: i64,
     },
+    /// A running job was suspended by preemption (`PreemptMode=SUSPEND`): its resources are
+    /// free for others until the core resumes it ([`Decision::Resume`]) on the very same ones.
+    Suspended {
+        job: JobId,
+        /// What it holds when it resumes, for a job the core does not know as running
+        /// (recovery after a restart).
+        alloc: Option<Allocation>,
+    },
     /// How to plan (at start and on reconfigure).
     Configure(SchedConfig),
     /// The cluster's licenses (`Licenses=name:count,...`), at start and on reconfigure.
@@ -304,8 +312,10 @@ pub enum Decision {
     /// (`None`: it has no reservation now).
     Planned { job: JobId, start: Option<i64>, nodes: Vec<String> },
     /// Preempt running `job` so that waiting job `by` can start (QoS preemption); the
-    /// controller answers with [`Event::Preempting`].
+    /// controller answers with [`Event::Preempting`] or [`Event::Suspended`].
     Preempt { job: JobId, by: JobId },
+    /// Resume `job`, suspended by preemption: its resources are free again (and now held).
+    Resume { job: JobId },
 }
 
 /// Why a job could never run here; the controller refuses it at submit.
@@ -376,6 +386,11 @@ pub struct Core {
     /// when they were chosen).
     running_qos: HashMap<JobId, std::sync::Arc<str>>,
     preempting: HashMap<JobId, i64>,
+    /// Jobs suspended by preemption, oldest first, with what they hold when they resume and
+    /// the job they made room for (they resume once it is gone).
+    suspended: BTreeMap<JobId, (Allocation, Option<JobId>)>,
+    /// Whom each job being preempted makes room for.
+    preempt_for: HashMap<JobId, JobId>,
 }
 
 /// What a dependency's target is doing, over all its jobs when it is an array.
@@ -526,9 +541,22 @@ impl Core {
                     self.plan_dirty = true;
                 }
             }
+            Event::Suspended { job, alloc } => {
+                self.preempting.remove(&job);
+                let by = self.preempt_for.remove(&job);
+                if let Some(held) = self.running.remove(&job) {
+                    self.give_back(&held);
+                    self.suspended.insert(job, (held, by));
+                    self.plan_dirty = true;
+                } else if let Some(a) = alloc {
+                    self.suspended.insert(job, (a, by));
+                }
+            }
             Event::Ended { job, outcome } => {
                 self.running_qos.remove(&job);
                 self.preempting.remove(&job);
+                self.preempt_for.remove(&job);
+                self.suspended.remove(&job);
                 if self.limits.release(job) {
                     self.plan_dirty = true;
                 }
@@ -858,6 +886,23 @@ impl Core {
                 out.push(Decision::Reason { job: id, reason });
             }
         }
+        // Jobs suspended by preemption come back first, once the job they made room for is
+        // gone and their own resources are free.
+        let waiting: Vec<JobId> = self.suspended.keys().copied().collect();
+        for job in waiting {
+            let ready = self.suspended.get(&job).is_some_and(|(a, by)| {
+                by.is_none_or(|b| !self.pending.contains_key(&b) && !self.running.contains_key(&b))
+                    && self.free_exactly(a)
+            });
+            if !ready {
+                continue;
+            }
+            if let Some((alloc, _)) = self.suspended.remove(&job) {
+                self.take(&alloc);
+                self.running.insert(job, alloc);
+                out.push(Decision::Resume { job });
+            }
+        }
         let mut blocked: Vec<std::sync::Arc<str>> = Vec::new();
         let mut tl = self.timeline(now);
         // Like Slurm's two schedulers: every pass starts what fits in priority order and
@@ -1096,9 +1141,27 @@ impl Core {
             }
             for v in chosen {
                 self.preempting.insert(v, now);
+                self.preempt_for.insert(v, id);
                 out.push(Decision::Preempt { job: v, by: id });
             }
         }
+    }
+
+    /// Whether `job` is suspended by preemption (its resources lent to others).
+    pub fn suspended_by_preemption(&self, job: JobId) -> bool {
+        self.suspended.contains_key(&job)
+    }
+
+    /// Whether exactly these CPUs, memory and GRES are free now.
+    fn free_exactly(&self, alloc: &Allocation) -> bool {
+        alloc.nodes.iter().all(|na| {
+            self.node_idx.get(&na.node).is_some_and(|&i| {
+                let n = &self.nodes[i];
+                na.cpu_ids.iter().all(|&c| n.used.get(c as usize) == Some(&false))
+                    && n.mem_mb.saturating_sub(n.used_mem) >= na.mem_mb
+                    && n.gres.can_take(&na.gres)
+            })
+        })
     }
 
     /// Whether `job` would fit now if `victims` were gone.

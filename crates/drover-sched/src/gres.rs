@@ -186,6 +186,20 @@ impl NodeGresState {
         self.pools.iter_mut().find(|p| p.name == g.name && p.kind == g.kind)
     }
 
+    /// Whether exactly these units are free (a suspended job's, to resume it).
+    pub fn can_take(&self, held: &[GresAlloc]) -> bool {
+        held.iter().all(|g| {
+            let Some(p) = self.pools.iter().find(|p| p.name == g.name && p.kind == g.kind) else { return false };
+            if p.no_consume {
+                true
+            } else if p.indexed() {
+                g.indices.iter().all(|&i| p.used_idx.get(i.wrapping_sub(p.base) as usize) == Some(&false))
+            } else {
+                p.count.saturating_sub(p.used) >= g.count
+            }
+        })
+    }
+
     pub fn take(&mut self, held: &[GresAlloc]) {
         for g in held {
             if let Some(p) = self.pool_mut(g) {

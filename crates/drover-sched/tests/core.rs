@@ -942,3 +942,28 @@ fn preemption_spares_other_qos_and_young_jobs_within_the_exempt_time() {
     assert_eq!(preempted(&c.schedule(30, &mut no_ids)), [], "it has run 30 s of its 60 exempt");
     assert_eq!(preempted(&c.schedule(61, &mut no_ids)), [(1, 3)]);
 }
+
+#[test]
+fn a_job_suspended_by_preemption_resumes_first_on_its_own_resources() {
+    let mut c = cluster(1, 2, 1000);
+    c.handle(Event::Submitted(qos_job(1, 2, "low", &[])));
+    assert_eq!(started(&c.schedule(0, &mut no_ids)), [1]);
+    c.handle(Event::Submitted(qos_job(2, 2, "high", &["low"])));
+    assert_eq!(preempted(&c.schedule(10, &mut no_ids)), [(1, 2)]);
+    c.handle(Event::Suspended { job: 1, alloc: None });
+    let d = c.schedule(11, &mut no_ids);
+    assert_eq!(started(&d), [2], "on the suspended job's CPUs: {d:?}");
+    assert_eq!(c.check_invariants(), Ok(()));
+    // Another job waits; when the preempting job ends, the suspended one comes back first.
+    c.handle(Event::Submitted(qos_job(3, 2, "normal", &[])));
+    let d12 = c.schedule(12, &mut no_ids);
+    assert_eq!(started(&d12), [], "{d12:?}");
+    assert!(c.suspended_by_preemption(1), "{d12:?}");
+    c.handle(Event::Ended { job: 2, outcome: Outcome::Succeeded });
+    assert!(c.suspended_by_preemption(1));
+    let d = c.schedule(20, &mut no_ids);
+    assert!(d.iter().any(|d| matches!(d, Decision::Resume { job: 1 })), "{d:?}");
+    assert_eq!(started(&d), []);
+    assert_eq!(c.check_invariants(), Ok(()));
+    assert!(!c.suspended_by_preemption(1));
+}

@@ -85,3 +85,38 @@ fn a_qos_in_cancel_mode_without_grace_time_ends_preempted_at_once() {
     assert_eq!((c.state(other).as_str(), c.state(high2).as_str()), ("RUNNING", "PENDING"));
     c.ok("scancel", &[&other.to_string(), &high2.to_string()]);
 }
+
+#[test]
+fn a_qos_in_suspend_mode_is_stopped_for_the_high_job_and_resumed_after_it() {
+    let c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 1,
+            accounting: true,
+            extra_conf: "PreemptType=preempt/qos\nPreemptMode=SUSPEND,GANG\n".into(),
+            ..Default::default()
+        },
+    );
+    c.ok("sacctmgr", &["-i", "add", "qos", "low"]);
+    c.ok("sacctmgr", &["-i", "add", "qos", "high", "Preempt=low"]);
+    c.wait_until("the QoS to reach the controller", Duration::from_secs(20), || {
+        c.run("sbatch", &["--test-only", "--qos=high", "--wrap", "true"]).status.success()
+    });
+    let counter = c.path().join("low.count");
+    let script = format!("for i in $(seq 600); do echo $i >> {}; sleep 0.1; done", counter.display());
+    let count = || std::fs::read_to_string(&counter).unwrap_or_default().lines().count();
+    let low = c.submit(&["--qos=low", "-n2", "-o", "/dev/null", "--wrap", &script]);
+    c.wait_until("the low job to count", Duration::from_secs(30), || count() > 0);
+    let high = c.submit(&["--qos=high", "-n2", "-o", "/dev/null", "--wrap", "sleep 3"]);
+    c.wait_state(low, &["SUSPENDED"], Duration::from_secs(15));
+    c.wait_state(high, &["RUNNING", "COMPLETED"], Duration::from_secs(15));
+    // Stopped: it counts no further while the high job runs.
+    std::thread::sleep(Duration::from_millis(500));
+    let stopped_at = count();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(count(), stopped_at, "a suspended job does not run");
+    c.wait_state(high, &["COMPLETED"], Duration::from_secs(30));
+    c.wait_state(low, &["RUNNING"], Duration::from_secs(15));
+    c.wait_until("the low job to count again", Duration::from_secs(10), || count() > stopped_at);
+    c.ok("scancel", &[&low.to_string()]);
+}
