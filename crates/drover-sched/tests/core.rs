@@ -967,3 +967,59 @@ fn a_job_suspended_by_preemption_resumes_first_on_its_own_resources() {
     assert_eq!(c.check_invariants(), Ok(()));
     assert!(!c.suspended_by_preemption(1));
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// QoS preemption under random load: only running low-QoS jobs are chosen, each for a
+    /// waiting high-QoS job; whether they are then requeued (ended) or suspended, nothing is
+    /// ever oversubscribed, and a suspended job resumes only on its own free resources.
+    #[test]
+    fn preemption_never_oversubscribes(ops in proptest::collection::vec((0u8..4, 1u32..5, any::<bool>()), 1..80)) {
+        let mut c = cluster(2, 4, 1000);
+        let mut next = 1u32;
+        let mut qos: std::collections::HashMap<u32, bool> = Default::default(); // id → high
+        let mut running: Vec<u32> = Vec::new();
+        let mut suspended: Vec<u32> = Vec::new();
+        for (t, (op, cpus, flag)) in ops.into_iter().enumerate() {
+            match op {
+                0 | 1 => {
+                    let high = op == 1;
+                    let j = if high { qos_job(next, cpus, "high", &["low"]) } else { qos_job(next, cpus, "low", &[]) };
+                    qos.insert(next, high);
+                    c.handle(Event::Submitted(j));
+                    next += 1;
+                }
+                2 => {
+                    if let Some(id) = running.pop() {
+                        c.handle(Event::Ended { job: id, outcome: Outcome::Succeeded });
+                    }
+                }
+                _ => {}
+            }
+            for d in c.schedule(t as i64, &mut no_ids) {
+                match d {
+                    Decision::Start { job, .. } => running.push(job),
+                    Decision::Preempt { job, by } => {
+                        prop_assert!(running.contains(&job), "victim {} is not running", job);
+                        prop_assert_eq!(qos.get(&job), Some(&false));
+                        prop_assert_eq!(qos.get(&by), Some(&true));
+                        running.retain(|j| *j != job);
+                        if flag {
+                            c.handle(Event::Suspended { job, alloc: None });
+                            suspended.push(job);
+                        } else {
+                            c.handle(Event::Ended { job, outcome: Outcome::Failed });
+                        }
+                    }
+                    Decision::Resume { job } => {
+                        prop_assert!(suspended.contains(&job), "job {} resumed without being suspended", job);
+                        suspended.retain(|j| *j != job);
+                        running.push(job);
+                    }
+                    _ => {}
+                }
+            }
+            prop_assert_eq!(c.check_invariants(), Ok(()));
+        }
+    }
+}
