@@ -352,6 +352,12 @@ impl Store {
         let mut rolled = 0;
         if first < to {
             rolled = self.roll_hours(cluster, first, to).await?;
+        } else if !marks.contains_key("h") {
+            // Nothing ended yet: marked all the same, so that new records do not wake the
+            // rollup for a cluster it has never seen.
+            let mut tx = self.write_tx().await?;
+            self.set_mark(&mut tx, cluster, "h", first).await?;
+            tx.commit().await?;
         }
         // Days complete in hours, then months complete in days.
         let day_to = self.cal.day(to);

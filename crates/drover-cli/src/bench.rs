@@ -49,6 +49,10 @@ pub struct BenchArgs {
     /// Bench clusters without accounting (by default they have it, as `drover up` does).
     #[arg(long)]
     pub no_accounting: bool,
+    /// How long `acct-outage` keeps accounting down, running jobs end to end and measuring
+    /// start latency all the while (default: one batch of jobs).
+    #[arg(long, value_name = "SECS")]
+    pub outage_secs: Option<u64>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -288,7 +292,7 @@ pub fn main(a: BenchArgs) -> i32 {
             report("start-latency", median(v.clone()), "ms", &v, "<= 20");
         }
         if a.only.as_deref() == Some("acct-outage") && !a.no_accounting {
-            acct_outage(&c, runs, 1000 / scale).await?;
+            acct_outage(&c, runs, 1000 / scale, a.outage_secs.unwrap_or(0)).await?;
         }
         if want("array-submit") {
             let mut v = Vec::new();
@@ -464,7 +468,7 @@ async fn start_latencies(c: &BenchCluster, n: usize) -> Result<Vec<f64>, String>
 
 /// `acct-outage`: scheduling latency with accounting up, then killed while `n` jobs run end
 /// to end; then accounting back, and how long until every job of the outage is in it.
-async fn acct_outage(c: &BenchCluster, runs: usize, n: usize) -> Result<(), String> {
+async fn acct_outage(c: &BenchCluster, runs: usize, n: usize, outage_secs: u64) -> Result<(), String> {
     let up = start_latencies(c, runs * 4).await?;
     let pidfile = c.dir.path().join("run/accounting.pid");
     let pid: i32 = std::fs::read_to_string(&pidfile)
@@ -473,35 +477,56 @@ async fn acct_outage(c: &BenchCluster, runs: usize, n: usize) -> Result<(), Stri
         .ok_or("acct-outage: the bench cluster runs no accounting")?;
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
     let first = c.last_job_id()? + 1;
-    let rate = c.end_to_end(n).await?;
-    let down = start_latencies(c, runs * 4).await?;
+    let outage = Instant::now();
+    let mut rates = Vec::new();
+    let mut down = Vec::new();
+    let mut jobs = 0;
+    // Load all the while: batches of jobs end to end, and start latency between them.
+    loop {
+        rates.push(c.end_to_end(n).await?);
+        jobs += n / 8 * 8;
+        down.extend(start_latencies(c, runs * 4).await?);
+        if outage.elapsed() >= Duration::from_secs(outage_secs) {
+            break;
+        }
+    }
+    let rate = median(rates);
+    let outage_took = outage.elapsed().as_secs_f64();
     let last = c.last_job_id()?;
     // Back: every job of the outage reaches accounting.
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let dbd = c.dir.path().join("slurmdbd.conf").display().to_string();
     crate::up::spawn_daemon(&exe, &["accounting", "-f", &dbd], &c.dir.path().join("log/accounting.out"), &pidfile)?;
     let back = Instant::now();
-    let ids: Vec<String> = (first..=last).map(|i| i.to_string()).collect();
-    let want = ids.len();
+    let want = (first..=last).count();
     let mut got = 0;
+    // The outage's jobs by their window (a long outage's ids do not fit on a command line).
+    let since = jiff::Timestamp::now().as_second() - outage_took as i64 - 120;
+    let since = common::fmt_time(since);
     while back.elapsed() < Duration::from_secs(600) {
         let out = c
             .cmd("sacct")
-            .args(["-a", "-X", "-n", "-P", "-o", "State", "-j", &ids.join(",")])
+            .args(["-a", "-X", "-n", "-P", "-o", "JobIDRaw,State", "-S", &since])
             .stdout(Stdio::piped())
             .output()
             .map_err(|e| e.to_string())?;
         let text = String::from_utf8_lossy(&out.stdout);
-        got = text.lines().filter(|l| !matches!(*l, "PENDING" | "RUNNING")).count();
+        got = text
+            .lines()
+            .filter_map(|l| l.split_once('|'))
+            .filter(|(id, st)| {
+                id.parse::<u32>().is_ok_and(|i| (first..=last).contains(&i)) && !matches!(*st, "PENDING" | "RUNNING")
+            })
+            .count();
         if got == want {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let ratio = median(down.clone()) / median(up.clone());
     report("acct-up-latency", median(up.clone()), "ms", &up, "<= 20");
     report("acct-down-latency", median(down.clone()), "ms", &down, &format!("~ up ({ratio:.2}x)"));
-    println!("acct-down-e2e {rate:>13.1} jobs/s ({} jobs while accounting was down)", n / 8 * 8);
+    println!("acct-down-e2e {rate:>13.1} jobs/s ({jobs} jobs while accounting was down {outage_took:.0} s)");
     println!(
         "acct-drain    {:>13.1} s      {got} of {want} jobs' final records delivered, none lost",
         back.elapsed().as_secs_f64()

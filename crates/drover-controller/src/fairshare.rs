@@ -130,6 +130,8 @@ pub struct State {
     pub stale: bool,
     /// Waiting jobs' weighted factors (sprio), as last computed.
     pub prio: std::sync::Arc<HashMap<drover_model::job::JobId, drover_sched::priority::Factors>>,
+    /// Up to when each running job's usage is credited (since this controller started).
+    pub credited: HashMap<drover_model::job::JobId, i64>,
 }
 
 /// Fair Tree over this cluster's associations: each (account, user)'s factor, and the rows

@@ -659,8 +659,15 @@ impl Owner {
     }
 
     /// Credits a job's run in [from, to) to its association.
-    fn credit_run(&mut self, j: &Job, from: i64, to: i64) {
-        if !self.cfg.priority.multifactor || j.status.start_time == 0 || to <= from {
+    /// `since` is where its run counts from unless part of it was credited already (its
+    /// start, or the last calculation before this controller started).
+    fn credit_run(&mut self, j: &Job, since: i64, to: i64) {
+        if !self.cfg.priority.multifactor || j.status.start_time == 0 {
+            return;
+        }
+        let from = self.fs.credited.get(&j.id).copied().unwrap_or(since).max(j.status.start_time);
+        self.fs.credited.insert(j.id, to.max(from));
+        if to <= from {
             return;
         }
         let (account, user, held, factor) = self.fairshare_of(j);
@@ -1161,6 +1168,16 @@ impl Owner {
         self.add_singleton(&mut sj, &spec);
         self.apply_limits(&mut sj, &spec);
         self.apply_preempt(&mut sj, &spec);
+        if let (Some(r), Some(st)) = (sj.more().policy, self.acct_admin.as_deref()) {
+            // A QoS with DenyOnLimit refuses, rather than holds, a job over its Max limits.
+            let qos = crate::policy::JobPolicy::of(&spec).qos;
+            let deny = st.qos.iter().any(|q| q.name == qos && q.flags.iter().any(|f| f.eq_ignore_ascii_case("DenyOnLimit")));
+            if deny && r.name().starts_with("QOSMax") {
+                return Err(Status::invalid_argument(
+                    "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)",
+                ));
+            }
+        }
         let enforce = self.cfg.enforce_part_limits != drover_model::conf::EnforcePartLimits::No;
         match self.core.check_submit(&sj, enforce) {
             SubmitCheck::Ok => {}
@@ -1605,8 +1622,11 @@ impl Owner {
         let requeue = st.state_desc == "REQUEUE" || how == "REQUEUE";
         let preempted = self.preempting.remove(&id).is_some() && st.state_desc == "PREEMPTED";
         if let Some(j) = self.durable.jobs.get(&id).cloned() {
-            // Its run since the last calculation counts now (the rest was counted then).
-            self.credit_run(&j, j.status.start_time.max(self.fs.usage.at), end);
+            // Its run since it was last credited counts now (not time it spent suspended).
+            if j.status.state != JobState::Suspended {
+                self.credit_run(&j, j.status.start_time.max(self.fs.usage.at), end);
+            }
+            self.fs.credited.remove(&id);
         }
         self.end_steps_of(id, &st);
         self.ctld_prolog.remove(&id);
@@ -2358,12 +2378,17 @@ impl Owner {
             // Suspending a suspended job changes nothing, as in Slurm.
             (JobState::Suspended, true) => return Ok(()),
             (JobState::Running, true) => {
+                // Its run so far counts; its time suspended will not.
+                self.credit_run(&j, j.status.start_time.max(self.fs.usage.at), t);
                 st.state = JobState::Suspended;
                 st.pre_suspend_secs = t - st.start_time - st.suspended_secs;
                 st.suspend_time = t;
                 self.deadlines.retain(|&(_, d)| d != id);
             }
             (JobState::Suspended, false) => {
+                if self.cfg.priority.multifactor {
+                    self.fs.credited.insert(id, t);
+                }
                 st.state = JobState::Running;
                 st.suspended_secs += t - st.suspend_time;
                 st.suspend_time = t;

@@ -258,4 +258,20 @@ fn grp_tres_mins_and_max_tres_per_node_hold_jobs_with_slurms_reasons() {
         reason(wide) == "AssocMaxCpuPerNode"
     });
     c.ok("scancel", &[&wide.to_string()]);
+    // A QoS's MaxWall holds a longer job; with DenyOnLimit it refuses it at submit.
+    c.ok("sacctmgr", &["-i", "add", "qos", "short", "MaxWall=1"]);
+    c.ok("sacctmgr", &["-i", "add", "qos", "strict", "MaxWall=1", "Flags=DenyOnLimit"]);
+    c.wait_until("the QoS to reach the controller", Duration::from_secs(20), || {
+        c.run("sbatch", &["--test-only", "-A", "lab1", "--qos=strict", "--wrap", "true"]).status.success()
+    });
+    let long = c.submit(&["-A", "lab1", "--qos=short", "-t", "5", "-H", "-o", "/dev/null", "--wrap", "true"]);
+    c.ok("scontrol", &["release", &long.to_string()]);
+    c.wait_until("MaxWall to hold the job", Duration::from_secs(30), || reason(long) == "QOSMaxWallDurationPerJobLimit");
+    let denied = c.run("sbatch", &["-A", "lab1", "--qos=strict", "-t", "5", "--wrap", "true"]);
+    assert_eq!(denied.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&denied.stderr),
+        "sbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)\n"
+    );
+    c.ok("scancel", &[&long.to_string()]);
 }
