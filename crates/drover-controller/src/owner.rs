@@ -1171,7 +1171,8 @@ impl Owner {
         if let (Some(r), Some(st)) = (sj.more().policy, self.acct_admin.as_deref()) {
             // A QoS with DenyOnLimit refuses, rather than holds, a job over its Max limits.
             let qos = crate::policy::JobPolicy::of(&spec).qos;
-            let deny = st.qos.iter().any(|q| q.name == qos && q.flags.iter().any(|f| f.eq_ignore_ascii_case("DenyOnLimit")));
+            let deny =
+                st.qos.iter().any(|q| q.name == qos && q.flags.iter().any(|f| f.eq_ignore_ascii_case("DenyOnLimit")));
             if deny && r.name().starts_with("QOSMax") {
                 return Err(Status::invalid_argument(
                     "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)",

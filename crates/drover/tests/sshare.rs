@@ -266,7 +266,9 @@ fn grp_tres_mins_and_max_tres_per_node_hold_jobs_with_slurms_reasons() {
     });
     let long = c.submit(&["-A", "lab1", "--qos=short", "-t", "5", "-H", "-o", "/dev/null", "--wrap", "true"]);
     c.ok("scontrol", &["release", &long.to_string()]);
-    c.wait_until("MaxWall to hold the job", Duration::from_secs(30), || reason(long) == "QOSMaxWallDurationPerJobLimit");
+    c.wait_until("MaxWall to hold the job", Duration::from_secs(30), || {
+        reason(long) == "QOSMaxWallDurationPerJobLimit"
+    });
     let denied = c.run("sbatch", &["-A", "lab1", "--qos=strict", "-t", "5", "--wrap", "true"]);
     assert_eq!(denied.status.code(), Some(1));
     assert_eq!(
