@@ -53,6 +53,9 @@ pub struct BenchArgs {
     /// start latency all the while (default: one batch of jobs).
     #[arg(long, value_name = "SECS")]
     pub outage_secs: Option<u64>,
+    /// `acct-outage` with the same load but accounting left up (the control run).
+    #[arg(long)]
+    pub outage_control: bool,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -292,7 +295,7 @@ pub fn main(a: BenchArgs) -> i32 {
             report("start-latency", median(v.clone()), "ms", &v, "<= 20");
         }
         if a.only.as_deref() == Some("acct-outage") && !a.no_accounting {
-            acct_outage(&c, runs, 1000 / scale, a.outage_secs.unwrap_or(0)).await?;
+            acct_outage(&c, runs, 1000 / scale, a.outage_secs.unwrap_or(0), a.outage_control).await?;
         }
         if want("array-submit") {
             let mut v = Vec::new();
@@ -468,14 +471,16 @@ async fn start_latencies(c: &BenchCluster, n: usize) -> Result<Vec<f64>, String>
 
 /// `acct-outage`: scheduling latency with accounting up, then killed while `n` jobs run end
 /// to end; then accounting back, and how long until every job of the outage is in it.
-async fn acct_outage(c: &BenchCluster, runs: usize, n: usize, outage_secs: u64) -> Result<(), String> {
+async fn acct_outage(c: &BenchCluster, runs: usize, n: usize, outage_secs: u64, control: bool) -> Result<(), String> {
     let up = start_latencies(c, runs * 4).await?;
     let pidfile = c.dir.path().join("run/accounting.pid");
     let pid: i32 = std::fs::read_to_string(&pidfile)
         .ok()
         .and_then(|p| p.trim().parse().ok())
         .ok_or("acct-outage: the bench cluster runs no accounting")?;
-    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    if !control {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    }
     let first = c.last_job_id()? + 1;
     let outage = Instant::now();
     let mut rates = Vec::new();
@@ -496,7 +501,9 @@ async fn acct_outage(c: &BenchCluster, runs: usize, n: usize, outage_secs: u64) 
     // Back: every job of the outage reaches accounting.
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let dbd = c.dir.path().join("slurmdbd.conf").display().to_string();
-    crate::up::spawn_daemon(&exe, &["accounting", "-f", &dbd], &c.dir.path().join("log/accounting.out"), &pidfile)?;
+    if !control {
+        crate::up::spawn_daemon(&exe, &["accounting", "-f", &dbd], &c.dir.path().join("log/accounting.out"), &pidfile)?;
+    }
     let back = Instant::now();
     let want = (first..=last).count();
     let mut got = 0;
