@@ -301,9 +301,11 @@ fn table(o: &Opts, fs: &[Field], rows: &[v1::ShareRow], cluster: &str) -> String
                 Kind::LevelFs => Cell::Double(r.level_fs),
                 Kind::Id | Kind::Partition => Cell::Str(None),
                 Kind::GrpTresMins => Cell::Str(Some(String::new())),
-                Kind::TresRunMins => {
-                    Cell::Str(Some("cpu=0,mem=0,energy=0,node=0,billing=0,fs/disk=0,vmem=0,pages=0".into()))
-                }
+                Kind::TresRunMins => Cell::Str(Some(if r.tres_run_mins.is_empty() {
+                    "cpu=0,mem=0,energy=0,node=0,billing=0,fs/disk=0,vmem=0,pages=0".into()
+                } else {
+                    r.tres_run_mins.clone()
+                })),
             };
             render(&mut out, f, cell, o.parsable, k + 1 == n);
         }

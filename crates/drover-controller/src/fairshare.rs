@@ -181,9 +181,45 @@ pub fn compute(
             effectv_usage: s.usage_efctv,
             fairshare: s.factor,
             level_fs: s.level_fs,
+            tres_run_mins: String::new(),
         });
     }
     (factors, rows)
+}
+
+/// sshare's `TRESRunMins`: what running jobs still hold in TRES-minutes, each association
+/// its own jobs' (an account its subtree's), in Slurm's TRES order.
+pub fn add_run_mins(rows: &mut [v1::ShareRow], run: &HashMap<(String, String), [f64; 5]>) {
+    // Rows are in tree order: an account's subtree is the rows after it that are deeper.
+    let own: Vec<[f64; 5]> = rows
+        .iter()
+        .map(|r| {
+            if r.user.is_empty() {
+                [0.0; 5]
+            } else {
+                run.get(&(r.account.clone(), r.user.clone())).copied().unwrap_or_default()
+            }
+        })
+        .collect();
+    for k in 0..rows.len() {
+        let mut sum = own[k];
+        if rows[k].user.is_empty() {
+            for j in k + 1..rows.len() {
+                if rows[j].depth <= rows[k].depth {
+                    break;
+                }
+                for (s, v) in sum.iter_mut().zip(&own[j]) {
+                    *s += v;
+                }
+            }
+        }
+        let [cpu, mem, node, billing, gpu] = sum.map(|v| v as u64);
+        let mut text = format!("cpu={cpu},mem={mem},energy=0,node={node},billing={billing},fs/disk=0,vmem=0,pages=0");
+        if gpu > 0 {
+            text.push_str(&format!(",gres/gpu={gpu}"));
+        }
+        rows[k].tres_run_mins = text;
+    }
 }
 
 #[cfg(test)]
@@ -251,5 +287,17 @@ mod tests {
         assert_eq!(names[..4], [(0, "root", ""), (1, "root", "root"), (1, "chem", ""), (2, "chem", "bob")]);
         assert_eq!(rows[0].raw_shares, None);
         assert_eq!(rows[0].raw_usage, 387.0);
+        // A running job of alice's holding 2 CPUs for 30 more minutes.
+        let mut rows = rows;
+        let run: HashMap<(String, String), [f64; 5]> =
+            [(("physics".to_string(), "alice".to_string()), [60.0, 120_000.0, 30.0, 60.0, 0.0])].into();
+        add_run_mins(&mut rows, &run);
+        let of = |a: &str, u: &str| rows.iter().find(|r| r.account == a && r.user == u).unwrap().tres_run_mins.clone();
+        let alice = "cpu=60,mem=120000,energy=0,node=30,billing=60,fs/disk=0,vmem=0,pages=0";
+        assert_eq!(
+            (of("physics", "alice"), of("physics", ""), of("root", "")),
+            (alice.into(), alice.into(), alice.into())
+        );
+        assert!(of("chem", "").starts_with("cpu=0,"));
     }
 }

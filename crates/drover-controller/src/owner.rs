@@ -658,9 +658,8 @@ impl Owner {
         (account, w.user.clone(), [cpus, mem, nodes.len() as f64, cpus, gpus], factor)
     }
 
-    /// Credits a job's run in [from, to) to its association.
-    /// `since` is where its run counts from unless part of it was credited already (its
-    /// start, or the last calculation before this controller started).
+    /// Credits a job's run up to `to` to its association: from where it was last credited,
+    /// else from `since` (its start, or the last calculation before this controller started).
     fn credit_run(&mut self, j: &Job, since: i64, to: i64) {
         if !self.cfg.priority.multifactor || j.status.start_time == 0 {
             return;
@@ -711,6 +710,7 @@ impl Owner {
         if self.fs.usage.last_reset == 0 || (period > 0 && t - self.fs.usage.last_reset >= period) {
             if self.fs.usage.last_reset != 0 || period == 0 {
                 self.fs.usage.raw.clear();
+                self.fs.usage.tres.clear();
             }
             self.fs.usage.last_reset = t;
         }
@@ -721,7 +721,19 @@ impl Owner {
     fn refresh_priorities(&mut self, t: i64) {
         self.fs.stale = false;
         if let Some(st) = self.acct_admin.as_deref() {
-            let (factors, rows) = crate::fairshare::compute(st, &self.cfg.cluster_name, &self.fs.usage);
+            // TRES-minutes running jobs still hold (their time limit less the time they ran).
+            let mut run_mins: std::collections::HashMap<(String, String), [f64; 5]> = Default::default();
+            for j in self.durable.jobs.values().filter(|j| j.status.state == JobState::Running) {
+                let Some(limit) = j.status.time_limit else { continue };
+                let left = (j.status.start_time + limit as i64 + j.status.suspended_secs - t).max(0) as f64 / 60.0;
+                let (account, user, held, _) = self.fairshare_of(j);
+                let e = run_mins.entry((account, user)).or_default();
+                for (k, n) in held.iter().enumerate() {
+                    e[k] += n * left;
+                }
+            }
+            let (factors, mut rows) = crate::fairshare::compute(st, &self.cfg.cluster_name, &self.fs.usage);
+            crate::fairshare::add_run_mins(&mut rows, &run_mins);
             self.fs.factors = factors;
             self.fs.rows = Arc::new(rows);
             self.dirty = true;
@@ -1272,6 +1284,8 @@ impl Owner {
     }
 
     fn start_job(&mut self, id: JobId, alloc: drover_model::alloc::Allocation, time_limit: Option<u64>, t: i64) {
+        // sshare's TRESRunMins follow the jobs that run.
+        self.fs.stale = true;
         let Some(j) = self.durable.jobs.get(&id).cloned() else {
             return;
         };

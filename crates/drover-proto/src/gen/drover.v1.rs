@@ -610,6 +610,9 @@ pub struct ShareRow {
     /// Absent for the root; infinite where it used nothing.
     #[prost(double, optional, tag = "10")]
     pub level_fs: ::core::option::Option<f64>,
+    /// What its running jobs still hold, in TRES-minutes (`cpu=0,mem=0,...`).
+    #[prost(string, tag = "11")]
+    pub tres_run_mins: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct StateReply {
