@@ -132,6 +132,8 @@ pub struct State {
     pub prio: std::sync::Arc<HashMap<drover_model::job::JobId, drover_sched::priority::Factors>>,
     /// Up to when each running job's usage is credited (since this controller started).
     pub credited: HashMap<drover_model::job::JobId, i64>,
+    /// `PriorityUsageResetPeriod=NOW` was applied (once per start).
+    pub reset_now_done: bool,
 }
 
 /// Fair Tree over this cluster's associations: each (account, user)'s factor, and the rows
@@ -185,6 +187,43 @@ pub fn compute(
         });
     }
     (factors, rows)
+}
+
+/// `PriorityUsageResetPeriod`: when usage last reset at `last` resets next, on the local
+/// calendar as Slurm's `_next_reset` has it (the next midnight, Sunday, first of a month, of
+/// a quarter, of a year). None: never (`NONE`; `NOW` resets once, at start).
+pub fn next_reset(period: drover_model::priority_conf::UsageReset, last: i64, now: i64) -> Option<i64> {
+    use drover_model::priority_conf::UsageReset as R;
+    let tz = jiff::tz::TimeZone::system();
+    let day = jiff::Timestamp::from_second(last).ok()?.to_zoned(tz.clone()).date();
+    let at = |d: jiff::civil::Date| d.at(0, 0, 0, 0).to_zoned(tz.clone()).ok().map(|z| z.timestamp().as_second());
+    let next = match period {
+        R::None | R::Now => return None,
+        R::Daily => {
+            let mut d = day.tomorrow().ok()?;
+            while at(d.tomorrow().ok()?)? < now {
+                d = d.tomorrow().ok()?;
+            }
+            d
+        }
+        R::Weekly => {
+            let to_sunday = 7 - i64::from(day.weekday().to_sunday_zero_offset());
+            let mut d = day.checked_add(jiff::Span::new().days(to_sunday)).ok()?;
+            while at(d.checked_add(jiff::Span::new().days(7)).ok()?)? < now {
+                d = d.checked_add(jiff::Span::new().days(7)).ok()?;
+            }
+            d
+        }
+        R::Monthly => day.first_of_month().checked_add(jiff::Span::new().months(1)).ok()?,
+        R::Quarterly => {
+            let quarter = (day.month() - 1) / 3;
+            jiff::civil::date(day.year(), 1, 1)
+                .checked_add(jiff::Span::new().months(i64::from(quarter + 1) * 3))
+                .ok()?
+        }
+        R::Yearly => jiff::civil::date(day.year() + 1, 1, 1),
+    };
+    at(next)
 }
 
 /// sshare's `TRESRunMins`: what running jobs still hold in TRES-minutes, each association
@@ -243,6 +282,29 @@ mod tests {
         u.decay_to(1000 + 7 * 86400, 7 * 86400);
         assert!((u.raw[&("physics".into(), "alice".into())] - 200.0).abs() < 0.5);
         assert_eq!(Usage::load(&dir.path().join("none")), Usage::default());
+    }
+
+    #[test]
+    fn usage_resets_on_the_calendar() {
+        use drover_model::priority_conf::UsageReset as R;
+        let local = |y: i16, m: i8, d: i8| {
+            jiff::civil::date(y, m, d)
+                .at(0, 0, 0, 0)
+                .to_zoned(jiff::tz::TimeZone::system())
+                .unwrap()
+                .timestamp()
+                .as_second()
+        };
+        let last = local(2026, 12, 3) + 3600 * 17; // a Thursday afternoon
+        assert_eq!(next_reset(R::Daily, last, last), Some(local(2026, 12, 4)));
+        assert_eq!(next_reset(R::Weekly, last, last), Some(local(2026, 12, 6)), "the next Sunday");
+        assert_eq!(next_reset(R::Monthly, last, last), Some(local(2027, 1, 1)));
+        assert_eq!(next_reset(R::Quarterly, last, last), Some(local(2027, 1, 1)));
+        assert_eq!(next_reset(R::Quarterly, local(2026, 5, 3), 0), Some(local(2026, 7, 1)));
+        assert_eq!(next_reset(R::Yearly, last, last), Some(local(2027, 1, 1)));
+        assert_eq!(next_reset(R::None, last, last), None);
+        // Days missed while the controller was down are skipped to the last one due.
+        assert_eq!(next_reset(R::Daily, last, last + 5 * 86400), Some(local(2026, 12, 8)));
     }
 
     #[test]

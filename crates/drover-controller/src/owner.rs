@@ -695,24 +695,32 @@ impl Owner {
         self.refresh_priorities(t);
     }
 
-    /// `PriorityUsageResetPeriod`: usage starts from nothing at each period's start.
+    /// `PriorityUsageResetPeriod`: usage starts from nothing when a period begins on the
+    /// local calendar (`NOW`: once, when this controller starts).
     fn reset_usage_if_due(&mut self, t: i64) {
         use drover_model::priority_conf::UsageReset;
-        let period = match self.cfg.priority.usage_reset {
-            UsageReset::None => return,
-            UsageReset::Now => 0,
-            UsageReset::Daily => 86_400,
-            UsageReset::Weekly => 7 * 86_400,
-            UsageReset::Monthly => 30 * 86_400,
-            UsageReset::Quarterly => 91 * 86_400,
-            UsageReset::Yearly => 365 * 86_400,
+        let period = self.cfg.priority.usage_reset;
+        let clear = |u: &mut crate::fairshare::Usage| {
+            u.raw.clear();
+            u.tres.clear();
         };
-        if self.fs.usage.last_reset == 0 || (period > 0 && t - self.fs.usage.last_reset >= period) {
-            if self.fs.usage.last_reset != 0 || period == 0 {
-                self.fs.usage.raw.clear();
-                self.fs.usage.tres.clear();
+        if period == UsageReset::Now {
+            if !self.fs.reset_now_done {
+                clear(&mut self.fs.usage);
+                self.fs.usage.last_reset = t;
+                self.fs.reset_now_done = true;
             }
+            return;
+        }
+        if self.fs.usage.last_reset == 0 {
             self.fs.usage.last_reset = t;
+            return;
+        }
+        if let Some(next) = crate::fairshare::next_reset(period, self.fs.usage.last_reset, t) {
+            if t >= next {
+                clear(&mut self.fs.usage);
+                self.fs.usage.last_reset = next;
+            }
         }
     }
 
