@@ -11,21 +11,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-/// A TRES list's counts (`cpu=2,mem=4000M,node=1`), memory in MB as Slurm keeps it.
+/// A TRES list's counts, memory in MB (see [`drover_model::memsize::tres_counts`]).
 pub fn parse_tres(s: &str) -> Vec<(String, u64)> {
-    s.split(',')
-        .filter_map(|kv| {
-            let (k, v) = kv.split_once('=')?;
-            let k = k.trim();
-            let v = v.trim();
-            let n = if k == "mem" {
-                drover_model::memsize::parse_mb(v).ok()?
-            } else {
-                v.trim_end_matches(|c: char| !c.is_ascii_digit()).parse().ok()?
-            };
-            Some((k.to_string(), n))
-        })
-        .collect()
+    drover_model::memsize::tres_counts(s)
 }
 
 /// Calendar boundaries in a time zone (the machine's, as Slurm uses `localtime`).

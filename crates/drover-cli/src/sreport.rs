@@ -1086,17 +1086,7 @@ async fn user_top(
 
 /// The count of one TRES in a TRES list (memory in MB), None when it is absent.
 fn tres_count(list: &str, name: &str) -> Option<u64> {
-    list.split(',').find_map(|kv| {
-        let (k, v) = kv.split_once('=')?;
-        if k != name {
-            return None;
-        }
-        if k == "mem" {
-            drover_model::memsize::parse_mb(v).ok()
-        } else {
-            v.parse().ok()
-        }
-    })
+    drover_model::memsize::tres_counts(list).into_iter().find(|(k, _)| k == name).map(|(_, n)| n)
 }
 
 async fn job_sizes(

@@ -20,14 +20,7 @@ use std::sync::Arc;
 
 /// A TRES list (`cpu=8,mem=16G,node=2,gres/gpu=4`) as counts (memory in MB).
 pub(crate) fn tres(t: &str) -> HashMap<String, u64> {
-    t.split(',')
-        .filter_map(|p| {
-            let (k, v) = p.split_once('=')?;
-            let k = k.trim().to_ascii_lowercase();
-            let n = if k == "mem" { drover_model::memsize::parse_mb(v.trim()).ok()? } else { v.trim().parse().ok()? };
-            Some((k, n))
-        })
-        .collect()
+    drover_model::memsize::tres_counts(t).into_iter().collect()
 }
 
 /// Caps from `Grp*`-style limits, with the reasons of an association or a QoS.

@@ -40,9 +40,30 @@ pub fn fmt_tres_mb(mb: u64) -> String {
     }
 }
 
+/// A TRES list's counts (`cpu=2,mem=4000M,node=1,gres/gpu=1`), names lower-cased, memory
+/// in MB as Slurm keeps it; entries that are not counts are left out.
+pub fn tres_counts(list: &str) -> Vec<(String, u64)> {
+    list.split(',')
+        .filter_map(|kv| {
+            let (k, v) = kv.split_once('=')?;
+            let k = k.trim().to_ascii_lowercase();
+            let n = if k == "mem" { parse_mb(v).ok()? } else { v.trim().parse().ok()? };
+            Some((k, n))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tres_lists_count_memory_in_mb() {
+        assert_eq!(
+            tres_counts("CPU=2,mem=4G,node=1,gres/gpu=1,bad=x"),
+            [("cpu".to_string(), 2), ("mem".into(), 4096), ("node".into(), 1), ("gres/gpu".into(), 1)]
+        );
+    }
 
     #[test]
     fn parses_suffixes() {
