@@ -522,6 +522,31 @@ fn window_header(o: &Opts, out: &mut String, title: &str, start: i64, end: i64, 
     out.push('\n');
 }
 
+/// A report's columns: `format=`, else its default with `-T` (TRES names) or without.
+fn report_specs(c: &Conds, o: &Opts, with_tres: &str, plain: &str) -> Vec<String> {
+    if !c.format.is_empty() {
+        c.format.clone()
+    } else if o.tres.is_some() {
+        list(with_tres)
+    } else {
+        list(plain)
+    }
+}
+
+/// What the association reports read: the window's usage with associations', the hierarchy,
+/// and the TRES to report.
+async fn assoc_data(
+    o: &Opts,
+    c: &Conds,
+    src: &mut Source,
+    here: &str,
+) -> Result<(v1::AcctUsage, v1::AdminState, Vec<String>), String> {
+    let u = src.usage(clusters_of(o, c, here), c.start, c.end, true).await?;
+    let st = src.admin().await?;
+    let tres = tres_list(o, &known_tres(&u))?;
+    Ok((u, st, tres))
+}
+
 /// What the reports read from accounting.
 struct Source {
     client: AccountingClient<tonic::transport::Channel>,
@@ -615,13 +640,7 @@ async fn cluster_utilization(
     // Nodes are not rolled up for the cluster (Slurm keeps no cluster rows for them).
     let tres: Vec<String> = tres.into_iter().filter(|t| t != "node").collect();
     window_header(o, out, "Cluster Utilization", c.start, c.end, false);
-    let specs: Vec<String> = if !c.format.is_empty() {
-        c.format.clone()
-    } else if o.tres.is_some() {
-        list("Cl,TresName,al,d,planned,i,res,rep")
-    } else {
-        list("Cl,al,d,planned,i,res,rep")
-    };
+    let specs = report_specs(&c, o, "Cl,TresName,al,d,planned,i,res,rep", "Cl,al,d,planned,i,res,rep");
     let mut fs = fields(&specs, |s| cluster_field(s, o, false), &mut err);
     let totals = cluster_totals(&u);
     let total_time = (c.end - c.start) as u64;
@@ -869,17 +888,9 @@ async fn account_by_user(
 ) -> Result<bool, String> {
     let mut err = String::new();
     let c = conds(words, Report::Assoc, now, &mut err);
-    let specs = if !c.format.is_empty() {
-        c.format.clone()
-    } else if o.tres.is_some() {
-        list("Cluster,Ac,Login,Proper,TresName,Used")
-    } else {
-        list("Cluster,Ac,Login,Proper,Used,Energy")
-    };
+    let specs = report_specs(&c, o, "Cluster,Ac,Login,Proper,TresName,Used", "Cluster,Ac,Login,Proper,Used,Energy");
     let mut fs = fields(&specs, |s| cluster_field(s, o, c.tree), &mut err);
-    let u = src.usage(clusters_of(o, &c, here), c.start, c.end, true).await?;
-    let st = src.admin().await?;
-    let tres = tres_list(o, &known_tres(&u))?;
+    let (u, st, tres) = assoc_data(o, &c, src, here).await?;
     window_header(o, out, "Cluster/Account/User Utilization", c.start, c.end, true);
     let totals = cluster_totals(&u);
     let rows: Vec<AssocRow> = totals.keys().flat_map(|cl| assoc_rows(cl, &u, &st, &c)).collect();
@@ -975,17 +986,9 @@ async fn user_by_account(
 ) -> Result<bool, String> {
     let mut err = String::new();
     let c = conds(words, Report::Assoc, now, &mut err);
-    let specs = if !c.format.is_empty() {
-        c.format.clone()
-    } else if o.tres.is_some() {
-        list("Cluster,Login,Proper,Ac,TresName,Used")
-    } else {
-        list("Cluster,Login,Proper,Ac,Used,Energy")
-    };
+    let specs = report_specs(&c, o, "Cluster,Login,Proper,Ac,TresName,Used", "Cluster,Login,Proper,Ac,Used,Energy");
     let mut fs = fields(&specs, |s| cluster_field(s, o, c.tree), &mut err);
-    let u = src.usage(clusters_of(o, &c, here), c.start, c.end, true).await?;
-    let st = src.admin().await?;
-    let tres = tres_list(o, &known_tres(&u))?;
+    let (u, st, tres) = assoc_data(o, &c, src, here).await?;
     window_header(o, out, "Cluster/User/Account Utilization", c.start, c.end, true);
     let totals = cluster_totals(&u);
     let clusters: Vec<String> = totals.keys().cloned().collect();
@@ -1025,35 +1028,10 @@ async fn user_top(
     let mut err = String::new();
     let c = conds(words, Report::Top, now, &mut err);
     let top = c.top.unwrap_or(10);
-    let specs = if !c.format.is_empty() {
-        c.format.clone()
-    } else if o.tres.is_some() {
-        list("Cl,L,P,A,TresName,Used")
-    } else {
-        list("Cl,L,P,A,U,Energy")
-    };
+    let specs = report_specs(&c, o, "Cl,L,P,A,TresName,Used", "Cl,L,P,A,U,Energy");
     let mut fs = fields(&specs, |s| user_field(s, o), &mut err);
-    let u = src.usage(clusters_of(o, &c, here), c.start, c.end, true).await?;
-    let st = src.admin().await?;
-    let tres = tres_list(o, &known_tres(&u))?;
-    if !o.noheader {
-        out.push_str(RULE);
-        out.push('\n');
-        out.push_str(&format!(
-            "Top {top} Users {} - {} ({} secs)\n",
-            common::fmt_time(c.start),
-            common::fmt_time(c.end - 1),
-            c.end - c.start
-        ));
-        if o.time == TimeFmt::Percent {
-            out.push_str(&format!("Usage reported in {}\n", o.time.name()));
-        } else {
-            let what = if o.tres.is_some() { "TRES" } else { "CPU" };
-            out.push_str(&format!("Usage reported in {what} {}\n", o.time.name()));
-        }
-        out.push_str(RULE);
-        out.push('\n');
-    }
+    let (u, st, tres) = assoc_data(o, &c, src, here).await?;
+    window_header(o, out, &format!("Top {top} Users"), c.start, c.end, true);
     let totals = cluster_totals(&u);
     let mut per_cluster: Vec<Vec<UserRow>> = Vec::new();
     for cl in totals.keys() {
