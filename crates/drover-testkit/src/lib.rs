@@ -522,3 +522,97 @@ pub fn compat(name: &str) -> String {
     let p = base.join("compat/slurm-22.05").join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
+
+/// A capture of real Slurm's output (see `crates/drover/tests/captures/README.md`): the
+/// command line, its exit status, stdout and stderr.
+#[derive(Debug, Clone)]
+pub struct Capture {
+    pub name: String,
+    pub cmd: Vec<String>,
+    pub rc: i32,
+    pub out: String,
+    pub err: String,
+}
+
+impl Capture {
+    /// Capture `name` of the directory `dir` (its `INDEX.tsv` lines: name, exit status,
+    /// command line), the command line split into words by `split`.
+    pub fn load(dir: &Path, name: &str, split: impl Fn(&str) -> Vec<String>) -> Capture {
+        let index = std::fs::read_to_string(dir.join("INDEX.tsv")).expect("INDEX.tsv");
+        let line = index.lines().find(|l| l.split('\t').next() == Some(name)).unwrap_or_else(|| panic!("{name}"));
+        let f: Vec<&str> = line.split('\t').collect();
+        let read = |ext: &str| std::fs::read_to_string(dir.join(format!("{name}.{ext}"))).unwrap_or_default();
+        Capture {
+            name: name.into(),
+            cmd: split(f[2]),
+            rc: f[1].parse().expect("an exit status"),
+            out: read("out"),
+            err: read("err"),
+        }
+    }
+
+    /// Every capture name in `dir` starting with `prefix`, in the index's order.
+    pub fn names(dir: &Path, prefix: &str) -> Vec<String> {
+        let index = std::fs::read_to_string(dir.join("INDEX.tsv")).expect("INDEX.tsv");
+        index.lines().filter_map(|l| l.split('\t').next()).filter(|n| n.starts_with(prefix)).map(String::from).collect()
+    }
+}
+
+/// A command line into its words, double quotes grouping.
+pub fn words(cmd: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for c in cmd.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ' ' if !quoted => out.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out.into_iter().filter(|w| !w.is_empty()).collect()
+}
+
+/// The lab's accounts and users (the captures' README): physics, theory under it, chem
+/// (Fairshare=2); alice in physics, bob in chem and theory, root in physics and chem.
+pub const LAB_ACCOUNTS: &[&str] = &[
+    "add account physics Description=physics Organization=science",
+    "add account theory parent=physics Description=theory Organization=science",
+    "add account chem Fairshare=2 Description=chemistry Organization=science",
+    "add user alice Account=physics",
+    "add user bob Account=chem",
+    "add user bob Account=theory",
+    "add user root Account=physics,chem",
+];
+
+impl Cluster {
+    /// Runs a capture's command here: Err describes how stdout, stderr or the exit status
+    /// differ from real Slurm's.
+    pub fn matches(&self, cap: &Capture) -> Result<(), String> {
+        let args: Vec<&str> = cap.cmd[1..].iter().map(String::as_str).collect();
+        let got = self.run(&cap.cmd[0], &args);
+        let (out, err) = (String::from_utf8_lossy(&got.stdout), String::from_utf8_lossy(&got.stderr));
+        if out != cap.out || err != cap.err || got.status.code() != Some(cap.rc) {
+            return Err(format!(
+                "{}: {:?}\n--- want (exit {}):\n{}{}\n--- got (exit {:?}):\n{out}{err}",
+                cap.name,
+                cap.cmd,
+                cap.rc,
+                cap.out,
+                cap.err,
+                got.status.code()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Adds the lab's accounts and users with sacctmgr.
+    pub fn add_lab_accounts(&self) {
+        for cmd in LAB_ACCOUNTS {
+            let mut args = vec!["-i"];
+            args.extend(cmd.split(' '));
+            self.ok("sacctmgr", &args);
+        }
+    }
+}

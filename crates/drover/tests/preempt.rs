@@ -7,28 +7,39 @@ use std::time::{Duration, Instant};
 
 const EXE: &str = env!("CARGO_BIN_EXE_drover");
 
-#[test]
-fn a_high_qos_job_requeues_a_low_qos_one_after_its_grace_time() {
+/// One node with accounting and QoS preemption in `mode`; `qos` added (sacctmgr's words) and
+/// known to the controller before it returns (`ready` is a QoS it may submit with).
+fn cluster(mode: &str, qos: &[&[&str]], ready: &str) -> Cluster {
     let c = Cluster::start(
         EXE,
         Options {
             nodes: 1,
             accounting: true,
-            extra_conf: "PreemptType=preempt/qos\nPreemptMode=REQUEUE\n".into(),
+            extra_conf: format!("PreemptType=preempt/qos\nPreemptMode={mode}\n"),
             ..Default::default()
         },
     );
-    c.ok("sacctmgr", &["-i", "add", "qos", "low", "GraceTime=5"]);
-    c.ok("sacctmgr", &["-i", "add", "qos", "high", "Preempt=low"]);
+    for q in qos {
+        let mut args = vec!["-i", "add", "qos"];
+        args.extend(q.iter());
+        c.ok("sacctmgr", &args);
+    }
+    let qos_opt = format!("--qos={ready}");
+    c.wait_until("the QoS to reach the controller", Duration::from_secs(20), || {
+        c.run("sbatch", &["--test-only", &qos_opt, "--wrap", "true"]).status.success()
+    });
+    c
+}
+
+#[test]
+fn a_high_qos_job_requeues_a_low_qos_one_after_its_grace_time() {
+    let c = cluster("REQUEUE", &[&["low", "GraceTime=5"], &["high", "Preempt=low"]], "high");
     let dir = c.path().display().to_string();
     // The low job notes each run it starts and the SIGTERM it gets, and goes on (as a
     // trainer writing its checkpoint would) until it is requeued.
     let script = format!(
         "trap 'echo term >> {dir}/low.term' TERM; echo run >> {dir}/low.runs; for i in $(seq 120); do sleep 1; done"
     );
-    c.wait_until("the QoS to reach the controller", Duration::from_secs(20), || {
-        c.run("sbatch", &["--test-only", "--qos=high", "--wrap", "true"]).status.success()
-    });
     let low = c.submit(&["--qos=low", "-n2", "--requeue", "-o", "/dev/null", "--wrap", &script]);
     c.wait_state(low, &["RUNNING"], Duration::from_secs(30));
     c.wait_until("the low job to start its script", Duration::from_secs(20), || {
@@ -58,20 +69,7 @@ fn a_high_qos_job_requeues_a_low_qos_one_after_its_grace_time() {
 
 #[test]
 fn a_qos_in_cancel_mode_without_grace_time_ends_preempted_at_once() {
-    let c = Cluster::start(
-        EXE,
-        Options {
-            nodes: 1,
-            accounting: true,
-            extra_conf: "PreemptType=preempt/qos\nPreemptMode=REQUEUE\n".into(),
-            ..Default::default()
-        },
-    );
-    c.ok("sacctmgr", &["-i", "add", "qos", "scavenger", "PreemptMode=cancel"]);
-    c.ok("sacctmgr", &["-i", "add", "qos", "urgent", "Preempt=scavenger"]);
-    c.wait_until("the QoS to reach the controller", Duration::from_secs(20), || {
-        c.run("sbatch", &["--test-only", "--qos=urgent", "--wrap", "true"]).status.success()
-    });
+    let c = cluster("REQUEUE", &[&["scavenger", "PreemptMode=cancel"], &["urgent", "Preempt=scavenger"]], "urgent");
     let low = c.submit(&["--qos=scavenger", "-n2", "-o", "/dev/null", "--wrap", "sleep 120"]);
     c.wait_state(low, &["RUNNING"], Duration::from_secs(30));
     let high = c.submit(&["--qos=urgent", "-n2", "-o", "/dev/null", "--wrap", "sleep 1"]);
@@ -88,20 +86,7 @@ fn a_qos_in_cancel_mode_without_grace_time_ends_preempted_at_once() {
 
 #[test]
 fn a_qos_in_suspend_mode_is_stopped_for_the_high_job_and_resumed_after_it() {
-    let c = Cluster::start(
-        EXE,
-        Options {
-            nodes: 1,
-            accounting: true,
-            extra_conf: "PreemptType=preempt/qos\nPreemptMode=SUSPEND,GANG\n".into(),
-            ..Default::default()
-        },
-    );
-    c.ok("sacctmgr", &["-i", "add", "qos", "low"]);
-    c.ok("sacctmgr", &["-i", "add", "qos", "high", "Preempt=low"]);
-    c.wait_until("the QoS to reach the controller", Duration::from_secs(20), || {
-        c.run("sbatch", &["--test-only", "--qos=high", "--wrap", "true"]).status.success()
-    });
+    let c = cluster("SUSPEND,GANG", &[&["low"], &["high", "Preempt=low"]], "high");
     let counter = c.path().join("low.count");
     let script = format!("for i in $(seq 600); do echo $i >> {}; sleep 0.1; done", counter.display());
     let count = || std::fs::read_to_string(&counter).unwrap_or_default().lines().count();

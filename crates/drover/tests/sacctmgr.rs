@@ -2,22 +2,13 @@
 //! real slurmdbd): the same commands, in the same order, on a Drover cluster named `lab`
 //! print the same bytes and exit with the same status.
 
-use drover_testkit::{Cluster, Options};
+use drover_testkit::{Capture, Cluster, Options};
 use std::path::PathBuf;
 
 const EXE: &str = env!("CARGO_BIN_EXE_drover");
 
 fn captures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/captures/slurm-22.05")
-}
-
-/// The capture `name`: its command line, exit status, stdout and stderr.
-fn capture(name: &str) -> (Vec<String>, i32, String, String) {
-    let index = std::fs::read_to_string(captures().join("INDEX.tsv")).unwrap();
-    let line = index.lines().find(|l| l.split('\t').next() == Some(name)).unwrap_or_else(|| panic!("{name}"));
-    let f: Vec<&str> = line.split('\t').collect();
-    let read = |ext: &str| std::fs::read_to_string(captures().join(format!("{name}.{ext}"))).unwrap_or_default();
-    (split_command(f[2]), f[1].parse().unwrap(), read("out"), read("err"))
 }
 
 /// The captured command line back into arguments (`Description=physics dept` was one).
@@ -36,14 +27,11 @@ fn split_command(cmd: &str) -> Vec<String> {
 }
 
 fn check(c: &Cluster, name: &str) {
-    let (cmd, rc, out, err) = capture(name);
-    assert_eq!(cmd[0], "sacctmgr");
-    let args: Vec<&str> = cmd[1..].iter().map(String::as_str).collect();
-    let got = c.run("sacctmgr", &args);
-    let (gout, gerr) = (String::from_utf8_lossy(&got.stdout), String::from_utf8_lossy(&got.stderr));
-    assert_eq!(gout, out, "stdout of {name}: {cmd:?}\n{gerr}");
-    assert_eq!(gerr, err, "stderr of {name}: {cmd:?}");
-    assert_eq!(got.status.code(), Some(rc), "exit status of {name}: {cmd:?}");
+    let cap = Capture::load(&captures(), name, split_command);
+    assert_eq!(cap.cmd[0], "sacctmgr");
+    if let Err(e) = c.matches(&cap) {
+        panic!("{e}");
+    }
 }
 
 #[test]

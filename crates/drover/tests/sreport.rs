@@ -6,7 +6,7 @@
 //! the day before.
 
 use drover_proto::v1;
-use drover_testkit::{Cluster, NamedUser, Options};
+use drover_testkit::{Capture, Cluster, NamedUser, Options};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -33,29 +33,13 @@ fn redate(s: &str) -> String {
     out
 }
 
-/// The capture `name`: its command line, exit status, stdout and stderr (redated).
-fn capture(name: &str) -> (Vec<String>, i32, String, String) {
-    let index = std::fs::read_to_string(captures().join("INDEX.tsv")).unwrap();
-    let line = index.lines().find(|l| l.split('\t').next() == Some(name)).unwrap_or_else(|| panic!("{name}"));
-    let f: Vec<&str> = line.split('\t').collect();
-    let read = |ext: &str| std::fs::read_to_string(captures().join(format!("{name}.{ext}"))).unwrap_or_default();
-    let cmd = redate(f[2]).split(' ').map(String::from).collect();
-    (cmd, f[1].parse().unwrap(), redate(&read("out")), redate(&read("err")))
-}
-
+/// Runs capture `name` (its dates read as the test's days) here.
 fn check(c: &Cluster, name: &str) -> Result<(), String> {
-    let (cmd, rc, out, err) = capture(name);
-    assert_eq!(cmd[0], "sreport");
-    let args: Vec<&str> = cmd[1..].iter().map(String::as_str).collect();
-    let got = c.run("sreport", &args);
-    let (gout, gerr) = (String::from_utf8_lossy(&got.stdout), String::from_utf8_lossy(&got.stderr));
-    if gout != out || gerr != err || got.status.code() != Some(rc) {
-        return Err(format!(
-            "{name}: {cmd:?}\n--- want (exit {rc}):\n{out}{err}\n--- got (exit {:?}):\n{gout}{gerr}",
-            got.status.code()
-        ));
-    }
-    Ok(())
+    let mut cap = Capture::load(&captures(), name, |cmd| redate(cmd).split(' ').map(String::from).collect());
+    assert_eq!(cap.cmd[0], "sreport");
+    cap.out = redate(&cap.out);
+    cap.err = redate(&cap.err);
+    c.matches(&cap)
 }
 
 /// A run of the lab's day: (id, user, account), [eligible, start, end] in seconds after
@@ -131,19 +115,7 @@ fn sreport_matches_slurm_on_the_labs_day() {
     ] {
         failed.extend(check(&c, name).err());
     }
-    for cmd in [
-        "add account physics Description=physics Organization=science",
-        "add account theory parent=physics Description=theory Organization=science",
-        "add account chem Fairshare=2 Description=chemistry Organization=science",
-        "add user alice Account=physics",
-        "add user bob Account=chem",
-        "add user bob Account=theory",
-        "add user root Account=physics,chem",
-    ] {
-        let mut args = vec!["-i"];
-        args.extend(cmd.split(' '));
-        c.ok("sacctmgr", &args);
-    }
+    c.add_lab_accounts();
     let y = yesterday.timestamp().as_second();
     const H: i64 = 3600;
     c.record_accounting(lab_state(y - 2 * 86400, &[]));
@@ -159,11 +131,8 @@ fn sreport_matches_slurm_on_the_labs_day() {
     c.record_accounting(lab_state(y + 8 * H, &[]));
     // The rollup runs soon after records change what it has (or has not yet) rolled up.
     c.wait_until("yesterday to be rolled up", Duration::from_secs(60), || check(&c, "sreport_cluster_util").is_ok());
-    let index = std::fs::read_to_string(captures().join("INDEX.tsv")).unwrap();
-    for name in index.lines().filter_map(|l| l.split('\t').next()) {
-        if name.starts_with("sreport_") && !name.starts_with("sreport_empty_") {
-            failed.extend(check(&c, name).err());
-        }
+    for name in Capture::names(&captures(), "sreport_").iter().filter(|n| !n.starts_with("sreport_empty_")) {
+        failed.extend(check(&c, name).err());
     }
     assert!(failed.is_empty(), "{} of the captures differ:\n{}", failed.len(), failed.join("\n"));
 }

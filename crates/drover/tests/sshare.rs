@@ -3,7 +3,7 @@
 //! controller's usage; and fairshare putting a user who has used nothing ahead of one who
 //! has, on a real cluster.
 
-use drover_testkit::{Cluster, NamedUser, Options, TestUser};
+use drover_testkit::{Capture, Cluster, NamedUser, Options, TestUser};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -13,45 +13,8 @@ fn captures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/captures/slurm-22.05")
 }
 
-fn capture(name: &str) -> (Vec<String>, i32, String, String) {
-    let index = std::fs::read_to_string(captures().join("INDEX.tsv")).unwrap();
-    let line = index.lines().find(|l| l.split('\t').next() == Some(name)).unwrap_or_else(|| panic!("{name}"));
-    let f: Vec<&str> = line.split('\t').collect();
-    let read = |ext: &str| std::fs::read_to_string(captures().join(format!("{name}.{ext}"))).unwrap_or_default();
-    (words(f[2]), f[1].parse().unwrap(), read("out"), read("err"))
-}
-
-/// A command line into its words (double quotes group).
-fn words(cmd: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    for c in cmd.chars() {
-        match c {
-            '"' => quoted = !quoted,
-            ' ' if !quoted => out.push(std::mem::take(&mut cur)),
-            c => cur.push(c),
-        }
-    }
-    out.push(cur);
-    out.into_iter().filter(|w| !w.is_empty()).collect()
-}
-
-/// The lab's accounts and users, as the captures' README gives them.
-fn lab_accounts(c: &Cluster) {
-    for cmd in [
-        "add account physics Description=physics Organization=science",
-        "add account theory parent=physics Description=theory Organization=science",
-        "add account chem Fairshare=2 Description=chemistry Organization=science",
-        "add user alice Account=physics",
-        "add user bob Account=chem",
-        "add user bob Account=theory",
-        "add user root Account=physics,chem",
-    ] {
-        let mut args = vec!["-i"];
-        args.extend(cmd.split(' '));
-        c.ok("sacctmgr", &args);
-    }
+fn check(c: &Cluster, name: &str) -> Result<(), String> {
+    c.matches(&Capture::load(&captures(), name, drover_testkit::words))
 }
 
 /// The usage slurmctld had (its assoc_usage state): alice's 387 CPU-seconds; the
@@ -61,20 +24,6 @@ fn lab_usage(c: &mut Cluster) {
     let now = jiff::Timestamp::now().as_second();
     std::fs::write(c.path().join("state/assoc_usage"), format!("{now} {now}\nphysics\talice\t387.4\n")).unwrap();
     c.start_controller();
-}
-
-fn check(c: &Cluster, name: &str) -> Result<(), String> {
-    let (cmd, rc, out, err) = capture(name);
-    let args: Vec<&str> = cmd[1..].iter().map(String::as_str).collect();
-    let got = c.run(&cmd[0], &args);
-    let (gout, gerr) = (String::from_utf8_lossy(&got.stdout), String::from_utf8_lossy(&got.stderr));
-    if gout != out || gerr != err || got.status.code() != Some(rc) {
-        return Err(format!(
-            "{name}: {cmd:?}\n--- want (exit {rc}):\n{out}{err}--- got (exit {:?}):\n{gout}{gerr}",
-            got.status.code()
-        ));
-    }
-    Ok(())
 }
 
 fn multifactor(extra: &str) -> Options {
@@ -91,13 +40,12 @@ fn multifactor(extra: &str) -> Options {
 fn sshare_matches_slurm_on_the_labs_tree() {
     // No decay, so the usage read from the state file stays what the capture had.
     let mut c = Cluster::start(EXE, multifactor("PriorityDecayHalfLife=0\n"));
-    lab_accounts(&c);
+    c.add_lab_accounts();
     lab_usage(&mut c);
     c.wait_until("the shares to be computed", Duration::from_secs(30), || check(&c, "sshare_mf").is_ok());
-    let index = std::fs::read_to_string(captures().join("INDEX.tsv")).unwrap();
     let mut failed = Vec::new();
-    for name in index.lines().filter_map(|l| l.split('\t').next()).filter(|n| n.starts_with("sshare_mf")) {
-        failed.extend(check(&c, name).err());
+    for name in Capture::names(&captures(), "sshare_mf") {
+        failed.extend(check(&c, &name).err());
     }
     assert!(failed.is_empty(), "{} of the captures differ:\n{}", failed.len(), failed.join("\n"));
 }
@@ -165,7 +113,7 @@ fn sprio_matches_slurm_on_the_labs_queue() {
             ..Default::default()
         },
     );
-    lab_accounts(&c);
+    c.add_lab_accounts();
     lab_usage(&mut c);
     c.wait_nodes_up(Duration::from_secs(30));
     c.wait_until("the shares to be computed", Duration::from_secs(30), || check(&c, "sshare_mf").is_ok());
@@ -185,10 +133,9 @@ fn sprio_matches_slurm_on_the_labs_queue() {
         let out = c.run_as_ids(&u.name, u.uid, u.gid, "sbatch", &a, &dir);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
-    let index = std::fs::read_to_string(captures().join("INDEX.tsv")).unwrap();
     let mut failed = Vec::new();
-    for name in index.lines().filter_map(|l| l.split('\t').next()).filter(|n| n.starts_with("sprio_mf")) {
-        failed.extend(check(&c, name).err());
+    for name in Capture::names(&captures(), "sprio_mf") {
+        failed.extend(check(&c, &name).err());
     }
     assert!(failed.is_empty(), "{} of the captures differ:\n{}", failed.len(), failed.join("\n"));
     // The same in words: why alice's job waits behind bob's, level by level.
