@@ -46,6 +46,11 @@ pub fn parse_command<T: clap::Parser>(
     Ok(a)
 }
 
+/// `--version`'s line for the commands whose Slurm says `slurm 22.05.8`.
+pub fn print_version() {
+    println!("slurm {}", drover_model::SLURM_COMPAT_VERSION);
+}
+
 /// The configuration, or the one-line error a command prints before exiting 1.
 pub fn config_for(prog: &str) -> Result<Config, i32> {
     load_config().map_err(|e| {

@@ -47,7 +47,7 @@ pub fn main(args: Vec<String>) -> i32 {
                 return 0;
             }
             "-V" | "--version" => {
-                println!("slurm {}", drover_model::SLURM_COMPAT_VERSION);
+                crate::common::print_version();
                 return 0;
             }
             f if f.starts_with('-') => {

@@ -1455,7 +1455,7 @@ async fn command(
     } else if is("parsable2", 9) {
         o.parsable = Some(false);
     } else if is("version", 4) {
-        println!("slurm {}", drover_model::SLURM_COMPAT_VERSION);
+        crate::common::print_version();
     } else if is("quiet", 4) || is("verbose", 4) || is("local", 3) {
     } else if is("reservation", 2) || is("resv", 2) {
         eprintln!("sreport: error: reservation reports are not supported by Drover yet");
@@ -1543,7 +1543,7 @@ pub fn main(args: Vec<String>) -> i32 {
                     return 0;
                 }
                 "version" => {
-                    println!("slurm {}", drover_model::SLURM_COMPAT_VERSION);
+                    crate::common::print_version();
                     return 0;
                 }
                 "sort" | "quiet" | "verbose" | "immediate" | "federation" | "local" => {}
@@ -1577,7 +1577,7 @@ pub fn main(args: Vec<String>) -> i32 {
                         return 0;
                     }
                     'V' => {
-                        println!("slurm {}", drover_model::SLURM_COMPAT_VERSION);
+                        crate::common::print_version();
                         return 0;
                     }
                     'M' | 's' | 't' | 'T' => {

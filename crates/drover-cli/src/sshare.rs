@@ -162,7 +162,7 @@ pub fn main(args: Vec<String>) -> i32 {
                 return 0;
             }
             "-V" | "--version" => {
-                println!("slurm {}", drover_model::SLURM_COMPAT_VERSION);
+                crate::common::print_version();
                 return 0;
             }
             f if f == "--accounts" || f.starts_with("-A") => match val(&mut it, "-A") {
