@@ -97,6 +97,8 @@ pub struct JobArgs {
     pub contiguous: bool,
     #[arg(long = "nice", num_args = 0..=1, default_missing_value = "100", require_equals = true)]
     pub nice: Option<String>,
+    #[arg(long = "priority")]
+    pub priority: Option<String>,
     #[arg(short = 'I', long = "immediate", num_args = 0..=1, default_missing_value = "0", require_equals = true)]
     pub immediate: Option<String>,
     #[arg(long = "array", short = 'a')]
@@ -412,6 +414,12 @@ impl JobArgs {
         spec.ntasks_per_gpu = self.ntasks_per_gpu.as_deref().map(|n| num(n, "ntasks-per-gpu")).transpose()?;
         spec.account = self.account.clone();
         spec.qos = self.qos.clone();
+        if let Some(n) = &self.nice {
+            spec.nice = parse_nice(n).ok_or("Invalid --nice value, out of range (+/- 2147483645)")?;
+        }
+        if let Some(p) = &self.priority {
+            spec.priority = Some(parse_priority(p)?);
+        }
         spec.resolve_per_gpu()?;
         if let Some(l) = &self.licenses {
             drover_model::job::parse_licenses(l)?;
@@ -423,6 +431,41 @@ impl JobArgs {
         }
         spec.submit_host = crate::common::hostname();
         Ok(Validated { spec })
+    }
+}
+
+/// A nice value as Slurm reads one (`strtoll`: leading digits, else 0), within ±[`NICE_MAX`].
+pub fn parse_nice(s: &str) -> Option<i32> {
+    let v = leading_int(s);
+    (v.abs() <= drover_model::job::NICE_MAX).then_some(v as i32)
+}
+
+/// `--priority=N|TOP`: TOP is the highest priority a job can be given (`NO_VAL - 1`).
+pub fn parse_priority(s: &str) -> Result<u32, String> {
+    if s.eq_ignore_ascii_case("TOP") {
+        return Ok(u32::MAX - 2);
+    }
+    match leading_int(s) {
+        v if v < 0 => Err("Priority must be >= 0".into()),
+        v if v >= i64::from(u32::MAX - 1) => Err(format!("Priority must be < {}", u32::MAX - 1)),
+        v => Ok(v as u32),
+    }
+}
+
+/// C's `strtoll(s, NULL, 10)`: an optional sign and the digits that follow; 0 if none.
+fn leading_int(s: &str) -> i64 {
+    let t = s.trim_start();
+    let (neg, digits) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let end = digits.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(digits.len());
+    let v = digits[..end].parse::<i64>().unwrap_or(if end == 0 { 0 } else { i64::MAX });
+    if neg {
+        -v
+    } else {
+        v
     }
 }
 
@@ -507,6 +550,23 @@ mod tests {
         assert!(bad.validate(true).is_err());
         let bad = JobArgs::try_parse_from(["x", "-N", "0"]).unwrap();
         assert!(bad.validate(true).is_err());
+    }
+
+    #[test]
+    fn nice_and_priority_as_slurm_reads_them() {
+        let nice = |args: &[&str]| JobArgs::try_parse_from(args).unwrap().validate(true).map(|v| v.spec.nice);
+        assert_eq!(nice(&["x", "--nice"]), Ok(100));
+        assert_eq!(nice(&["x", "--nice=-20"]), Ok(-20));
+        assert_eq!(nice(&["x", "--nice=12abc"]), Ok(12));
+        assert_eq!(nice(&["x", "--nice=2147483645"]), Ok(2_147_483_645));
+        assert_eq!(
+            nice(&["x", "--nice=-2147483646"]),
+            Err("Invalid --nice value, out of range (+/- 2147483645)".into())
+        );
+        assert_eq!(parse_priority("top"), Ok(4_294_967_293));
+        assert_eq!(parse_priority("500"), Ok(500));
+        assert_eq!(parse_priority("-1"), Err("Priority must be >= 0".into()));
+        assert_eq!(parse_priority("4294967294"), Err("Priority must be < 4294967294".into()));
     }
 
     proptest::proptest! {

@@ -366,7 +366,7 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> Cow<'_, str> {
                 Hostlist::from_iter(&s.exclude).ranged()
             }
         }
-        'y' => "0".into(),
+        'y' => s.nice.to_string(),
         'Y' => {
             if is_pending(j) && !j.sched_nodes.is_empty() {
                 j.sched_nodes.clone()

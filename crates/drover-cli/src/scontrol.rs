@@ -55,6 +55,7 @@ pub fn main(args: Vec<String>) -> i32 {
         "ping" => ping(),
         "hold" | "uhold" | "release" | "requeue" | "requeuehold" | "suspend" | "resume" => job_action(&cmd, rest, &[]),
         "update" => update(rest),
+        "top" => top(rest),
         "reconfigure" | "reconfig" => simple(|mut c| async move { c.reconfigure(v1::Empty {}).await.map(|_| ()) }),
         "shutdown" => simple(|mut c| async move { c.shutdown(v1::Empty {}).await.map(|_| ()) }),
         other => {
@@ -457,8 +458,9 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
         },
         format!("UserId={}({}) GroupId={}({}) MCS_label=N/A", jobview::user(j), s.uid, jobview::group(j), s.gid),
         format!(
-            "Priority={} Nice=0 Account={} QOS={}",
+            "Priority={} Nice={} Account={} QOS={}",
             j.priority,
+            s.nice,
             drover_proto::jobinfo::account(s),
             drover_proto::jobinfo::qos(s)
         ),
@@ -735,7 +737,8 @@ fn job_action(action: &str, rest: &[String], fields: &[v1::KeyValue]) -> i32 {
                         };
                         eprintln!("{e} for job {}", res.target);
                     } else {
-                        eprintln!("{}", res.error);
+                        // Slurm's words, job by job: `Job is no longer pending execution for job 5`.
+                        eprintln!("{} for job {}", res.error, res.target);
                     }
                     rc = 1;
                 }
@@ -749,11 +752,53 @@ fn job_action(action: &str, rest: &[String], fields: &[v1::KeyValue]) -> i32 {
     }
 }
 
+/// `scontrol top JOB_LIST`: one request for the whole list, whose order matters.
+fn top(rest: &[String]) -> i32 {
+    let Some(list) = rest.first() else {
+        eprintln!("too few arguments for keyword:top");
+        return 1;
+    };
+    let list = ["jobid=", "job="]
+        .iter()
+        .find_map(|p| list.get(..p.len()).filter(|h| h.eq_ignore_ascii_case(p)).map(|_| &list[p.len()..]))
+        .unwrap_or(list);
+    let targets = match parse_ids(list) {
+        Ok(t) => t,
+        Err(_) => {
+            eprintln!("Invalid job id specified for job {list}");
+            return 1;
+        }
+    };
+    let cfg = match common::config_for("scontrol") {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let req = v1::JobControlRequest { action: "top".into(), targets, ..Default::default() };
+    let rt = common::runtime();
+    let r = rt.block_on(async {
+        let mut c = common::connect(&cfg).await?;
+        c.job_control(req).await.map(|r| r.into_inner()).map_err(|s| status_msg(&s))
+    });
+    match r.map(|reply| reply.results.into_iter().find(|r| !r.error.is_empty())) {
+        Ok(None) => 0,
+        Ok(Some(res)) => {
+            eprintln!("{} for job {list}", res.error);
+            1
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            1
+        }
+    }
+}
+
 fn update(rest: &[String]) -> i32 {
     let mut pairs: Vec<(String, String)> = Vec::new();
     for w in rest {
         match w.split_once('=') {
             Some((k, v)) => pairs.push((k.to_string(), v.to_string())),
+            // A bare `Nice` is `Nice=100`, as in scontrol.
+            None if w.eq_ignore_ascii_case("nice") => pairs.push((w.to_string(), "100".into())),
             None => {
                 eprintln!("Invalid input: {w}\nRequest aborted");
                 return 1;
@@ -769,16 +814,29 @@ fn update(rest: &[String]) -> i32 {
             let now = common::now();
             let mut fields = Vec::new();
             for (k, v) in &pairs[1..] {
-                let value = if matches!(k.to_ascii_lowercase().as_str(), "starttime" | "begintime") {
-                    match common::parse_time_spec(v, now) {
+                let value = match k.to_ascii_lowercase().as_str() {
+                    "starttime" | "begintime" => match common::parse_time_spec(v, now) {
                         Some(t) => t.to_string(),
                         None => {
                             eprintln!("Invalid time specification {v}");
                             return 1;
                         }
-                    }
-                } else {
-                    v.clone()
+                    },
+                    "nice" => match crate::jobopts::parse_nice(v) {
+                        Some(n) => n.to_string(),
+                        None => {
+                            eprintln!("scontrol: error: Nice value out of range (+/- 2147483645). Value ignored");
+                            return 1;
+                        }
+                    },
+                    "priority" => match v.parse::<u32>() {
+                        Ok(p) if p < u32::MAX - 1 => p.to_string(),
+                        _ => {
+                            eprintln!("scontrol: error: Invalid Priority value: {v}");
+                            return 1;
+                        }
+                    },
+                    _ => v.clone(),
                 };
                 fields.push(v1::KeyValue { key: k.clone(), value });
             }

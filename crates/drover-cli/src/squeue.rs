@@ -32,7 +32,8 @@ struct Args {
     names: Option<String>,
     #[arg(short = 'w', long = "nodelist")]
     nodes: Option<String>,
-    #[arg(short = 'S', long = "sort")]
+    // getopt takes the next word whatever it is: `-S -p` sorts by descending priority.
+    #[arg(short = 'S', long = "sort", allow_hyphen_values = true)]
     sort: Option<String>,
     #[arg(short = 'r', long = "array")]
     array: bool,
@@ -81,6 +82,7 @@ fn long_field(name: &str) -> Option<char> {
         "jobid" | "jobarrayid" => 'i',
         "minmemory" => 'm',
         "name" => 'j',
+        "nice" => 'y',
         "nodelist" => 'N',
         "numcpus" => 'C',
         "numnodes" => 'D',
@@ -206,6 +208,7 @@ fn push_sort_key(out: &mut Vec<u8>, j: &v1::JobInfo, keys: &[(bool, char)], now:
             'D' => num(out, u64::from(jobview::num_nodes(j))),
             'C' => num(out, u64::from(jobview::num_cpus(j))),
             'N' => text(out, &j.nodes),
+            'y' => signed(out, i64::from(jobview::spec(j).nice)),
             _ => {}
         }
         if desc {

@@ -746,8 +746,14 @@ impl Owner {
             self.fs.rows = Arc::new(rows);
             self.dirty = true;
         }
-        let pending: Vec<Arc<Job>> =
-            self.durable.jobs.values().filter(|j| j.status.state == JobState::Pending).cloned().collect();
+        // A priority an administrator fixed stays as it is.
+        let pending: Vec<Arc<Job>> = self
+            .durable
+            .jobs
+            .values()
+            .filter(|j| j.status.state == JobState::Pending && !j.status.priority_set)
+            .cloned()
+            .collect();
         // Usage moved: GrpTRESMins may now hold (or free) waiting jobs.
         let minutes_limits = self.cfg.enforce.limits
             && self.acct_admin.as_deref().is_some_and(|a| {
@@ -795,7 +801,7 @@ impl Owner {
             partition: (1, 1),
             qos: (qos_prio(w.qos), max_qos),
             assoc: (assoc_prio, max_assoc),
-            nice: 0,
+            nice: i64::from(spec.nice),
         };
         let size =
             ClusterSize { nodes: self.cfg.nodes.len() as u32, cpus: self.cfg.nodes.iter().map(|n| n.cpus).sum() };
@@ -896,16 +902,24 @@ impl Owner {
         }
     }
 
+    /// Whether preempting this job requeues it: its mode is REQUEUE and it is a batch job
+    /// that may be requeued.
+    fn preempt_requeues(&self, j: &Job) -> bool {
+        let mode = self.preempting.get(&j.id).map(|&(_, m)| m);
+        mode == Some(drover_model::conf::PreemptMode::Requeue) && j.batch && j.spec.unpack().requeue != Some(false)
+    }
+
     /// A preempted job's grace time is over: it is requeued (a batch job that may be) or
     /// ends `PREEMPTED`.
     fn preempt_now(&mut self, id: JobId) {
-        use drover_model::conf::PreemptMode;
-        let Some(&(_, mode)) = self.preempting.get(&id) else { return };
+        if !self.preempting.contains_key(&id) {
+            return;
+        }
         let Some(j) = self.durable.jobs.get(&id).cloned() else { return };
         if j.status.state != JobState::Running {
             return;
         }
-        let requeue = mode == PreemptMode::Requeue && j.batch && j.spec.unpack().requeue != Some(false);
+        let requeue = self.preempt_requeues(&j);
         let mut st = j.status.clone();
         st.state = JobState::Completing;
         st.state_desc = "PREEMPTED".into();
@@ -1080,9 +1094,24 @@ impl Owner {
     }
 
     fn submit(&mut self, mut spec: JobSpec, caller: Caller, test_only: bool) -> Result<v1::SubmitReply, Status> {
+        let mut admin_hold = false;
         if !caller.is_root() {
             spec.uid = caller.uid;
             spec.gid = caller.gid;
+            // Only administrators fix a priority or raise one (`--nice` below 0); a user's
+            // `--priority=0` is a hold, anything else of theirs is ignored (as Slurm).
+            if spec.nice < 0 {
+                return Err(Status::invalid_argument("Invalid --nice value"));
+            }
+            if spec.priority == Some(0) {
+                spec.hold = true;
+            }
+            spec.priority = None;
+        } else if spec.priority == Some(0) {
+            // An administrator's `--priority=0` is an administrator's hold.
+            admin_hold = true;
+            spec.hold = true;
+            spec.priority = None;
         }
         spec.user = self.names.user(spec.uid);
         spec.group = self.names.group(spec.gid);
@@ -1169,20 +1198,22 @@ impl Owner {
         let t = now();
         let id = self.durable.next_job_id;
         let eligible = spec.begin_time.unwrap_or(t).max(t);
-        let priority = if self.cfg.priority.multifactor {
-            let (p, f) = self.multifactor_priority(&spec, eligible, t);
-            Arc::make_mut(&mut self.fs.prio).insert(id, drover_sched::priority::weighted(&self.cfg.priority, &f));
-            u64::from(p)
-        } else {
-            u64::from(u32::MAX - id.min(u32::MAX - 1))
+        let priority = match spec.priority {
+            Some(p) => u64::from(p),
+            None if self.cfg.priority.multifactor => {
+                let (p, f) = self.multifactor_priority(&spec, eligible, t);
+                Arc::make_mut(&mut self.fs.prio).insert(id, drover_sched::priority::weighted(&self.cfg.priority, &f));
+                u64::from(p)
+            }
+            None => u64::from(basic_priority(id, spec.nice)),
         };
-        let status = JobStatus::pending(
-            t,
-            eligible,
-            &spec.partitions[0],
-            priority,
-            if spec.hold { Some(HoldKind::User) } else { None },
-        );
+        let hold = match (spec.hold, admin_hold) {
+            (false, _) => None,
+            (true, true) => Some(HoldKind::Admin),
+            (true, false) => Some(HoldKind::User),
+        };
+        let mut status = JobStatus::pending(t, eligible, &spec.partitions[0], priority, hold);
+        status.priority_set = spec.priority.is_some();
         let array = spec.array.as_deref().and_then(|a| crate::state::ArrayPart::remainder(id, a));
         let mut sj = Self::sched_job_from(id, &spec, &status, array.as_ref());
         self.add_singleton(&mut sj, &spec);
@@ -2222,6 +2253,15 @@ impl Owner {
     fn job_control(&mut self, req: v1::JobControlRequest, caller: Caller) -> Result<v1::JobControlReply, Status> {
         let mut results = Vec::new();
         let named = self.resolve(&req.job_ids, &req.targets, true);
+        if req.action == "top" {
+            let error = match named.into_iter().map(|(_, id)| id).collect::<Result<Vec<_>, _>>() {
+                Ok(ids) => self.set_top(&ids, caller).err().unwrap_or_default(),
+                Err(e) => e,
+            };
+            return Ok(v1::JobControlReply {
+                results: vec![v1::CancelResult { job_id: 0, error, target: String::new() }],
+            });
+        }
         let mut array_ok: HashMap<JobId, bool> = HashMap::new();
         let mut array_errors = Vec::new();
         for (target, id) in named {
@@ -2391,6 +2431,103 @@ impl Owner {
         Ok(())
     }
 
+    /// `scontrol top`: moves jobs ahead of the other waiting jobs of the same user, account,
+    /// QoS and (single) partition, in the order given, by trading priority through nice
+    /// values, as Slurm's `_set_top` does: the listed jobs take the highest priorities of
+    /// that group, and the rest give up, between them, what the listed jobs gained.
+    fn set_top(&mut self, ids: &[JobId], caller: Caller) -> Result<(), String> {
+        const DENIED: &str = "Access/permission denied";
+        if !caller.is_root() && !self.cfg.enable_user_top {
+            return Err(DENIED.into());
+        }
+        let mut tops: Vec<Arc<Job>> = Vec::new();
+        let mut soft = None;
+        for &id in ids {
+            let j = self.durable.jobs.get(&id).cloned().ok_or("Invalid job id specified")?;
+            if !caller.is_root() && j.uid != caller.uid {
+                return Err(DENIED.into());
+            }
+            if j.status.state != JobState::Pending {
+                soft = Some("Job is no longer pending execution");
+                continue;
+            }
+            if j.spec.unpack().partitions.len() > 1 {
+                return Err("Requested partition configuration not available now".into());
+            }
+            if j.status.hold.is_some() {
+                soft = Some("Job is in held state, pending scheduler release");
+                continue;
+            }
+            if !tops.iter().any(|t| t.id == id) {
+                tops.push(j);
+            }
+        }
+        let Some(first) = tops.first().cloned() else {
+            return soft.map_or(Ok(()), |e| Err(e.into()));
+        };
+        let group = |j: &Job| {
+            let s = j.spec.unpack();
+            (s.uid, s.partitions, s.account, s.qos)
+        };
+        let key = group(&first);
+        let others: Vec<Arc<Job>> = self
+            .durable
+            .jobs
+            .values()
+            .filter(|j| {
+                j.status.state == JobState::Pending
+                    && j.status.hold.is_none()
+                    && j.status.priority > 1
+                    && !tops.iter().any(|t| t.id == j.id)
+                    && group(j) == key
+            })
+            .cloned()
+            .collect();
+        let mut prios: Vec<u64> = tops.iter().chain(others.iter()).map(|j| j.status.priority).collect();
+        prios.sort_unstable_by(|a, b| b.cmp(a));
+        let mut prios = prios.into_iter();
+        let nice_of = |v: i64| v.clamp(-drover_model::job::NICE_MAX, drover_model::job::NICE_MAX) as i32;
+        let mut last: Option<u64> = None;
+        let mut total: i64 = 0;
+        let mut changed: Vec<(JobId, u64, i32)> = Vec::new();
+        for j in &tops {
+            let mut next = prios.next().expect("one priority per listed job");
+            if let Some(l) = last.filter(|&l| l == next && l > 2) {
+                next = l - 1;
+            }
+            last = Some(next);
+            let delta = next as i64 - j.status.priority as i64;
+            let nice = i64::from(j.spec.unpack().nice);
+            // Slurm keeps nice offset by 2^31 and never takes it below 0.
+            let delta_nice = delta.min(nice + (1 << 31));
+            total += delta_nice;
+            changed.push((j.id, next, nice_of(nice - delta_nice)));
+        }
+        let last = last.expect("at least one listed job");
+        let mut left = others.len() as i64;
+        for j in &others {
+            let mut delta = total / left;
+            let mut next = j.status.priority as i64 - delta;
+            if next >= last as i64 {
+                next = last as i64 - 1;
+                delta = j.status.priority as i64 - next;
+            }
+            total -= delta;
+            left -= 1;
+            changed.push((j.id, next.max(1) as u64, nice_of(i64::from(j.spec.unpack().nice) + delta)));
+        }
+        for (id, priority, nice) in changed {
+            let j = &self.durable.jobs[&id];
+            let mut spec = j.spec.unpack();
+            let mut status = j.status.clone();
+            spec.nice = nice;
+            status.priority = priority;
+            self.record(Record::Update { id, spec, status });
+            self.core.handle(Event::Updated(self.sched_job(&self.durable.jobs[&id])));
+        }
+        Ok(())
+    }
+
     /// Stops (SIGSTOP) or continues every process of a job (`scontrol suspend|resume`, or
     /// preemption); time suspended does not count toward its limit.
     fn suspend_or_resume(&mut self, id: JobId, suspend: bool, t: i64) -> Result<(), String> {
@@ -2444,9 +2581,56 @@ impl Owner {
         let mut spec = j.spec.unpack();
         let pending = j.status.state == JobState::Pending;
         let mut throttle = None;
+        // Slurm applies a user's lowered priority but says it will not last.
+        let mut transient = None;
+        let mut reprioritize = false;
         for kv in fields {
             let v = kv.value.as_str();
             match kv.key.to_ascii_lowercase().as_str() {
+                "nice" => {
+                    if st.state.is_finished() {
+                        return Err("Job/step already completing or completed".into());
+                    }
+                    let n: i32 = v.parse().map_err(|_| "Invalid nice value".to_string())?;
+                    if n == spec.nice || st.priority_set {
+                        // Unchanged, or a fixed priority that nice does not move (as Slurm).
+                        continue;
+                    }
+                    if n < 0 && !caller.is_root() {
+                        return Err("Access/permission denied".into());
+                    }
+                    if !self.cfg.priority.multifactor {
+                        st.priority = (st.priority as i64 + i64::from(spec.nice) - i64::from(n)).max(2) as u64;
+                    }
+                    spec.nice = n;
+                    reprioritize = true;
+                }
+                "priority" => {
+                    if st.state.is_finished() {
+                        return Err("Job/step already completing or completed".into());
+                    }
+                    let p: u32 = v.parse().map_err(|_| "Invalid Priority value".to_string())?;
+                    if u64::from(p) == st.priority {
+                        continue;
+                    }
+                    if !caller.is_root() && u64::from(p) > st.priority {
+                        return Err("Access/permission denied".into());
+                    }
+                    if p == 0 {
+                        if !pending {
+                            return Err("Job is no longer pending execution".into());
+                        }
+                        st.hold = Some(if caller.is_root() { HoldKind::Admin } else { HoldKind::User });
+                        continue;
+                    }
+                    spec.nice = 0;
+                    st.priority = u64::from(p);
+                    if caller.is_root() {
+                        st.priority_set = true;
+                    } else {
+                        transient = Some("Changes to job priority are not persistent, change nice instead".to_string());
+                    }
+                }
                 "arraytaskthrottle" => {
                     if j.array.is_none() {
                         return Err("Job is not an array job".into());
@@ -2508,6 +2692,11 @@ impl Owner {
             }
         }
         let id = j.id;
+        if reprioritize && pending && self.cfg.priority.multifactor {
+            let (p, f) = self.multifactor_priority(&spec, st.eligible_time, now());
+            Arc::make_mut(&mut self.fs.prio).insert(id, drover_sched::priority::weighted(&self.cfg.priority, &f));
+            st.priority = u64::from(p);
+        }
         let new_end = (st.state == JobState::Running && st.time_limit != j.status.time_limit)
             .then(|| st.time_limit.map_or(0, |l| st.start_time + l as i64));
         self.record(Record::Update { id, spec, status: st });
@@ -2541,7 +2730,7 @@ impl Owner {
         if pending {
             self.core.handle(Event::Updated(self.sched_job(&self.durable.jobs[&id])));
         }
-        Ok(())
+        transient.map_or(Ok(()), Err)
     }
 
     // ---- nodes ----
@@ -2660,6 +2849,13 @@ impl Owner {
             .collect();
         for j in mine {
             if running.contains(&(j.id, None)) {
+                if j.status.state == JobState::Completing {
+                    // Ended here while the agent was away (a cancel or requeue sent to a
+                    // session that was gone): end it now, as then.
+                    let requeue = j.status.state_desc == "REQUEUE" || self.preempt_requeues(&j);
+                    let msg = v1::Signal { job_id: j.id, terminate: true, requeue, ..Default::default() };
+                    self.outbox.push((name.clone(), controller_to_node::Msg::Signal(msg)));
+                }
                 continue;
             }
             if j.status.cancelled_by.is_some() || j.status.state == JobState::Completing {
@@ -2983,4 +3179,16 @@ fn libc_sigkill() -> i32 {
 
 fn libc_sigterm() -> i32 {
     nix::sys::signal::Signal::SIGTERM as i32
+}
+
+/// `priority/basic`: submit order (a later job one less, from just under Slurm's
+/// `TOP_PRIORITY`, which leaves the values above for administrators' `--priority`), less
+/// the job's nice value as Slurm's `priority_p_set` applies it: never below 1, and a
+/// positive nice only where it leaves at least 1.
+fn basic_priority(id: JobId, nice: i32) -> u32 {
+    const TOP_PRIORITY: i64 = 0xffff_0000;
+    let base = (TOP_PRIORITY - i64::from(id)).max(1);
+    let nice = i64::from(nice);
+    let p = if nice <= 0 || base > nice + 1 { base - nice } else { base };
+    p.clamp(1, i64::from(u32::MAX)) as u32
 }

@@ -41,6 +41,9 @@ pub struct JobStatus {
     pub restarts: u32,
     pub cancelled_by: Option<u32>,
     pub priority: u64,
+    /// The priority was fixed by an administrator (`--priority`, `scontrol update
+    /// Priority=`): no factor or nice moves it until it is reset.
+    pub priority_set: bool,
     pub hold: Option<HoldKind>,
     /// Nodes of a multi-node launch that have not reported their end yet.
     pub nodes_running: Vec<String>,
@@ -83,6 +86,7 @@ impl JobStatus {
             restarts: 0,
             cancelled_by: None,
             priority,
+            priority_set: false,
             hold,
             nodes_running: Vec::new(),
             state_desc: String::new(),

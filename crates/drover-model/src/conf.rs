@@ -116,6 +116,9 @@ pub struct Config {
     /// `SchedulerParameters=kill_invalid_depend`: cancel jobs whose dependency can never be
     /// satisfied instead of leaving them pending.
     pub kill_invalid_depend: bool,
+    /// `SchedulerParameters=enable_user_top`: users may `scontrol top` their own jobs
+    /// (otherwise only administrators may).
+    pub enable_user_top: bool,
     /// `SchedulerType`: `sched/backfill` (the default) or `sched/builtin` (strict priority order).
     pub backfill: bool,
     /// `SchedulerParameters=bf_max_job_test=N`.
@@ -264,6 +267,7 @@ impl Default for Config {
             max_array_size: 1001,
             scheduler_parameters: None,
             kill_invalid_depend: false,
+            enable_user_top: false,
             backfill: true,
             bf_max_job_test: 100,
             bf_window_min: 1440,
@@ -693,6 +697,8 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                         };
                         match name.to_ascii_lowercase().as_str() {
                             "kill_invalid_depend" => cfg.kill_invalid_depend = true,
+                            "enable_user_top" => cfg.enable_user_top = true,
+                            "disable_user_top" => cfg.enable_user_top = false,
                             "bf_max_job_test" => cfg.bf_max_job_test = n("bf_max_job_test")?.max(1),
                             "bf_window" => cfg.bf_window_min = n("bf_window")?.max(1),
                             "bf_interval" => cfg.bf_interval = n("bf_interval")?,

@@ -182,6 +182,9 @@ impl Constraint {
     }
 }
 
+/// The largest nice value either way, as Slurm bounds it (`NICE_OFFSET - 3`).
+pub const NICE_MAX: i64 = 2_147_483_645;
+
 /// Everything a submitted job asks for. Built by the CLI; checked again by the controller.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct JobSpec {
@@ -253,6 +256,10 @@ pub struct JobSpec {
     /// `-A/--account` and `-q/--qos` as given (accounting decides what they become).
     pub account: Option<String>,
     pub qos: Option<String>,
+    /// `--nice`: subtracted from the job's priority; negative only for administrators.
+    pub nice: i32,
+    /// `--priority`: a fixed priority an administrator gave (others' is ignored, as Slurm).
+    pub priority: Option<u32>,
 }
 
 /// Licenses as `-L` and `Licenses=` write them: `name[:count]` (or `name*count`), comma

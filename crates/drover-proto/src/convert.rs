@@ -61,6 +61,8 @@ pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
         sockets_per_node: s.sockets_per_node,
         account: s.account.clone(),
         qos: s.qos.clone(),
+        nice: s.nice,
+        priority: s.priority,
     }
 }
 
@@ -140,6 +142,8 @@ pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
         sockets_per_node: w.sockets_per_node,
         account: w.account,
         qos: w.qos,
+        nice: w.nice,
+        priority: w.priority,
     })
 }
 

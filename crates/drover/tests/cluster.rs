@@ -135,6 +135,23 @@ fn the_job_ends_even_when_its_agent_is_down_at_that_moment() {
 }
 
 #[test]
+fn a_job_cancelled_while_its_agent_is_away_ends_when_the_agent_returns() {
+    let mut c = cluster(1, 1);
+    let id = c.submit(&["--wrap", "sleep 300"]);
+    c.wait_state(id, &["RUNNING"], Duration::from_secs(20));
+    // The cancel reaches a controller with no session to the node (as after a restart of
+    // either): the agent, back, still runs the job and must be told again.
+    c.kill_node("node1");
+    c.ok("scancel", &[&id.to_string()]);
+    assert_eq!(c.state(id), "COMPLETING");
+    c.start_node("node1");
+    c.wait_state(id, &["CANCELLED"], Duration::from_secs(20));
+    c.wait_until("the script is gone", Duration::from_secs(10), || {
+        drover_testkit::processes_with(&format!("spool/node1/job{id}/script")).is_empty()
+    });
+}
+
+#[test]
 fn finished_jobs_stay_visible_for_min_job_age() {
     let c = cluster(2, 1);
     let a = c.submit(&["--wrap", "true"]);

@@ -122,6 +122,12 @@ pub struct JobSpec {
     pub account: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(string, optional, tag = "53")]
     pub qos: ::core::option::Option<::prost::alloc::string::String>,
+    /// --nice: subtracted from the priority (negative only for administrators).
+    #[prost(sint32, tag = "54")]
+    pub nice: i32,
+    /// --priority: an administrator's fixed priority (TOP is 4294967293).
+    #[prost(uint32, optional, tag = "55")]
+    pub priority: ::core::option::Option<u32>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SubmitRequest {
