@@ -420,6 +420,7 @@ impl JobArgs {
         if let Some(p) = &self.priority {
             spec.priority = Some(parse_priority(p)?);
         }
+        spec.reservation = self.reservation.clone().filter(|r| !r.is_empty());
         spec.resolve_per_gpu()?;
         if let Some(l) = &self.licenses {
             drover_model::job::parse_licenses(l)?;

@@ -355,7 +355,7 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> Cow<'_, str> {
         'T' => j.state.clone(),
         'u' => user(j),
         'U' => s.uid.to_string(),
-        'v' => "(null)".into(),
+        'v' => s.reservation.clone().unwrap_or_else(|| "(null)".into()),
         'V' => fmt_time(j.submit_time),
         'w' => "(null)".into(),
         'W' => spec(j).licenses.clone().unwrap_or_else(|| "(null)".into()),

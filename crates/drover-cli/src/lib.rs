@@ -16,6 +16,7 @@ pub mod format;
 pub mod jobopts;
 pub mod jobview;
 pub mod json;
+pub mod resv;
 pub mod sacct;
 pub mod sacctmgr;
 pub mod salloc;

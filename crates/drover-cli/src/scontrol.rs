@@ -56,6 +56,28 @@ pub fn main(args: Vec<String>) -> i32 {
         "hold" | "uhold" | "release" | "requeue" | "requeuehold" | "suspend" | "resume" => job_action(&cmd, rest, &[]),
         "update" => update(rest),
         "top" => top(rest),
+        "create" => match rest.first().map(|w| w.to_ascii_lowercase()) {
+            Some(w) if w.starts_with("res") => crate::resv::create(&rest[1..]),
+            Some(w) => {
+                eprintln!("scontrol: error: Invalid creation entity: {w}");
+                1
+            }
+            None => {
+                eprintln!("too few arguments for keyword:create");
+                1
+            }
+        },
+        "delete" => match rest.first().map(|w| w.to_ascii_lowercase()) {
+            Some(w) if w.starts_with("res") => crate::resv::delete(rest),
+            Some(w) => {
+                eprintln!("scontrol: error: Invalid deletion entity: {w}");
+                1
+            }
+            None => {
+                eprintln!("too few arguments for keyword:delete");
+                1
+            }
+        },
         "reconfigure" | "reconfig" => simple(|mut c| async move { c.reconfigure(v1::Empty {}).await.map(|_| ()) }),
         "shutdown" => simple(|mut c| async move { c.shutdown(v1::Empty {}).await.map(|_| ()) }),
         other => {
@@ -310,6 +332,7 @@ fn show(rest: &[String], o: &Opts) -> i32 {
             print!("{out}");
             0
         }
+        w if w.len() >= 3 && "reservations".starts_with(w) => crate::resv::show(arg.as_deref(), o.oneliner),
         "partition" | "partitions" => {
             let reply = match fetch(v1::StateRequest { partitions: true, ..Default::default() }) {
                 Ok(r) => r,
@@ -519,6 +542,11 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
             s.cpus_per_task.unwrap_or(1) * s.ntasks_per_node.unwrap_or(1)
         ),
         format!("Features={} DelayBoot=00:00:00", s.constraint.clone().unwrap_or_else(|| "(null)".into())),
+    ]);
+    if let Some(r) = &s.reservation {
+        lines.push(format!("Reservation={r}"));
+    }
+    lines.extend([
         format!(
             "OverSubscribe={} Contiguous=0 Licenses={} Network=(null)",
             if s.exclusive { "NO" } else { "OK" },
@@ -793,6 +821,14 @@ fn top(rest: &[String]) -> i32 {
 }
 
 fn update(rest: &[String]) -> i32 {
+    // Any `ReservationName=` makes it a reservation's update, as scontrol decides.
+    let names_resv = |w: &String| {
+        let k = w.split_once('=').map_or(w.as_str(), |(k, _)| k);
+        k.len() >= 3 && "reservationname".starts_with(&k.to_ascii_lowercase())
+    };
+    if rest.iter().any(names_resv) {
+        return crate::resv::update(rest);
+    }
     let mut pairs: Vec<(String, String)> = Vec::new();
     for w in rest {
         match w.split_once('=') {
@@ -809,6 +845,7 @@ fn update(rest: &[String]) -> i32 {
         eprintln!("too few arguments for keyword:update");
         return 1;
     };
+
     match k0.to_ascii_lowercase().as_str() {
         "jobid" | "job" => {
             let now = common::now();

@@ -40,6 +40,8 @@ struct Args {
     json: bool,
     #[arg(short = 'M', long = "clusters")]
     clusters: Option<String>,
+    #[arg(short = 'T', long = "reservation")]
+    reservation: bool,
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
     verbose: u8,
     #[command(flatten)]
@@ -228,6 +230,9 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if a.reservation {
+        return crate::resv::sinfo_report(a.noheader);
+    }
     let reply = common::fetch_state(&cfg, v1::StateRequest { nodes: true, partitions: true, ..Default::default() });
     let reply = match reply {
         Ok(r) => r,

@@ -93,6 +93,7 @@ fn long_field(name: &str) -> Option<char> {
         "reason" => 'r',
         "reasonlist" => 'R',
         "reqnodes" => 'n',
+        "reservation" => 'v',
         "starttime" => 'S',
         "state" => 'T',
         "statecompact" => 't',

@@ -24,6 +24,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot};
 use tonic::Status;
 
+mod resv;
+
 pub type Reply<T> = oneshot::Sender<Result<T, Status>>;
 pub type NodeTx = mpsc::UnboundedSender<Result<v1::ControllerToNode, Status>>;
 pub type EventTx = mpsc::UnboundedSender<v1::JobEvent>;
@@ -56,6 +58,11 @@ pub enum Msg {
         req: v1::UpdateNodeRequest,
         caller: Caller,
         reply: Reply<v1::Empty>,
+    },
+    Reservation {
+        req: v1::ResvRequest,
+        caller: Caller,
+        reply: Reply<v1::ResvReply>,
     },
     Reconfigure {
         caller: Caller,
@@ -230,6 +237,8 @@ pub struct Owner {
     /// Jobs being preempted (QoS preemption): when their grace time is over, and what then
     /// becomes of them.
     preempting: BTreeMap<JobId, (i64, drover_model::conf::PreemptMode)>,
+    /// The advance reservations active at the last look (their nodes show `RESERVED`).
+    resv_active: Vec<String>,
 }
 
 /// User and group names by id, looked up once (NSS can be slow; ids rarely change names).
@@ -333,6 +342,7 @@ impl Owner {
             limit_caps: Vec::new(),
             limit_keys: HashSet::new(),
             preempting: BTreeMap::new(),
+            resv_active: Vec::new(),
             fs: crate::fairshare::State {
                 usage: crate::fairshare::Usage::load(&usage_path),
                 path: usage_path,
@@ -436,6 +446,7 @@ impl Owner {
                 min_nodes: p.min_nodes,
             }));
         }
+        self.resvs_changed();
         let names: Vec<String> = self.live.keys().cloned().collect();
         for n in names {
             self.refresh_node(&n);
@@ -530,6 +541,10 @@ impl Owner {
             }
             Msg::UpdateNode { req, caller, reply } => {
                 let r = self.update_node(req, caller);
+                self.reply(reply, r);
+            }
+            Msg::Reservation { req, caller, reply } => {
+                let r = self.reservation(req, caller);
                 self.reply(reply, r);
             }
             Msg::Reconfigure { caller, reply } => {
@@ -1037,7 +1052,7 @@ impl Owner {
             time_limit: s.time_limit,
             exclusive: s.exclusive,
             hold: status.hold.map(|h| match h {
-                HoldKind::User => Hold::User,
+                HoldKind::User | HoldKind::ResvDeleted => Hold::User,
                 HoldKind::Admin | HoldKind::LaunchFailed => Hold::Admin,
             }),
             more: SchedMore {
@@ -1059,6 +1074,7 @@ impl Owner {
                 limits: Vec::new(),
                 policy: None,
                 preempt: None,
+                reservation: s.reservation.as_deref().map(intern),
             }
             .boxed(),
         }
@@ -1190,6 +1206,9 @@ impl Owner {
                     spec.max_nodes = Some(n.max(1));
                 }
             }
+        }
+        if let Some(r) = &spec.reservation {
+            self.resv_admits(r, &spec.user, spec.account.as_deref())?;
         }
         let active = self.durable.jobs.len() as u32;
         if active >= self.cfg.max_job_count {
@@ -1335,7 +1354,7 @@ impl Owner {
         st.start_time = t;
         st.last_sched_eval = t;
         st.partition = intern(&alloc.partition);
-        st.time_limit = time_limit;
+        st.time_limit = self.resv_cap(j.spec.unpack().reservation.as_deref(), time_limit, t);
         st.alloc = Some(Box::new(alloc.clone()));
         // A batch job runs its script on the first node; an allocation without one (salloc,
         // standalone srun) runs nothing until its holder starts steps in it.
@@ -2759,6 +2778,7 @@ impl Owner {
             }
         };
         let mut st = NodeState::new(base);
+        (st.reserved, st.maint) = self.resv_node_flags(name, now());
         st.drain = admin.drain;
         st.completing = self.epilog_pending.contains_key(name);
         st.not_responding = live.is_some_and(|l| l.not_responding) || !registered;
@@ -3026,6 +3046,7 @@ impl Owner {
     }
 
     fn periodic(&mut self, t: i64) {
+        self.resv_tick(t);
         let due: Vec<JobId> = self.preempting.iter().filter(|(_, (d, _))| *d <= t).map(|(id, _)| *id).collect();
         for id in due {
             self.preempt_now(id);
@@ -3167,6 +3188,7 @@ impl Owner {
             configuring: self.ctld_prolog.clone(),
             shares: self.fs.rows.clone(),
             prio: self.fs.prio.clone(),
+            reservations: Arc::new(self.resv_infos()),
         };
         self.view.store(Arc::new(view));
         self.dirty = false;

@@ -94,6 +94,12 @@ impl Controller for Handlers {
         self.ask(|reply| Msg::UpdateNode { req, caller, reply }).await.map(Response::new)
     }
 
+    async fn reservation(&self, req: Request<v1::ResvRequest>) -> Result<Response<v1::ResvReply>, Status> {
+        let caller = who(&req)?;
+        let req = req.into_inner();
+        self.ask(|reply| Msg::Reservation { req, caller, reply }).await.map(Response::new)
+    }
+
     async fn reconfigure(&self, req: Request<v1::Empty>) -> Result<Response<v1::Empty>, Status> {
         let caller = who(&req)?;
         self.ask(|reply| Msg::Reconfigure { caller, reply }).await.map(Response::new)

@@ -19,6 +19,9 @@ pub enum HoldKind {
     /// Held by the controller after its prolog failed (`launch failed requeued held`);
     /// released as an administrator's hold is.
     LaunchFailed,
+    /// Its advance reservation ended or was deleted (`ReservationDeleted`); its user may
+    /// release it.
+    ResvDeleted,
 }
 
 /// Everything about a job that changes after submit.
@@ -322,6 +325,15 @@ pub enum Record {
         /// What its tasks used, every node's.
         usage: Vec<u8>,
     },
+    /// An advance reservation made or changed (its whole new state); `seq` is the number
+    /// its generated name used, if any.
+    ResvSet {
+        resv: drover_model::resv::Reservation,
+        seq: u32,
+    },
+    ResvDelete {
+        name: String,
+    },
 }
 
 /// What accounting has not confirmed yet, where slurm.conf sends records there. A job is
@@ -354,6 +366,36 @@ pub struct Durable {
     pub nodes: BTreeMap<String, NodeAdmin>,
     /// `None`: slurm.conf keeps no accounting.
     pub acct: Option<AcctOutbox>,
+    /// Advance reservations by name, and the last number a generated name used.
+    pub resvs: Resvs,
+    pub resv_seq: u32,
+}
+
+/// Advance reservations in the order they were made (the order Slurm lists them in); a
+/// handful, so looked up by name with a scan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Resvs(Vec<drover_model::resv::Reservation>);
+
+impl Resvs {
+    pub fn get(&self, name: &str) -> Option<&drover_model::resv::Reservation> {
+        self.0.iter().find(|r| r.name == name)
+    }
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+    pub fn values(&self) -> std::slice::Iter<'_, drover_model::resv::Reservation> {
+        self.0.iter()
+    }
+    /// Replaces the reservation of that name in its place, or adds it last.
+    pub fn insert(&mut self, r: drover_model::resv::Reservation) {
+        match self.0.iter_mut().find(|x| x.name == r.name) {
+            Some(x) => *x = r,
+            None => self.0.push(r),
+        }
+    }
+    pub fn remove(&mut self, name: &str) {
+        self.0.retain(|r| r.name != name);
+    }
 }
 
 impl Durable {
@@ -399,7 +441,10 @@ impl Durable {
                     }
                 }
             }
-            Record::ArrayThrottle { .. } | Record::NodeAdmin { .. } => {}
+            Record::ArrayThrottle { .. }
+            | Record::NodeAdmin { .. }
+            | Record::ResvSet { .. }
+            | Record::ResvDelete { .. } => {}
         }
     }
 
@@ -460,6 +505,13 @@ impl Durable {
             }
             Record::NodeAdmin { node, admin } => {
                 self.nodes.insert(node, admin);
+            }
+            Record::ResvSet { resv, seq } => {
+                self.resv_seq = self.resv_seq.max(seq);
+                self.resvs.insert(resv);
+            }
+            Record::ResvDelete { name } => {
+                self.resvs.remove(&name);
             }
             Record::StepSet { id, step } => {
                 if let Some(j) = self.jobs.get_mut(&id) {

@@ -41,6 +41,8 @@ pub struct View {
     pub shares: Arc<Vec<v1::ShareRow>>,
     /// Waiting jobs' weighted priority factors (sprio), as last computed.
     pub prio: Arc<std::collections::HashMap<drover_model::job::JobId, drover_sched::priority::Factors>>,
+    /// Advance reservations, as `scontrol show reservation` shows them.
+    pub reservations: Arc<Vec<v1::ResvInfo>>,
 }
 
 impl Default for View {
@@ -54,6 +56,7 @@ impl Default for View {
             configuring: Default::default(),
             shares: Default::default(),
             prio: Default::default(),
+            reservations: Default::default(),
         }
     }
 }
@@ -71,6 +74,7 @@ fn status_info(j: &Job) -> v1::JobInfo {
         Some(HoldKind::User) if st.state == JobState::Pending => PendingReason::JobHeldUser,
         Some(HoldKind::Admin) if st.state == JobState::Pending => PendingReason::JobHeldAdmin,
         Some(HoldKind::LaunchFailed) if st.state == JobState::Pending => PendingReason::LaunchFailedRequeuedHeld,
+        Some(HoldKind::ResvDeleted) if st.state == JobState::Pending => PendingReason::ReservationDeleted,
         _ => st.reason,
     };
     let nodes = st.alloc.as_ref().map(|a| Hostlist::from_iter(a.node_names()).ranged()).unwrap_or_default();
@@ -203,7 +207,8 @@ pub fn job_batches(
 }
 
 pub fn state_reply(view: &View, req: &v1::StateRequest, now: i64) -> v1::StateReply {
-    let everything = !req.jobs && !req.nodes && !req.partitions && !req.config && !req.shares && !req.prio;
+    let everything =
+        !req.jobs && !req.nodes && !req.partitions && !req.config && !req.shares && !req.prio && !req.reservations;
     let mut reply = v1::StateReply {
         now,
         cluster_name: view.cfg.cluster_name.clone(),
@@ -302,6 +307,9 @@ pub fn state_reply(view: &View, req: &v1::StateRequest, now: i64) -> v1::StateRe
     }
     if req.shares {
         reply.shares = view.shares.as_ref().clone();
+    }
+    if everything || req.reservations {
+        reply.reservations = view.reservations.as_ref().clone();
     }
     if req.prio {
         // Waiting jobs that may run (a held job's priority is 0, and sprio leaves it out).

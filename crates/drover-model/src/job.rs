@@ -260,6 +260,8 @@ pub struct JobSpec {
     pub nice: i32,
     /// `--priority`: a fixed priority an administrator gave (others' is ignored, as Slurm).
     pub priority: Option<u32>,
+    /// `--reservation`: the advance reservation it runs in.
+    pub reservation: Option<String>,
 }
 
 /// Licenses as `-L` and `Licenses=` write them: `name[:count]` (or `name*count`), comma

@@ -21,6 +21,7 @@ pub mod job;
 pub mod memsize;
 pub mod multiprog;
 pub mod priority_conf;
+pub mod resv;
 pub mod signal;
 pub mod state;
 pub mod step;

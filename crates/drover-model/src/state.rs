@@ -157,6 +157,15 @@ pub enum PendingReason {
     QOSMaxCpuPerNode,
     QOSMaxMemoryPerNode,
     QOSMaxGRESPerNode,
+    // Advance reservations.
+    /// Its reservation has not started yet.
+    Reservation,
+    /// Nodes it needs are in a reservation it may not use.
+    ReqNodeNotAvailReserved,
+    /// A maintenance reservation covers every node of its partition.
+    ReqNodeNotAvailMaint,
+    /// Its reservation ended or was deleted: held until released.
+    ReservationDeleted,
 }
 
 impl PendingReason {
@@ -212,6 +221,10 @@ impl PendingReason {
             PendingReason::QOSMaxCpuPerNode => "QOSMaxCpuPerNode",
             PendingReason::QOSMaxMemoryPerNode => "QOSMaxMemoryPerNode",
             PendingReason::QOSMaxGRESPerNode => "QOSMaxGRESPerNode",
+            PendingReason::Reservation => "Reservation",
+            PendingReason::ReqNodeNotAvailReserved => "ReqNodeNotAvail, May be reserved for other job",
+            PendingReason::ReqNodeNotAvailMaint => "ReqNodeNotAvail, Reserved for maintenance",
+            PendingReason::ReservationDeleted => "ReservationDeleted",
         }
     }
 }
@@ -234,15 +247,21 @@ pub struct NodeState {
     pub drain: bool,
     pub completing: bool,
     pub not_responding: bool,
+    /// In an active advance reservation (`RESERVED`), and that a maintenance one (`MAINT`).
+    pub reserved: bool,
+    pub maint: bool,
 }
 
 impl NodeState {
     pub fn new(base: NodeBase) -> Self {
-        NodeState { base, drain: false, completing: false, not_responding: false }
+        NodeState { base, drain: false, completing: false, not_responding: false, reserved: false, maint: false }
     }
 
     /// `sinfo`'s compact name (`%t`): `idle`, `mix`, `alloc`, `drain`, `drng`, `comp`, `down*`.
     pub fn short(&self) -> String {
+        if let Some(m) = self.maint_name(false) {
+            return m;
+        }
         let base = if self.drain {
             match self.base {
                 NodeBase::Allocated | NodeBase::Mixed => "drng",
@@ -255,6 +274,7 @@ impl NodeState {
         } else {
             match self.base {
                 NodeBase::Unknown => "unk",
+                NodeBase::Idle if self.reserved && !self.not_responding => "resv",
                 NodeBase::Idle => "idle",
                 NodeBase::Mixed => "mix",
                 NodeBase::Allocated => "alloc",
@@ -271,6 +291,9 @@ impl NodeState {
 
     /// `sinfo`'s long name (`%T`, `-l`): `idle`, `mixed`, `allocated`, `drained`, `draining`.
     pub fn long(&self) -> String {
+        if let Some(m) = self.maint_name(true) {
+            return m;
+        }
         let base = if self.drain {
             match self.base {
                 NodeBase::Allocated | NodeBase::Mixed => "draining",
@@ -283,6 +306,7 @@ impl NodeState {
         } else {
             match self.base {
                 NodeBase::Unknown => "unknown",
+                NodeBase::Idle if self.reserved && !self.not_responding => "reserved",
                 NodeBase::Idle => "idle",
                 NodeBase::Mixed => "mixed",
                 NodeBase::Allocated => "allocated",
@@ -314,10 +338,34 @@ impl NodeState {
         if self.drain {
             s.push_str("+DRAIN");
         }
+        if self.maint {
+            s.push_str("+MAINTENANCE");
+        }
+        if self.reserved {
+            s.push_str("+RESERVED");
+        }
         if self.not_responding {
             s.push_str("+NOT_RESPONDING");
         }
         s
+    }
+
+    /// A node in a maintenance reservation, as Slurm's `node_state_string` names it: `maint`
+    /// while idle (`maint*` not responding), `$` after a busy base (`mix$`, `alloc$`).
+    fn maint_name(&self, long: bool) -> Option<String> {
+        if !self.maint || self.drain || self.completing {
+            return None;
+        }
+        let name = match (self.base, long) {
+            (NodeBase::Idle | NodeBase::Unknown | NodeBase::Future, _) if self.not_responding => "maint*",
+            (NodeBase::Idle | NodeBase::Unknown | NodeBase::Future, _) => "maint",
+            (NodeBase::Mixed, false) => "mix$",
+            (NodeBase::Mixed, true) => "mixed$",
+            (NodeBase::Allocated, false) => "alloc$",
+            (NodeBase::Allocated, true) => "allocated$",
+            (NodeBase::Down, _) => return None,
+        };
+        Some(name.to_string())
     }
 
     /// Whether `sinfo -t NAME` selects this state.
@@ -335,6 +383,8 @@ impl NodeState {
             || (n == "responding" && !self.not_responding)
             || (n == "alloc" && matches!(self.base, NodeBase::Allocated))
             || (n == "mix" && matches!(self.base, NodeBase::Mixed))
+            || (n == "resv" || n == "reserved") && self.reserved
+            || (n == "maint" && self.maint)
     }
 
     /// The node can take new work.
@@ -363,6 +413,22 @@ mod tests {
         d.not_responding = true;
         assert_eq!(d.short(), "down*");
         assert_eq!(d.scontrol(), "DOWN+NOT_RESPONDING");
+    }
+
+    #[test]
+    fn reserved_and_maintenance_nodes_as_slurm_names_them() {
+        let names = |s: &NodeState| (s.short(), s.long(), s.scontrol());
+        let mut s = NodeState::new(NodeBase::Idle);
+        s.reserved = true;
+        assert_eq!(names(&s), ("resv".into(), "reserved".into(), "IDLE+RESERVED".into()));
+        s.maint = true;
+        assert_eq!(names(&s), ("maint".into(), "maint".into(), "IDLE+MAINTENANCE+RESERVED".into()));
+        s.base = NodeBase::Mixed;
+        assert_eq!((s.short(), s.long()), ("mix$".into(), "mixed$".into()));
+        s.maint = false;
+        // Busy comes first: a reserved node with jobs is `mix`, not `resv`.
+        assert_eq!((s.short(), s.long()), ("mix".into(), "mixed".into()));
+        assert!(s.matches("resv") && s.matches("reserved") && !s.matches("maint"));
     }
 
     #[test]

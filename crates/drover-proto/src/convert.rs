@@ -63,6 +63,7 @@ pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
         qos: s.qos.clone(),
         nice: s.nice,
         priority: s.priority,
+        reservation: s.reservation.clone(),
     }
 }
 
@@ -144,6 +145,7 @@ pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
         qos: w.qos,
         nice: w.nice,
         priority: w.priority,
+        reservation: w.reservation,
     })
 }
 

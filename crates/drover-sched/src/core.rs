@@ -155,6 +155,39 @@ pub struct SchedMore {
     /// With QoS preemption (`PreemptType=preempt/qos`): its QoS, and those whose running
     /// jobs it may preempt.
     pub preempt: Option<Preempt>,
+    /// `--reservation`: the advance reservation it may only run in.
+    pub reservation: Option<std::sync::Arc<str>>,
+}
+
+/// An advance reservation as placement sees it: its nodes are whole-node claims over
+/// `[start, end)` that only its member jobs (`--reservation`) may use.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdvanceResv {
+    pub name: std::sync::Arc<str>,
+    pub start: i64,
+    pub end: i64,
+    pub nodes: Vec<String>,
+    /// `MAINT`: a partition it covers whole is `Reserved for maintenance`.
+    pub maint: bool,
+}
+
+/// Timeline ids of advance reservations' claims: from the top of the id space down, where
+/// no job id reaches.
+const ADVANCE_RESV_BASE: JobId = JobId::MAX;
+
+/// Where a member of an advance reservation may run: its nodes (by index) and the end.
+struct Within {
+    nodes: Vec<bool>,
+    end: i64,
+}
+
+/// How a waiting job is tried in a pass: in strict order (no backfill), whether it holds a
+/// backfill reservation, and the advance reservation it must run in.
+#[derive(Clone, Copy)]
+struct Eval<'a> {
+    strict: bool,
+    reserved: bool,
+    within: Option<&'a Within>,
 }
 
 /// A job's part in QoS preemption.
@@ -213,6 +246,7 @@ impl SchedJob {
             limits: Vec::new(),
             policy: None,
             preempt: None,
+            reservation: None,
         };
         self.more.as_deref().unwrap_or(&NONE)
     }
@@ -293,6 +327,8 @@ pub enum Event {
     LicensesDefined(Vec<(String, u32)>),
     /// Accounting's limit groups and their caps (all of them, replacing the last).
     LimitsDefined(Vec<(std::sync::Arc<str>, crate::limits::Caps)>),
+    /// The advance reservations (all of them, replacing the last).
+    ReservationsDefined(Vec<AdvanceResv>),
     Ended {
         job: JobId,
         outcome: Outcome,
@@ -391,6 +427,8 @@ pub struct Core {
     suspended: BTreeMap<JobId, (Allocation, Option<JobId>)>,
     /// Whom each job being preempted makes room for.
     preempt_for: HashMap<JobId, JobId>,
+    /// Advance reservations, each with its nodes' indices.
+    resvs: Vec<(AdvanceResv, Vec<usize>)>,
 }
 
 /// What a dependency's target is doing, over all its jobs when it is an array.
@@ -515,6 +553,17 @@ impl Core {
             Event::LimitsDefined(caps) => {
                 self.limits.define(caps);
                 self.plan_dirty = true;
+            }
+            Event::ReservationsDefined(list) => {
+                self.resvs = list
+                    .into_iter()
+                    .map(|r| {
+                        let ix = r.nodes.iter().filter_map(|n| self.node_idx.get(n).copied()).collect();
+                        (r, ix)
+                    })
+                    .collect();
+                // Reservations made around the old windows may now be wrong.
+                self.planned.clear();
             }
             Event::Running { job, alloc, array, since, limit, licenses, limits, qos } => {
                 if let Some(q) = qos {
@@ -946,7 +995,30 @@ impl Core {
             }
             // Its own reservation is what it may use; the others it must not delay.
             tl.remove(id);
-            let mut result = self.evaluate(job, now, &blocked, &tl, depth == 0, old.contains_key(&id));
+            // A member of an advance reservation runs on its nodes, inside its window.
+            let within = match self.within(job, now) {
+                Ok(w) => w,
+                Err(r) => {
+                    if let Some(start) = job.more().reservation.as_ref().and_then(|n| {
+                        self.resvs.iter().find(|(x, _)| x.name == *n && x.start > now).map(|(x, _)| x.start)
+                    }) {
+                        self.wake_at = Some(self.wake_at.map_or(start, |w| w.min(start)));
+                    }
+                    if r != old_reason {
+                        if let Some(e) = self.pending.get_mut(&id) {
+                            e.1 = r;
+                        }
+                        out.push(Decision::Reason { job: id, reason: r });
+                    }
+                    continue;
+                }
+            };
+            if let Some((k, _)) = &within {
+                tl.remove(ADVANCE_RESV_BASE - *k as JobId);
+            }
+            let inside = within.as_ref().map(|(_, w)| w);
+            let how = Eval { strict: depth == 0, reserved: old.contains_key(&id), within: inside };
+            let mut result = self.evaluate(job, now, &blocked, &tl, how);
             // An array's remainder starts as many tasks as fit, one at a time.
             while let Ok((alloc, limit)) = result {
                 self.take(&alloc);
@@ -958,7 +1030,11 @@ impl Core {
                         (m.licenses.clone(), m.limits.clone(), m.preempt.as_ref().map(|p| p.qos.clone()))
                     })
                     .unwrap_or_default();
-                let end = now.saturating_add(limit.map_or(FAR, |l| l as i64));
+                let mut end = now.saturating_add(limit.map_or(FAR, |l| l as i64));
+                if let Some(w) = inside {
+                    // Ended at its reservation's end.
+                    end = end.min(w.end);
+                }
                 for na in &alloc.nodes {
                     if let Some(&i) = self.node_idx.get(&na.node) {
                         tl.hold(i, end, held(na));
@@ -992,14 +1068,28 @@ impl Core {
                 self.ends.insert(job_id, end);
                 out.push(Decision::Start { job: job_id, alloc, time_limit: limit, split });
                 result = match self.pending.get(&id) {
-                    Some((job, _)) if !done => {
-                        self.evaluate(job, now, &blocked, &tl, depth == 0, old.contains_key(&id))
-                    }
+                    Some((job, _)) if !done => self.evaluate(job, now, &blocked, &tl, how),
                     _ => Err(PendingReason::None),
                 };
             }
+            if let Some((k, _)) = &within {
+                if let Some(b) = self.resv_block(*k, now) {
+                    tl.add(b);
+                }
+            }
             let Err(reason) = result else { continue };
             if !self.pending.contains_key(&id) {
+                continue;
+            }
+            if within.is_some() {
+                // Inside its reservation only its fellow members compete: no backfill
+                // reservation, and the partition stays open to the jobs behind it.
+                if reason != old_reason {
+                    if let Some(e) = self.pending.get_mut(&id) {
+                        e.1 = reason;
+                    }
+                    out.push(Decision::Reason { job: id, reason });
+                }
                 continue;
             }
             // Backfill: the top waiting jobs get reservations, which later jobs may not delay.
@@ -1205,9 +1295,9 @@ impl Core {
         now: i64,
         blocked: &[std::sync::Arc<str>],
         tl: &Timeline,
-        strict: bool,
-        reserved: bool,
+        how: Eval<'_>,
     ) -> Result<(Allocation, TimeLimit), PendingReason> {
+        let Eval { strict, reserved, within } = how;
         match job.hold {
             Some(Hold::User) => return Err(PendingReason::JobHeldUser),
             Some(Hold::Admin) => return Err(PendingReason::JobHeldAdmin),
@@ -1241,25 +1331,31 @@ impl Core {
             let Some(part) = self.partitions.iter().find(|p| *p.name == **pname) else {
                 continue;
             };
+            // Members of an advance reservation wait only for each other.
+            let behind = within.is_none() && blocked.contains(pname);
+            let limit = job.effective_limit(part);
+            // An UNLIMITED job may not start where it would ever meet a reservation; a
+            // member of an advance reservation runs until its end at most.
+            let end = limit.map_or(i64::MAX, |l| now.saturating_add(l as i64)).min(within.map_or(i64::MAX, |w| w.end));
             let r = if let Some(r) = part.down {
                 r
             } else if let Some(r) = partition_limit(job, part) {
                 r
-            } else if fcfs && blocked.contains(pname) {
+            } else if fcfs && behind {
                 PendingReason::Priority
             } else if !job.exclusive && self.cannot_fit_now(job) {
                 // More cores than are free anywhere now: no placement to try.
-                if blocked.contains(pname) {
+                if behind {
                     PendingReason::Priority
                 } else {
                     PendingReason::Resources
                 }
             } else {
-                let limit = job.effective_limit(part);
-                // An UNLIMITED job may not start where it would ever meet a reservation.
-                let end = limit.map_or(i64::MAX, |l| now.saturating_add(l as i64));
                 // What the timeline allows, and never more than the node has free now.
                 let free = |i: usize| {
+                    if within.is_some_and(|w| !w.nodes[i]) {
+                        return Free { cpus: 0, mem: 0, gpus: 0, idle: false };
+                    }
                     let f = tl.free_over(i, now, end);
                     let n = &self.nodes[i];
                     Free {
@@ -1273,7 +1369,7 @@ impl Core {
                 // A plain one-node job no smaller and no shorter than one that already found
                 // no room in this pass finds none either (room only shrinks within a pass).
                 // (Not for a job with a reservation: the room it reserved was held against the others.)
-                let shape = self.plain_shape(job, part).filter(|_| !reserved);
+                let shape = self.plain_shape(job, part).filter(|_| !reserved && within.is_none());
                 let dominated = shape.is_some_and(|(p, c, m)| {
                     self.no_room.borrow().iter().any(|&(fp, fc, fm, fd)| fp == p && c >= fc && m >= fm && end >= fd)
                 });
@@ -1288,9 +1384,16 @@ impl Core {
                     Ok(picks) => return Ok((self.allocate(job, part, &picks), limit)),
                     // Behind a job that waits for resources in this partition: it waits
                     // for priority, as Slurm says, even where backfill was tried.
-                    Err(PendingReason::Resources) if blocked.contains(pname) => PendingReason::Priority,
+                    Err(PendingReason::Resources) if behind => PendingReason::Priority,
                     Err(r) => r,
                 }
+            };
+            // Advance reservations in the way are named, as Slurm names them.
+            let r = match r {
+                PendingReason::Resources | PendingReason::Priority if within.is_none() => {
+                    self.reserved_reason(job, part, now, end).unwrap_or(r)
+                }
+                r => r,
             };
             // Prefer the most actionable reason across partitions.
             best_reason = Some(match best_reason {
@@ -1699,7 +1802,71 @@ impl Core {
                 }
             }
         }
+        for k in 0..self.resvs.len() {
+            if let Some(b) = self.resv_block(k, now) {
+                tl.add(b);
+            }
+        }
         tl
+    }
+
+    /// Advance reservation `k` as whole-node claims over its window (none once it ended).
+    fn resv_block(&self, k: usize, now: i64) -> Option<Reservation> {
+        let (r, ix) = &self.resvs[k];
+        (r.end > now).then(|| Reservation {
+            job: ADVANCE_RESV_BASE - k as JobId,
+            start: r.start,
+            end: r.end,
+            claims: ix
+                .iter()
+                .map(|&i| {
+                    let n = &self.nodes[i];
+                    (i, Res { cpus: n.cpus, mem: n.mem_mb, gpus: n.gres.gpus_total() })
+                })
+                .collect(),
+        })
+    }
+
+    /// For a member of an advance reservation: where and until when it may run, or why it
+    /// may not now (its reservation starts later, or is gone).
+    fn within(&self, job: &SchedJob, now: i64) -> Result<Option<(usize, Within)>, PendingReason> {
+        let Some(name) = &job.more().reservation else { return Ok(None) };
+        let Some(k) = self.resvs.iter().position(|(r, _)| r.name == *name && r.end > now) else {
+            return Err(PendingReason::ReservationDeleted);
+        };
+        let (r, ix) = &self.resvs[k];
+        if r.start > now {
+            return Err(PendingReason::Reservation);
+        }
+        let mut nodes = vec![false; self.nodes.len()];
+        for &i in ix {
+            nodes[i] = true;
+        }
+        Ok(Some((k, Within { nodes, end: r.end })))
+    }
+
+    /// Why a job outside the advance reservations cannot start, where they are the cause:
+    /// a maintenance reservation covers its partition, or the nodes it names or needs are
+    /// reserved over the time it would run.
+    fn reserved_reason(&self, job: &SchedJob, part: &PartitionRes, now: i64, end: i64) -> Option<PendingReason> {
+        let over: Vec<&(AdvanceResv, Vec<usize>)> =
+            self.resvs.iter().filter(|(r, _)| r.start < end && r.end > now).collect();
+        if over.is_empty() {
+            return None;
+        }
+        let reserved = |name: &String| over.iter().any(|(r, _)| r.nodes.contains(name));
+        let maint = |name: &String| over.iter().any(|(r, _)| r.maint && r.nodes.contains(name));
+        if !part.nodes.is_empty() && part.nodes.iter().all(maint) {
+            return Some(PendingReason::ReqNodeNotAvailMaint);
+        }
+        if job.more().nodelist.iter().any(reserved) {
+            return Some(PendingReason::ReqNodeNotAvailReserved);
+        }
+        let open: Vec<&NodeRes> =
+            part.nodes.iter().filter(|n| !reserved(n)).filter_map(|n| self.node(n)).filter(|n| n.schedulable).collect();
+        let cpus: u64 = open.iter().map(|n| u64::from(n.cpus)).sum();
+        let need = u64::from(job.ntasks) * u64::from(job.cpus_per_task.max(1));
+        (open.len() < job.min_nodes as usize || cpus < need).then_some(PendingReason::ReqNodeNotAvailReserved)
     }
 
     /// Checks the core's bookkeeping; tests call it after every step.

@@ -3,7 +3,9 @@
 use drover_model::array::ArraySpec;
 use drover_model::state::PendingReason;
 use drover_sched::gres::GresNeed;
-use drover_sched::{Core, Decision, Event, NodeRes, Outcome, PartitionRes, SchedArray, SchedJob, SchedMore};
+use drover_sched::{
+    AdvanceResv, Core, Decision, Event, NodeRes, Outcome, PartitionRes, SchedArray, SchedJob, SchedMore,
+};
 use proptest::prelude::*;
 
 fn cluster(nodes: u32, cpus: u32, mem: u64) -> Core {
@@ -1020,6 +1022,138 @@ proptest! {
                 }
             }
             prop_assert_eq!(c.check_invariants(), Ok(()));
+        }
+    }
+}
+
+// ---- advance reservations ----
+
+fn resv(name: &str, start: i64, end: i64, nodes: &[&str], maint: bool) -> AdvanceResv {
+    AdvanceResv { name: name.into(), start, end, nodes: nodes.iter().map(|n| n.to_string()).collect(), maint }
+}
+
+fn member(id: u32, name: &str, secs: u64) -> SchedJob {
+    let mut j = limited(id, 1, secs);
+    j.more_mut().reservation = Some(name.into());
+    j
+}
+
+fn nodes_of(d: &[Decision], id: u32) -> Vec<String> {
+    d.iter()
+        .find_map(|d| match d {
+            Decision::Start { job, alloc, .. } if *job == id => Some(alloc.node_names()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn reserved_nodes_are_for_members_only_over_the_window() {
+    let mut c = with_policy(cluster(2, 2, 1000), drover_sched::Policy::Conservative);
+    c.handle(Event::ReservationsDefined(vec![resv("root_1", 0, 1000, &["node1"], false)]));
+    // Outsiders land on node2; with node2 full, they wait, named as Slurm names it.
+    let mut wide = limited(1, 2, 100);
+    wide.min_nodes = 2;
+    wide.max_nodes = Some(2);
+    c.handle(Event::Submitted(wide));
+    for id in 2..=4 {
+        c.handle(Event::Submitted(limited(id, 1, 100)));
+    }
+    c.handle(Event::Submitted(member(5, "root_1", 100)));
+    c.handle(Event::Submitted(member(6, "root_1", 100)));
+    c.handle(Event::Submitted(member(7, "root_1", 100)));
+    let d = c.schedule(10, &mut no_ids);
+    assert_eq!(reason(&d, 1), Some(PendingReason::ReqNodeNotAvailReserved));
+    assert_eq!(nodes_of(&d, 2), ["node2"]);
+    assert_eq!(nodes_of(&d, 3), ["node2"]);
+    assert!(nodes_of(&d, 4).is_empty(), "{d:?}");
+    assert_eq!(nodes_of(&d, 5), ["node1"]);
+    assert_eq!(nodes_of(&d, 6), ["node1"]);
+    // The third member waits for its fellows, not for the outsiders before it.
+    assert_eq!(reason(&d, 7), Some(PendingReason::Resources));
+    c.check_invariants().unwrap();
+    // An outsider short enough to end before the window... there is none here: node1 is
+    // reserved until 1000, so the waiting outsider plans on node2 after 2 and 3 end.
+    assert_eq!(planned(&d, 4).map(|p| p.1), Some(vec!["node2".to_string()]));
+}
+
+#[test]
+fn a_member_waits_for_the_window_and_an_outsider_must_end_before_it() {
+    let mut c = cluster(1, 2, 1000);
+    c.handle(Event::ReservationsDefined(vec![resv("maint_1", 100, 200, &["node1"], true)]));
+    c.handle(Event::Submitted(member(1, "maint_1", 50)));
+    // Ends at 60 + 50 = 110, inside the window: may not start.
+    c.handle(Event::Submitted(limited(2, 1, 50)));
+    // Ends at 60 + 30 = 90, before it: starts.
+    c.handle(Event::Submitted(limited(3, 1, 30)));
+    let d = c.schedule(60, &mut no_ids);
+    assert_eq!(reason(&d, 1), Some(PendingReason::Reservation));
+    assert_eq!(reason(&d, 2), Some(PendingReason::ReqNodeNotAvailMaint));
+    assert_eq!(started(&d), [3]);
+    c.handle(Event::Ended { job: 3, outcome: Outcome::Succeeded });
+    // The window opens: the member starts (the core wakes for it), the outsider waits.
+    let d = c.schedule(100, &mut no_ids);
+    assert_eq!(started(&d), [1]);
+    // The reservation gone, a member of it waits (the controller holds it).
+    c.handle(Event::Submitted(member(4, "gone_9", 10)));
+    let d = c.schedule(101, &mut no_ids);
+    assert_eq!(reason(&d, 4), Some(PendingReason::ReservationDeleted));
+    c.handle(Event::ReservationsDefined(vec![]));
+    c.handle(Event::Ended { job: 1, outcome: Outcome::Succeeded });
+    let d = c.schedule(102, &mut no_ids);
+    assert_eq!(started(&d), [2]);
+    c.check_invariants().unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Over random queues, no job outside a reservation ever runs on its nodes during its
+    /// window, members run only on its nodes and only inside it, and nothing is oversubscribed.
+    #[test]
+    fn reservations_are_never_trespassed(
+        jobs in proptest::collection::vec((0i64..80, 1u32..4, 5u64..60, any::<bool>()), 1..30),
+        start in 10i64..60,
+        len in 10i64..80,
+    ) {
+        let mut c = with_policy(cluster(3, 2, 1000), drover_sched::Policy::Conservative);
+        let end = start + len;
+        c.handle(Event::ReservationsDefined(vec![resv("r_1", start, end, &["node1", "node2"], false)]));
+        let mut runs: std::collections::HashMap<u32, (i64, i64, Vec<String>, bool)> = Default::default();
+        let mut ends: Vec<(i64, u32)> = Vec::new();
+        let members: std::collections::HashSet<u32> =
+            jobs.iter().enumerate().filter(|(_, j)| j.3).map(|(k, _)| k as u32 + 1).collect();
+        for t in 0..400i64 {
+            for (k, &(at, tasks, limit, is_member)) in jobs.iter().enumerate() {
+                if at == t {
+                    let id = k as u32 + 1;
+                    let mut j = if is_member { member(id, "r_1", limit) } else { limited(id, tasks, limit) };
+                    j.ntasks = tasks;
+                    c.handle(Event::Submitted(j));
+                }
+            }
+            for &(_, id) in ends.iter().filter(|(e, _)| *e == t) {
+                c.handle(Event::Ended { job: id, outcome: Outcome::Succeeded });
+            }
+            for d in c.schedule(t, &mut no_ids) {
+                if let Decision::Start { job, alloc, time_limit, .. } = d {
+                    let mut stop = t + time_limit.unwrap_or(0) as i64;
+                    if members.contains(&job) {
+                        stop = stop.min(end);
+                    }
+                    ends.push((stop.max(t + 1), job));
+                    runs.insert(job, (t, stop, alloc.node_names(), members.contains(&job)));
+                }
+            }
+            c.check_invariants().map_err(TestCaseError::fail)?;
+        }
+        for (job, (s, e, nodes, m)) in runs {
+            let on_reserved = nodes.iter().any(|n| n == "node1" || n == "node2");
+            if m {
+                prop_assert!(s >= start && s < end, "member {} started at {} outside [{}, {})", job, s, start, end);
+                prop_assert!(nodes.iter().all(|n| n == "node1" || n == "node2"), "member {} on {:?}", job, nodes);
+            } else if on_reserved {
+                prop_assert!(e <= start || s >= end, "job {} ran {}..{} on {:?} inside [{}, {})", job, s, e, nodes, start, end);
+            }
         }
     }
 }

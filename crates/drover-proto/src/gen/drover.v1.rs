@@ -128,6 +128,9 @@ pub struct JobSpec {
     /// --priority: an administrator's fixed priority (TOP is 4294967293).
     #[prost(uint32, optional, tag = "55")]
     pub priority: ::core::option::Option<u32>,
+    /// --reservation: the advance reservation it runs in.
+    #[prost(string, optional, tag = "56")]
+    pub reservation: ::core::option::Option<::prost::alloc::string::String>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SubmitRequest {
@@ -562,6 +565,9 @@ pub struct StateRequest {
     /// Waiting jobs' priority factors (sprio).
     #[prost(bool, tag = "8")]
     pub prio: bool,
+    /// Advance reservations (scontrol show reservation, sinfo -T).
+    #[prost(bool, tag = "9")]
+    pub reservations: bool,
 }
 /// A waiting job's multifactor priority as last computed: each factor times its weight.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -647,6 +653,58 @@ pub struct StateReply {
     pub shares: ::prost::alloc::vec::Vec<ShareRow>,
     #[prost(message, repeated, tag = "11")]
     pub prio: ::prost::alloc::vec::Vec<JobPrio>,
+    #[prost(message, repeated, tag = "12")]
+    pub reservations: ::prost::alloc::vec::Vec<ResvInfo>,
+}
+/// An advance reservation as `scontrol show reservation` shows it.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ResvInfo {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(int64, tag = "2")]
+    pub start_time: i64,
+    #[prost(int64, tag = "3")]
+    pub end_time: i64,
+    /// Ranged hostlist.
+    #[prost(string, tag = "4")]
+    pub nodes: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "5")]
+    pub node_cnt: u32,
+    #[prost(uint32, tag = "6")]
+    pub core_cnt: u32,
+    #[prost(string, tag = "7")]
+    pub partition: ::prost::alloc::string::String,
+    /// Slurm's comma list (`MAINT,SPEC_NODES`).
+    #[prost(string, tag = "8")]
+    pub flags: ::prost::alloc::string::String,
+    #[prost(string, repeated, tag = "9")]
+    pub users: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "10")]
+    pub accounts: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+/// scontrol create|update|delete reservation: the keys as given, times resolved by the
+/// command (it knows "now" as the user meant it); `op` is "" or "+"/"-" for `Key+=`/`Key-=`.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ResvField {
+    #[prost(string, tag = "1")]
+    pub key: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub value: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub op: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ResvRequest {
+    /// create, update, delete
+    #[prost(string, tag = "1")]
+    pub action: ::prost::alloc::string::String,
+    #[prost(message, repeated, tag = "2")]
+    pub fields: ::prost::alloc::vec::Vec<ResvField>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ResvReply {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct LicenseInfo {
@@ -1823,6 +1881,28 @@ pub mod controller_client {
                 .insert(GrpcMethod::new("drover.v1.Controller", "Shutdown"));
             self.inner.unary(req, path, codec).await
         }
+        /// Creates, changes or deletes an advance reservation (root); answers its name.
+        pub async fn reservation(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ResvRequest>,
+        ) -> std::result::Result<tonic::Response<super::ResvReply>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/drover.v1.Controller/Reservation",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("drover.v1.Controller", "Reservation"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -1912,6 +1992,11 @@ pub mod controller_server {
             &self,
             request: tonic::Request<super::Empty>,
         ) -> std::result::Result<tonic::Response<super::Empty>, tonic::Status>;
+        /// Creates, changes or deletes an advance reservation (root); answers its name.
+        async fn reservation(
+            &self,
+            request: tonic::Request<super::ResvRequest>,
+        ) -> std::result::Result<tonic::Response<super::ResvReply>, tonic::Status>;
     }
     #[derive(Debug)]
     pub struct ControllerServer<T> {
@@ -2592,6 +2677,49 @@ pub mod controller_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ShutdownSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/drover.v1.Controller/Reservation" => {
+                    #[allow(non_camel_case_types)]
+                    struct ReservationSvc<T: Controller>(pub Arc<T>);
+                    impl<T: Controller> tonic::server::UnaryService<super::ResvRequest>
+                    for ReservationSvc<T> {
+                        type Response = super::ResvReply;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ResvRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Controller>::reservation(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ReservationSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
