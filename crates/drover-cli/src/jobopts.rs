@@ -99,6 +99,8 @@ pub struct JobArgs {
     pub nice: Option<String>,
     #[arg(long = "priority")]
     pub priority: Option<String>,
+    #[arg(long = "switches")]
+    pub switches: Option<String>,
     #[arg(short = 'I', long = "immediate", num_args = 0..=1, default_missing_value = "0", require_equals = true)]
     pub immediate: Option<String>,
     #[arg(long = "array", short = 'a')]
@@ -421,6 +423,16 @@ impl JobArgs {
             spec.priority = Some(parse_priority(p)?);
         }
         spec.reservation = self.reservation.clone().filter(|r| !r.is_empty());
+        if let Some(sw) = &self.switches {
+            let (n, wait) = sw.split_once('@').map_or((sw.as_str(), None), |(n, w)| (n, Some(w)));
+            spec.switches = Some(num(n, "switches")?);
+            spec.switch_wait = wait
+                .map(|w| match drover_model::duration::parse_time_limit(w) {
+                    Ok(Some(secs)) => Ok(secs.min(u64::from(u32::MAX)) as u32),
+                    _ => Err(format!("invalid time specification {w}")),
+                })
+                .transpose()?;
+        }
         spec.resolve_per_gpu()?;
         if let Some(l) = &self.licenses {
             drover_model::job::parse_licenses(l)?;

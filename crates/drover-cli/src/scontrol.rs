@@ -333,6 +333,7 @@ fn show(rest: &[String], o: &Opts) -> i32 {
             0
         }
         w if w.len() >= 3 && "reservations".starts_with(w) => crate::resv::show(arg.as_deref(), o.oneliner),
+        w if w.len() >= 3 && "topology".starts_with(w) => show_topology(arg.as_deref()),
         "partition" | "partitions" => {
             let reply = match fetch(v1::StateRequest { partitions: true, ..Default::default() }) {
                 Ok(r) => r,
@@ -391,6 +392,41 @@ fn show(rest: &[String], o: &Opts) -> i32 {
 
 /// Memory of the smallest node of the job's partition (what Slurm shows for a pending job
 /// that asked for no memory).
+/// `scontrol show topology [SWITCH|NODE]`: the switches of topology.conf, as the daemons
+/// read it beside slurm.conf; for a node, every switch above it.
+fn show_topology(name: Option<&str>) -> i32 {
+    let cfg = match common::config_for("scontrol") {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let Some(t) = cfg.topology.as_ref().filter(|t| !t.switches.is_empty()) else {
+        eprintln!("scontrol: error: No topology information available");
+        return 0;
+    };
+    let all: Vec<usize> = (0..t.switches.len()).collect();
+    let shown: Vec<usize> = match name {
+        None => all,
+        Some(n) => match t.switches.iter().position(|s| s.name == n) {
+            Some(i) => vec![i],
+            None => {
+                let under = |i: &usize| {
+                    let within = Hostlist::parse(n).map(|h| h.names()).unwrap_or_default();
+                    !within.is_empty() && within.iter().all(|w| t.switches[*i].nodes.contains(w))
+                };
+                all.into_iter().filter(under).collect()
+            }
+        },
+    };
+    if shown.is_empty() {
+        eprintln!("scontrol: error: Topology information contains no switch or node named {}", name.unwrap_or(""));
+        return 0;
+    }
+    for i in shown {
+        println!("{}", t.show_line(i));
+    }
+    0
+}
+
 fn partition_node_mem(j: &v1::JobInfo, reply: &v1::StateReply) -> u64 {
     reply
         .partitions
@@ -562,6 +598,10 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
         lines.push(format!("StdErr={}", jobview::std_path(j, 'e')));
         lines.push(format!("StdIn={}", jobview::std_path(j, 'i')));
         lines.push(format!("StdOut={}", jobview::std_path(j, 'o')));
+    }
+    if let Some(n) = s.switches {
+        let wait = drover_model::duration::fmt_long(u64::from(s.switch_wait.unwrap_or(0)));
+        lines.push(format!("Switches={n}@{wait}"));
     }
     lines.push("Power=".into());
     for (k, v) in [

@@ -424,6 +424,7 @@ impl Owner {
         }
         self.live.retain(|k, _| names.contains(k));
         self.core.handle(Event::LicensesDefined(self.cfg.licenses.clone()));
+        self.core.handle(Event::TopologyDefined(self.cfg.topology.clone()));
         self.core.handle(Event::Configure(drover_sched::SchedConfig {
             policy: if self.cfg.backfill { drover_sched::Policy::Conservative } else { drover_sched::Policy::Fcfs },
             max_job_test: self.cfg.bf_max_job_test as usize,
@@ -1075,6 +1076,7 @@ impl Owner {
                 policy: None,
                 preempt: None,
                 reservation: s.reservation.as_deref().map(intern),
+                switches: s.switches.map(|n| (n, status.eligible_time + i64::from(s.switch_wait.unwrap_or(0)))),
             }
             .boxed(),
         }
@@ -1209,6 +1211,11 @@ impl Owner {
         }
         if let Some(r) = &spec.reservation {
             self.resv_admits(r, &spec.user, spec.account.as_deref())?;
+        }
+        if spec.switches.is_some() {
+            // Waited for at most max_switch_wait (without a time given, that long).
+            let most = self.cfg.max_switch_wait;
+            spec.switch_wait = Some(spec.switch_wait.map_or(most, |w| w.min(most)));
         }
         let active = self.durable.jobs.len() as u32;
         if active >= self.cfg.max_job_count {
@@ -1585,10 +1592,8 @@ impl Owner {
             node_index: node_index as u32,
             task_ids,
             step,
-            shape: None,
-            prolog: String::new(),
-            task_prolog: String::new(),
-            task_epilog: String::new(),
+            // The rest the node agent fills in from its configuration.
+            ..Default::default()
         }
     }
 

@@ -119,6 +119,13 @@ pub struct Config {
     /// `SchedulerParameters=enable_user_top`: users may `scontrol top` their own jobs
     /// (otherwise only administrators may).
     pub enable_user_top: bool,
+    /// `TopologyPlugin=topology/tree`: place jobs by `topology.conf`'s switches.
+    pub topology_tree: bool,
+    /// `topology.conf` (beside slurm.conf), read with `topology/tree`.
+    pub topology: Option<crate::topology::Topology>,
+    /// `SchedulerParameters=max_switch_wait=N`: the longest a job waits for the switch
+    /// count it asked for (`--switches=N@time`), in seconds (Slurm's default 300).
+    pub max_switch_wait: u32,
     /// `SchedulerType`: `sched/backfill` (the default) or `sched/builtin` (strict priority order).
     pub backfill: bool,
     /// `SchedulerParameters=bf_max_job_test=N`.
@@ -268,6 +275,9 @@ impl Default for Config {
             scheduler_parameters: None,
             kill_invalid_depend: false,
             enable_user_top: false,
+            topology_tree: false,
+            topology: None,
+            max_switch_wait: 300,
             backfill: true,
             bf_max_job_test: 100,
             bf_window_min: 1440,
@@ -445,6 +455,16 @@ pub fn parse_file(path: &Path) -> Result<Config, ConfError> {
     collect_lines(path, &text, &mut lines, 0)?;
     let mut cfg = parse_lines(&lines)?;
     cfg.path = path.display().to_string();
+    if cfg.topology_tree {
+        let tpath = path.parent().unwrap_or(Path::new(".")).join("topology.conf");
+        let file = tpath.display().to_string();
+        let text = std::fs::read_to_string(&tpath).map_err(|e| ConfError {
+            file: file.clone(),
+            line: 0,
+            msg: format!("cannot read (TopologyPlugin=topology/tree needs it): {e}"),
+        })?;
+        cfg.topology = Some(crate::topology::Topology::parse(&text).map_err(|msg| ConfError { file, line: 0, msg })?);
+    }
     Ok(cfg)
 }
 
@@ -699,6 +719,7 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                             "kill_invalid_depend" => cfg.kill_invalid_depend = true,
                             "enable_user_top" => cfg.enable_user_top = true,
                             "disable_user_top" => cfg.enable_user_top = false,
+                            "max_switch_wait" => cfg.max_switch_wait = n("max_switch_wait")?,
                             "bf_max_job_test" => cfg.bf_max_job_test = n("bf_max_job_test")?.max(1),
                             "bf_window" => cfg.bf_window_min = n("bf_window")?.max(1),
                             "bf_interval" => cfg.bf_interval = n("bf_interval")?,
@@ -710,6 +731,15 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                         }
                     }
                 }
+                "topologyplugin" => match v.to_ascii_lowercase().as_str() {
+                    "topology/tree" => cfg.topology_tree = true,
+                    "topology/none" | "" => cfg.topology_tree = false,
+                    _ => {
+                        return Err(err(format!(
+                            "TopologyPlugin: expected topology/tree or topology/none, found `{v}`"
+                        )))
+                    }
+                },
                 "grestypes" => {
                     cfg.gres_types = v.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect()
                 }

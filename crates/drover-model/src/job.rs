@@ -262,6 +262,10 @@ pub struct JobSpec {
     pub priority: Option<u32>,
     /// `--reservation`: the advance reservation it runs in.
     pub reservation: Option<String>,
+    /// `--switches=N[@max-time]`: at most N leaf switches, waited for `switch_wait` seconds
+    /// (the controller caps it at `max_switch_wait`).
+    pub switches: Option<u32>,
+    pub switch_wait: Option<u32>,
 }
 
 /// Licenses as `-L` and `Licenses=` write them: `name[:count]` (or `name*count`), comma

@@ -25,6 +25,7 @@ pub mod resv;
 pub mod signal;
 pub mod state;
 pub mod step;
+pub mod topology;
 
 /// The Slurm release whose commands and formats Drover follows.
 pub const SLURM_COMPAT_VERSION: &str = "22.05.8";

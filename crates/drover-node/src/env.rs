@@ -24,6 +24,16 @@ fn set_in(env: &mut Vec<(String, String)>, k: &str, v: String) {
 
 /// The batch script's variables describing its job (a step's tasks inherit them through
 /// srun's environment).
+/// The node's place in the switch tree, as its agent found it in topology.conf (just the
+/// node where there is no tree).
+fn topology(c: &EnvCtx<'_>) -> (String, String) {
+    if c.launch.topology_addr.is_empty() {
+        (c.node.to_string(), "node".into())
+    } else {
+        (c.launch.topology_addr.clone(), c.launch.topology_pattern.clone())
+    }
+}
+
 pub fn job_env(c: &EnvCtx<'_>) -> Vec<(String, String)> {
     let job = c.launch.job.as_ref().expect("invariant: launch carries its job");
     let spec = job.spec.as_ref().expect("invariant: job carries its spec");
@@ -69,8 +79,8 @@ fn add_job_vars(c: &EnvCtx<'_>, env: &mut Vec<(String, String)>) {
     set("SLURM_SUBMIT_DIR", spec.work_dir.clone());
     set("SLURM_SUBMIT_HOST", c.submit_host.to_string());
     set("SLURM_TASKS_PER_NODE", fmt_counts(&tasks));
-    set("SLURM_TOPOLOGY_ADDR", c.node.to_string());
-    set("SLURM_TOPOLOGY_ADDR_PATTERN", "node".into());
+    set("SLURM_TOPOLOGY_ADDR", topology(c).0);
+    set("SLURM_TOPOLOGY_ADDR_PATTERN", topology(c).1);
     set("SLURM_WORKING_CLUSTER", format!("{}:{}:9728:109", l.cluster_name, l.controller_host));
     set("SLURMD_NODENAME", c.node.to_string());
     set("SLURM_JOB_START_TIME", job.start_time.to_string());
@@ -253,8 +263,8 @@ pub fn step_task_env(c: &EnvCtx<'_>, sl: &v1::StepLaunch, task: u32, local: u32)
     set("SLURM_NODEID", l.node_index.to_string());
     set("SLURM_PROCID", task.to_string());
     set("SLURM_PRIO_PROCESS", "0".into());
-    set("SLURM_TOPOLOGY_ADDR", c.node.to_string());
-    set("SLURM_TOPOLOGY_ADDR_PATTERN", "node".into());
+    set("SLURM_TOPOLOGY_ADDR", topology(c).0);
+    set("SLURM_TOPOLOGY_ADDR_PATTERN", topology(c).1);
     set("SLURM_WORKING_CLUSTER", format!("{}:{}:9728:109", l.cluster_name, l.controller_host));
     env
 }

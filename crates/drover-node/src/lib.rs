@@ -439,6 +439,10 @@ impl Agent {
                 task_affinity: self.cfg.task_affinity,
             });
         }
+        (l.topology_addr, l.topology_pattern) = match &self.cfg.topology {
+            Some(t) => t.address(&self.name),
+            None => (self.name.clone(), "node".into()),
+        };
         l.prolog = self.cfg.prolog.clone().unwrap_or_default();
         l.task_prolog = self.cfg.task_prolog.clone().unwrap_or_default();
         l.task_epilog = self.cfg.task_epilog.clone().unwrap_or_default();

@@ -64,6 +64,8 @@ pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
         nice: s.nice,
         priority: s.priority,
         reservation: s.reservation.clone(),
+        switches: s.switches,
+        switch_wait: s.switch_wait,
     }
 }
 
@@ -146,6 +148,8 @@ pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
         nice: w.nice,
         priority: w.priority,
         reservation: w.reservation,
+        switches: w.switches,
+        switch_wait: w.switch_wait,
     })
 }
 

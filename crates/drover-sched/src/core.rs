@@ -157,6 +157,8 @@ pub struct SchedMore {
     pub preempt: Option<Preempt>,
     /// `--reservation`: the advance reservation it may only run in.
     pub reservation: Option<std::sync::Arc<str>>,
+    /// `--switches=N@wait`: at most N leaf switches, until this moment (then any number).
+    pub switches: Option<(u32, i64)>,
 }
 
 /// An advance reservation as placement sees it: its nodes are whole-node claims over
@@ -247,6 +249,7 @@ impl SchedJob {
             policy: None,
             preempt: None,
             reservation: None,
+            switches: None,
         };
         self.more.as_deref().unwrap_or(&NONE)
     }
@@ -265,6 +268,11 @@ impl SchedJob {
             .map(|g| g.per_node * nodes + g.per_task * u64::from(self.ntasks.max(1)))
             .sum();
         crate::limits::Usage { jobs: 1, cpus, nodes, mem_mb, gpus }
+    }
+
+    /// The most leaf switches it may span at `t` (`--switches`, while its wait lasts).
+    pub fn switch_limit(&self, t: i64) -> Option<u32> {
+        self.more().switches.filter(|s| t < s.1).map(|s| s.0)
     }
 
     pub fn more_mut(&mut self) -> &mut SchedMore {
@@ -329,6 +337,8 @@ pub enum Event {
     LimitsDefined(Vec<(std::sync::Arc<str>, crate::limits::Caps)>),
     /// The advance reservations (all of them, replacing the last).
     ReservationsDefined(Vec<AdvanceResv>),
+    /// The network's switches (`TopologyPlugin=topology/tree`), or none.
+    TopologyDefined(Option<drover_model::topology::Topology>),
     Ended {
         job: JobId,
         outcome: Outcome,
@@ -429,6 +439,18 @@ pub struct Core {
     preempt_for: HashMap<JobId, JobId>,
     /// Advance reservations, each with its nodes' indices.
     resvs: Vec<(AdvanceResv, Vec<usize>)>,
+    /// The switch tree, and per switch its level and its nodes' indices.
+    topology: Option<drover_model::topology::Topology>,
+    topo: Option<TopoIndex>,
+}
+
+/// The switch tree by node index, rebuilt when nodes or the tree change.
+#[derive(Debug, Clone, Default)]
+struct TopoIndex {
+    /// Per switch: (level, is a leaf, member mask over node indices).
+    switches: Vec<(u32, bool, Vec<bool>)>,
+    /// Per node index: its leaf switch.
+    leaf: Vec<Option<usize>>,
 }
 
 /// What a dependency's target is doing, over all its jobs when it is an array.
@@ -467,6 +489,27 @@ impl Core {
 
     /// Each partition's nodes as indices, by weight then configuration order: what placement
     /// walks, without a name lookup or a sort per job.
+    fn index_topology(&mut self) {
+        self.topo = self.topology.as_ref().map(|t| {
+            let n = self.nodes.len();
+            let switches = t
+                .switches
+                .iter()
+                .map(|sw| {
+                    let mut mask = vec![false; n];
+                    for name in &sw.nodes {
+                        if let Some(&i) = self.node_idx.get(name) {
+                            mask[i] = true;
+                        }
+                    }
+                    (sw.level, sw.children.is_empty(), mask)
+                })
+                .collect();
+            let leaf = self.nodes.iter().map(|nd| t.leaf_of(&nd.name)).collect();
+            TopoIndex { switches, leaf }
+        });
+    }
+
     fn index_partitions(&mut self) {
         self.part_nodes = self
             .partitions
@@ -477,6 +520,7 @@ impl Core {
                 ix
             })
             .collect();
+        self.index_topology();
     }
 
     pub fn handle(&mut self, ev: Event) {
@@ -553,6 +597,11 @@ impl Core {
             Event::LimitsDefined(caps) => {
                 self.limits.define(caps);
                 self.plan_dirty = true;
+            }
+            Event::TopologyDefined(t) => {
+                self.topology = t;
+                self.index_topology();
+                self.planned.clear();
             }
             Event::ReservationsDefined(list) => {
                 self.resvs = list
@@ -993,6 +1042,10 @@ impl Core {
             if let Some(b) = job.more().begin_time.filter(|b| *b > now) {
                 self.wake_at = Some(self.wake_at.map_or(b, |w| w.min(b)));
             }
+            // A leaf-switch limit lapses at its deadline: look again then.
+            if let Some(until) = job.more().switches.map(|s| s.1).filter(|u| *u > now) {
+                self.wake_at = Some(self.wake_at.map_or(until, |w| w.min(until)));
+            }
             // Its own reservation is what it may use; the others it must not delay.
             tl.remove(id);
             // A member of an advance reservation runs on its nodes, inside its window.
@@ -1284,7 +1337,7 @@ impl Core {
                 .iter()
                 .find(|p| *p.name == **pname)
                 .filter(|p| p.down.is_none() && partition_limit(job, p).is_none())
-                .is_some_and(|part| self.place(job, part, &free).is_ok())
+                .is_some_and(|part| self.place(job, part, &free, None).is_ok())
         })
     }
 
@@ -1373,7 +1426,11 @@ impl Core {
                 let dominated = shape.is_some_and(|(p, c, m)| {
                     self.no_room.borrow().iter().any(|&(fp, fc, fm, fd)| fp == p && c >= fc && m >= fm && end >= fd)
                 });
-                let placed = if dominated { Err(PendingReason::Resources) } else { self.place(job, part, &free) };
+                let placed = if dominated {
+                    Err(PendingReason::Resources)
+                } else {
+                    self.place(job, part, &free, job.switch_limit(now))
+                };
                 if let (Err(PendingReason::Resources), Some((p, c, m)), false) = (&placed, shape, dominated) {
                     let mut nr = self.no_room.borrow_mut();
                     if nr.len() < 32 {
@@ -1445,7 +1502,7 @@ impl Core {
                     }
                 }
                 let free = |i: usize| tl.free_over(i, t, t.saturating_add(d));
-                if let Ok(picks) = self.place(job, part, &free) {
+                if let Ok(picks) = self.place(job, part, &free, job.switch_limit(t)) {
                     let claims = picks.iter().map(|&(i, tasks)| (i, self.claim(job, i, tasks))).collect();
                     best = Some(Reservation { job: job.id, start: t, end: t.saturating_add(d), claims });
                     break;
@@ -1609,6 +1666,7 @@ impl Core {
         job: &SchedJob,
         part: &PartitionRes,
         free: &dyn Fn(usize) -> Free,
+        max_leaves: Option<u32>,
     ) -> Result<Vec<(usize, u32)>, PendingReason> {
         let order = self
             .partitions
@@ -1645,6 +1703,11 @@ impl Core {
         };
         let k_min = job.min_nodes.max(job.more().nodelist.len() as u32).max(1);
         let k_max = job.max_nodes.unwrap_or(u32::MAX).max(k_min);
+        if job.more().nodelist.is_empty() {
+            if let Some(r) = self.place_topo(job, &cands, k_min, k_max, free, max_leaves) {
+                return r.map_err(|_| PendingReason::Resources);
+            }
+        }
         match self.pick(job, &cands, k_min, k_max, free) {
             Err(true) if (k_max as usize) < cands.len() => {
                 // First fit ran out of nodes before tasks: with a node limit, the nodes with
@@ -1659,6 +1722,59 @@ impl Core {
             }
             r => r.map_err(|_| PendingReason::Resources),
         }
+    }
+
+    /// Topology-aware placement (`topology/tree`): the job goes under the lowest switch
+    /// that can hold it all, the one with the fewest usable nodes among those of that level
+    /// (best fit), and within it fills the leaf switches with the most usable nodes first
+    /// (fewest leaves). With `--switches=N` in force, no more than N leaves. `None` when there
+    /// is no tree (or nothing under one switch fits and no leaf limit applies): plain placement.
+    fn place_topo(
+        &self,
+        job: &SchedJob,
+        cands: &[usize],
+        k_min: u32,
+        k_max: u32,
+        free: &dyn Fn(usize) -> Free,
+        max_leaves: Option<u32>,
+    ) -> Option<Result<Vec<(usize, u32)>, bool>> {
+        let t = self.topo.as_ref()?;
+        let usable: Vec<bool> = {
+            let mut u = vec![false; self.nodes.len()];
+            for &i in cands {
+                u[i] = self.capacity(job, &self.nodes[i], free(i)) > 0;
+            }
+            u
+        };
+        let count = |mask: &[bool]| cands.iter().filter(|&&i| mask[i] && usable[i]).count();
+        let mut order: Vec<usize> =
+            (0..t.switches.len()).filter(|&s| count(&t.switches[s].2) >= k_min as usize).collect();
+        order.sort_by_key(|&s| (t.switches[s].0, count(&t.switches[s].2), s));
+        for s in order {
+            let (_, leaf, mask) = &t.switches[s];
+            let mut sub: Vec<usize> = cands.iter().copied().filter(|&i| mask[i]).collect();
+            if !leaf {
+                // Leaves with the most usable nodes first; the partition's order within each.
+                let per_leaf = |l: Option<usize>| sub.iter().filter(|&&i| t.leaf[i] == l && usable[i]).count();
+                let mut keyed: Vec<(std::cmp::Reverse<usize>, Option<usize>, usize, usize)> = sub
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &i)| (std::cmp::Reverse(per_leaf(t.leaf[i])), t.leaf[i], k, i))
+                    .collect();
+                keyed.sort();
+                sub = keyed.into_iter().map(|x| x.3).collect();
+            }
+            if let Ok(p) = self.pick(job, &sub, k_min, k_max, free) {
+                let mut leaves: Vec<Option<usize>> = p.iter().map(|&(i, _)| t.leaf[i]).collect();
+                leaves.sort();
+                leaves.dedup();
+                if max_leaves.is_none_or(|m| leaves.len() as u32 <= m) {
+                    return Some(Ok(p));
+                }
+            }
+        }
+        // Nothing under one switch: the job waits for its leaf limit, or goes where it fits.
+        max_leaves.map(|_| Err(false))
     }
 
     /// Takes nodes in `cands` order until the job's tasks and node count are met.

@@ -1157,3 +1157,69 @@ proptest! {
         }
     }
 }
+
+// ---- topology ----
+
+fn lab_tree(c: &mut Core) {
+    let t = drover_model::topology::Topology::parse(
+        "SwitchName=s0 Nodes=node[1-2]\nSwitchName=s1 Nodes=node[3-4]\nSwitchName=top Switches=s[0-1]\n",
+    )
+    .unwrap();
+    c.handle(Event::TopologyDefined(Some(t)));
+}
+
+fn busy(c: &mut Core, id: u32, node: &str, t: i64) {
+    let mut j = limited(id, 2, 1000);
+    j.more_mut().nodelist = vec![node.to_string()];
+    c.handle(Event::Submitted(j));
+    assert_eq!(started(&c.schedule(t, &mut no_ids)), [id]);
+}
+
+fn nodes_job(id: u32, n: u32) -> SchedJob {
+    let mut j = limited(id, n, 100);
+    j.min_nodes = n;
+    j.max_nodes = Some(n);
+    j
+}
+
+#[test]
+fn jobs_land_under_the_lowest_switch_that_holds_them() {
+    // As real Slurm 22.05 placed them on the lab with the same tree: node2 busy, a 2-node
+    // job goes to node[3-4] (one leaf), not node[1,3]; a 3-node job spans node1 and the
+    // whole other leaf.
+    let mut c = cluster(4, 2, 1000);
+    lab_tree(&mut c);
+    busy(&mut c, 1, "node2", 0);
+    c.handle(Event::Submitted(nodes_job(2, 2)));
+    assert_eq!(nodes_of(&c.schedule(1, &mut no_ids), 2), ["node3", "node4"]);
+    c.handle(Event::Ended { job: 2, outcome: Outcome::Succeeded });
+    c.handle(Event::Submitted(nodes_job(3, 3)));
+    let mut got = nodes_of(&c.schedule(2, &mut no_ids), 3);
+    got.sort();
+    assert_eq!(got, ["node1", "node3", "node4"]);
+    c.check_invariants().unwrap();
+    // Without the tree the same 2-node job takes the first nodes in order.
+    let mut plain = cluster(4, 2, 1000);
+    busy(&mut plain, 1, "node2", 0);
+    plain.handle(Event::Submitted(nodes_job(2, 2)));
+    assert_eq!(nodes_of(&plain.schedule(1, &mut no_ids), 2), ["node1", "node3"]);
+}
+
+#[test]
+fn a_switch_limit_waits_until_its_deadline_then_takes_what_there_is() {
+    let mut c = cluster(4, 2, 1000);
+    lab_tree(&mut c);
+    busy(&mut c, 1, "node2", 0);
+    busy(&mut c, 2, "node3", 0);
+    let mut j = nodes_job(3, 2);
+    j.more_mut().switches = Some((1, 30));
+    c.handle(Event::Submitted(j));
+    let d = c.schedule(1, &mut no_ids);
+    assert!(started(&d).is_empty());
+    assert_eq!(reason(&d, 3), Some(PendingReason::Resources));
+    // The core wakes for the deadline by itself.
+    assert!(started(&c.schedule(29, &mut no_ids)).is_empty());
+    let d = c.schedule(30, &mut no_ids);
+    assert_eq!(nodes_of(&d, 3), ["node1", "node4"]);
+    c.check_invariants().unwrap();
+}

@@ -131,6 +131,11 @@ pub struct JobSpec {
     /// --reservation: the advance reservation it runs in.
     #[prost(string, optional, tag = "56")]
     pub reservation: ::core::option::Option<::prost::alloc::string::String>,
+    /// --switches=N\[@max-time\]: at most N leaf switches, waited for that long (seconds).
+    #[prost(uint32, optional, tag = "57")]
+    pub switches: ::core::option::Option<u32>,
+    #[prost(uint32, optional, tag = "58")]
+    pub switch_wait: ::core::option::Option<u32>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SubmitRequest {
@@ -1024,6 +1029,11 @@ pub struct Launch {
     pub task_prolog: ::prost::alloc::string::String,
     #[prost(string, tag = "13")]
     pub task_epilog: ::prost::alloc::string::String,
+    /// SLURM_TOPOLOGY_ADDR and SLURM_TOPOLOGY_ADDR_PATTERN of this node (topology/tree).
+    #[prost(string, tag = "14")]
+    pub topology_addr: ::prost::alloc::string::String,
+    #[prost(string, tag = "15")]
+    pub topology_pattern: ::prost::alloc::string::String,
 }
 /// The controller tells each node of a job that it starts (PrologFlags=Alloc: run the
 /// prolog now) or that it is over (run the epilog).
