@@ -839,6 +839,26 @@ impl Owner {
     /// QoS preemption (`PreemptType=preempt/qos`): the job's QoS, and the QoS whose running
     /// jobs it may preempt (its QoS's `Preempt`, less those whose mode is off).
     fn apply_preempt(&self, sj: &mut SchedJob, spec: &JobSpec) {
+        // Partitions of a higher PriorityTier come first in the queue, whatever preempts.
+        if let Some(p) = spec.partitions.first().and_then(|p| self.cfg.partition(p)) {
+            sj.priority |= u64::from(p.priority_tier.min(u32::from(u16::MAX))) << 32;
+        }
+        if self.cfg.preempt_partition {
+            // Partition preemption (`preempt/partition_prio`): the job's class is its
+            // partition; it may preempt those of a lower tier whose mode is not off.
+            let Some(mine) = spec.partitions.first().and_then(|p| self.cfg.partition(p)) else { return };
+            let can_preempt = self
+                .cfg
+                .partitions
+                .iter()
+                .filter(|p| p.priority_tier < mine.priority_tier)
+                .filter(|p| self.preempt_mode_of(&partition_class(&p.name)) != drover_model::conf::PreemptMode::Off)
+                .map(|p| intern(&partition_class(&p.name)))
+                .collect();
+            sj.more_mut().preempt =
+                Some(drover_sched::Preempt { qos: intern(&partition_class(&mine.name)), can_preempt });
+            return;
+        }
         if !self.cfg.preempt_qos {
             return;
         }
@@ -860,6 +880,9 @@ impl Owner {
     /// What preemption does to a job of QoS `qos`: its own `PreemptMode`, else the cluster's.
     fn preempt_mode_of(&self, qos: &str) -> drover_model::conf::PreemptMode {
         use drover_model::conf::PreemptMode;
+        if let Some(part) = qos.strip_prefix(PARTITION_CLASS) {
+            return self.cfg.partition(part).and_then(|p| p.preempt_mode).unwrap_or(self.cfg.preempt_mode);
+        }
         let own = self
             .acct_admin
             .as_deref()
@@ -883,12 +906,17 @@ impl Owner {
         if j.status.state != JobState::Running || self.preempting.contains_key(&victim) {
             return;
         }
-        let qos = crate::policy::JobPolicy::of(&j.spec.unpack()).qos.to_string();
+        // Its class: its partition (partition_prio) or its QoS.
+        let qos = if self.cfg.preempt_partition {
+            partition_class(&j.status.partition)
+        } else {
+            crate::policy::JobPolicy::of(&j.spec.unpack()).qos.to_string()
+        };
         let mode = self.preempt_mode_of(&qos);
         if mode == PreemptMode::Suspend {
             // Stopped now, its resources lent to the preempting job; the scheduler resumes it
             // when they are free again.
-            crate::log(&format!("preempting job {victim} (QoS {qos}) for job {by}: suspended"));
+            crate::log(&format!("preempting job {victim} ({}) for job {by}: suspended", class_text(&qos)));
             if self.suspend_or_resume(victim, true, t).is_ok() {
                 // Noted (journalled) so that a restarted controller lends its resources again.
                 if let Some(mut st) = self.durable.jobs.get(&victim).map(|j| j.status.clone()) {
@@ -899,15 +927,21 @@ impl Owner {
             }
             return;
         }
-        let grace = self
-            .acct_admin
-            .as_deref()
-            .and_then(|a| a.qos.iter().find(|q| q.name == qos))
-            .map_or(0, |q| q.grace_time_secs as i64);
+        let grace = match qos.strip_prefix(PARTITION_CLASS) {
+            Some(part) => self.cfg.partition(part).map_or(0, |p| i64::from(p.grace_time)),
+            None => self
+                .acct_admin
+                .as_deref()
+                .and_then(|a| a.qos.iter().find(|q| q.name == qos))
+                .map_or(0, |q| q.grace_time_secs as i64),
+        };
         let deadline = t + grace;
         self.preempting.insert(victim, (deadline, mode));
         self.core.handle(Event::Preempting { job: victim, end: deadline });
-        crate::log(&format!("preempting job {victim} (QoS {qos}) for job {by}: {mode:?} after GraceTime {grace}s"));
+        crate::log(&format!(
+            "preempting job {victim} ({}) for job {by}: {mode:?} after GraceTime {grace}s",
+            class_text(&qos)
+        ));
         if grace > 0 {
             for n in Self::busy_nodes(&j) {
                 let msg = v1::Signal { job_id: victim, signal: libc_sigterm(), ..Default::default() };
@@ -3218,4 +3252,20 @@ fn basic_priority(id: JobId, nice: i32) -> u32 {
     let nice = i64::from(nice);
     let p = if nice <= 0 || base > nice + 1 { base - nice } else { base };
     p.clamp(1, i64::from(u32::MAX)) as u32
+}
+
+/// Preemption classes of partitions (`preempt/partition_prio`) are their names behind this,
+/// so they never meet a QoS's.
+const PARTITION_CLASS: &str = "partition:";
+
+fn partition_class(name: &str) -> String {
+    format!("{PARTITION_CLASS}{name}")
+}
+
+/// A preemption class as the log names it: `partition lowprio`, `QoS normal`.
+fn class_text(class: &str) -> String {
+    match class.strip_prefix(PARTITION_CLASS) {
+        Some(p) => format!("partition {p}"),
+        None => format!("QoS {class}"),
+    }
 }

@@ -90,6 +90,11 @@ pub struct PartitionConf {
     pub hidden: bool,
     pub allow_groups: Option<Vec<String>>,
     pub priority_tier: u32,
+    /// `PreemptMode=` of the partition (`preempt/partition_prio`): what becomes of its jobs
+    /// when preempted; `None` follows the cluster's.
+    pub preempt_mode: Option<PreemptMode>,
+    /// `GraceTime=` (seconds): SIGTERM this long before a preempted job of it ends.
+    pub grace_time: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,6 +171,9 @@ pub struct Config {
     pub enforce: AccountingEnforce,
     /// `PriorityType`, the `PriorityWeight*` weights and the rest of the priority keys.
     pub priority: crate::priority_conf::PriorityConf,
+    /// `PreemptType=preempt/partition_prio`: jobs of a partition preempt running jobs of
+    /// partitions with a lower `PriorityTier` on the nodes they share.
+    pub preempt_partition: bool,
     /// `PreemptType=preempt/qos`: jobs of a QoS preempt running jobs of the QoS its
     /// `Preempt` lists.
     pub preempt_qos: bool,
@@ -305,6 +313,7 @@ impl Default for Config {
             accounting_storage_port: 6819,
             enforce: AccountingEnforce::default(),
             preempt_qos: false,
+            preempt_partition: false,
             preempt_mode: PreemptMode::Off,
             preempt_exempt_secs: 0,
             priority: Default::default(),
@@ -425,6 +434,8 @@ const PART_KEYS: &[&str] = &[
     "hidden",
     "allowgroups",
     "prioritytier",
+    "preemptmode",
+    "gracetime",
 ];
 
 /// The `Key=Value` lines of a flat configuration file (cgroup.conf, slurmdbd.conf): `#`
@@ -774,16 +785,17 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                 "accountingstoragehost" => accounting_host = Some(v.clone()),
                 "accountingstorageenforce" => cfg.enforce = AccountingEnforce::parse(v).map_err(err)?,
                 "preempttype" => {
-                    cfg.preempt_qos = match v.to_ascii_lowercase().as_str() {
-                        "preempt/qos" => true,
-                        "preempt/none" => false,
+                    (cfg.preempt_qos, cfg.preempt_partition) = match v.to_ascii_lowercase().as_str() {
+                        "preempt/qos" => (true, false),
+                        "preempt/partition_prio" => (false, true),
+                        "preempt/none" => (false, false),
                         _ => {
                             cfg.unsupported.push(Unsupported {
                                 file: l.file.clone(),
                                 line: l.line,
                                 key: format!("PreemptType={v}"),
                             });
-                            false
+                            (false, false)
                         }
                     }
                 }
@@ -1070,6 +1082,8 @@ fn parse_partition(name: &str, attrs: &[(String, String)], all_nodes: &[String])
             .filter(|g| !g.eq_ignore_ascii_case("ALL"))
             .map(|g| g.split(',').map(String::from).collect()),
         priority_tier: opt_num("PriorityTier")?.unwrap_or(1),
+        preempt_mode: get(attrs, "PreemptMode").map(PreemptMode::parse).transpose()?,
+        grace_time: opt_num("GraceTime")?.unwrap_or(0),
     })
 }
 

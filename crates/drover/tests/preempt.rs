@@ -105,3 +105,68 @@ fn a_qos_in_suspend_mode_is_stopped_for_the_high_job_and_resumed_after_it() {
     c.wait_until("the low job to count again", Duration::from_secs(10), || count() > stopped_at);
     c.ok("scancel", &[&low.to_string()]);
 }
+
+#[test]
+fn a_higher_tier_partition_preempts_a_lower_one_on_shared_nodes() {
+    // preempt/partition_prio, no accounting: the partitions' PriorityTier decide.
+    let c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 1,
+            cpus: 2,
+            partitions: "PartitionName=scavenge Nodes=ALL Default=YES PriorityTier=1 PreemptMode=REQUEUE GraceTime=2\n\
+                         PartitionName=urgent Nodes=ALL PriorityTier=10\n\
+                         PartitionName=peer Nodes=ALL PriorityTier=1\n"
+                .into(),
+            extra_conf: "PreemptType=preempt/partition_prio\nPreemptMode=CANCEL\n".into(),
+            ..Default::default()
+        },
+    );
+    let dir = c.path().display().to_string();
+    let script = format!("trap 'echo term >> {dir}/low.term' TERM; for i in $(seq 120); do sleep 1; done");
+    let low = c.submit(&["-p", "scavenge", "-n2", "--requeue", "-o", "/dev/null", "--wrap", &script]);
+    c.wait_state(low, &["RUNNING"], Duration::from_secs(30));
+    // A job of an equal tier waits its turn.
+    let peer = c.submit(&["-p", "peer", "-n2", "-o", "/dev/null", "--wrap", "sleep 1"]);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(c.state(peer), "PENDING");
+    assert_eq!(c.state(low), "RUNNING");
+    // One of a higher tier preempts it: SIGTERM, the partition's GraceTime, then requeued
+    // (its partition's PreemptMode, not the cluster's CANCEL).
+    let high = c.submit(&["-p", "urgent", "-n2", "-o", "/dev/null", "--wrap", "sleep 2"]);
+    c.wait_until("the low job to get SIGTERM", Duration::from_secs(10), || c.path().join("low.term").exists());
+    c.wait_state(high, &["RUNNING", "COMPLETED"], Duration::from_secs(20));
+    let st = c.state(low);
+    assert!(st == "PENDING" || st == "RUNNING", "requeued, not cancelled: {st}");
+    // The higher tier's jobs also go first in the queue: after the urgent job, the requeued
+    // scavenger job and the peer compete in their own tier by priority (submit order).
+    c.wait_state(high, &["COMPLETED"], Duration::from_secs(20));
+    c.ok("scancel", &[&low.to_string(), &peer.to_string()]);
+}
+
+#[test]
+fn a_higher_tier_partition_is_scheduled_first() {
+    let c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 1,
+            cpus: 1,
+            partitions:
+                "PartitionName=low Nodes=ALL Default=YES PriorityTier=1\nPartitionName=high Nodes=ALL PriorityTier=2\n"
+                    .into(),
+            ..Default::default()
+        },
+    );
+    let blocker = c.submit(&["-t", "5", "--wrap", "sleep 120"]);
+    c.wait_state(blocker, &["RUNNING"], Duration::from_secs(20));
+    let order = c.path().join("order");
+    let note = format!("echo $SLURM_JOB_ID >> {}", order.display());
+    let first = c.submit(&["-p", "low", "-t", "1", "--wrap", &note]);
+    let second = c.submit(&["-p", "high", "-t", "1", "--wrap", &note]);
+    c.ok("scancel", &[&blocker.to_string()]);
+    c.wait_until("both ran", Duration::from_secs(20), || {
+        std::fs::read_to_string(&order).unwrap_or_default().lines().count() == 2
+    });
+    // The later job of the higher tier ran first.
+    assert_eq!(std::fs::read_to_string(&order).unwrap(), format!("{second}\n{first}\n"));
+}
