@@ -1707,6 +1707,11 @@ impl Core {
             if let Some(r) = self.place_topo(job, &cands, k_min, k_max, free, max_leaves) {
                 return r.map_err(|_| PendingReason::Resources);
             }
+            if k_min == 1 {
+                if let Some(i) = self.best_fit(job, &cands, free) {
+                    return Ok(vec![(i, job.ntasks)]);
+                }
+            }
         }
         match self.pick(job, &cands, k_min, k_max, free) {
             Err(true) if (k_max as usize) < cands.len() => {
@@ -1775,6 +1780,33 @@ impl Core {
         }
         // Nothing under one switch: the job waits for its leaf limit, or goes where it fits.
         max_leaves.map(|_| Err(false))
+    }
+
+    /// Best fit for a job one node can hold: of the lowest weight's nodes that can take all
+    /// of it, the one with the least left free (GPUs first, then cores, then memory), so
+    /// small jobs pack onto partly used nodes and whole nodes stay whole for large jobs —
+    /// single-GPU jobs fill one GPU node instead of one GPU on each. `None` when no node
+    /// holds it all (it spans nodes, first fit).
+    fn best_fit(&self, job: &SchedJob, cands: &[usize], free: &dyn Fn(usize) -> Free) -> Option<usize> {
+        // (weight, GPUs, cores and memory left, order) of the best so far, and its node.
+        type Key = (u32, u32, u32, u64, usize);
+        let mut best: Option<(Key, usize)> = None;
+        for (k, &i) in cands.iter().enumerate() {
+            let n = &self.nodes[i];
+            if best.as_ref().is_some_and(|b| n.weight > b.0 .0) {
+                // Candidates come by weight: nothing lighter follows.
+                break;
+            }
+            let f = free(i);
+            if self.capacity(job, n, f) < job.ntasks {
+                continue;
+            }
+            let key = (n.weight, f.gpus, f.cpus, f.mem, k);
+            if best.as_ref().is_none_or(|b| key < b.0) {
+                best = Some((key, i));
+            }
+        }
+        best.map(|b| b.1)
     }
 
     /// Takes nodes in `cands` order until the job's tasks and node count are met.

@@ -1223,3 +1223,46 @@ fn a_switch_limit_waits_until_its_deadline_then_takes_what_there_is() {
     assert_eq!(nodes_of(&d, 3), ["node1", "node4"]);
     c.check_invariants().unwrap();
 }
+
+// ---- best fit ----
+
+#[test]
+fn small_jobs_pack_onto_a_used_node_and_leave_whole_nodes_whole() {
+    // node2 is half used; a one-core job goes there, not to the empty node1 (first fit
+    // would), so node1 stays whole for the 4-core job that follows.
+    let mut c = cluster(2, 4, 1000);
+    busy_cores(&mut c, 1, "node2", 2);
+    c.handle(Event::Submitted(job(2)));
+    assert_eq!(nodes_of(&c.schedule(1, &mut no_ids), 2), ["node2"]);
+    let mut big = job(3);
+    big.ntasks = 4;
+    c.handle(Event::Submitted(big));
+    assert_eq!(nodes_of(&c.schedule(2, &mut no_ids), 3), ["node1"]);
+    c.check_invariants().unwrap();
+}
+
+#[test]
+fn single_gpu_jobs_fill_one_gpu_node_before_the_next() {
+    let mut c = gpu_cluster(2, 8, "gpu:fake:4");
+    // One GPU of node2 in use: the next single-GPU jobs fill node2, not node1.
+    let mut first = gpu_job(1, None, 1, 0);
+    first.more_mut().nodelist = vec!["node2".into()];
+    c.handle(Event::Submitted(first));
+    c.schedule(0, &mut no_ids);
+    let mut placed = Vec::new();
+    for id in 2..=5 {
+        c.handle(Event::Submitted(gpu_job(id, None, 1, 0)));
+        placed.push(nodes_of(&c.schedule(i64::from(id), &mut no_ids), id)[0].clone());
+    }
+    assert_eq!(placed, ["node2", "node2", "node2", "node1"]);
+    c.check_invariants().unwrap();
+}
+
+/// Holds `cores` cores of `node` with a running job.
+fn busy_cores(c: &mut Core, id: u32, node: &str, cores: u32) {
+    let mut j = job(id);
+    j.ntasks = cores;
+    j.more_mut().nodelist = vec![node.to_string()];
+    c.handle(Event::Submitted(j));
+    assert_eq!(started(&c.schedule(0, &mut no_ids)), [id]);
+}
