@@ -95,6 +95,10 @@ pub struct JobArgs {
     pub sockets_per_node: Option<String>,
     #[arg(long = "contiguous")]
     pub contiguous: bool,
+    #[arg(long = "spread-job")]
+    pub spread_job: bool,
+    #[arg(long = "use-min-nodes")]
+    pub use_min_nodes: bool,
     #[arg(long = "nice", num_args = 0..=1, default_missing_value = "100", require_equals = true)]
     pub nice: Option<String>,
     #[arg(long = "priority")]
@@ -423,6 +427,9 @@ impl JobArgs {
             spec.priority = Some(parse_priority(p)?);
         }
         spec.reservation = self.reservation.clone().filter(|r| !r.is_empty());
+        spec.contiguous = self.contiguous;
+        spec.spread_job = self.spread_job;
+        spec.use_min_nodes = self.use_min_nodes;
         if let Some(sw) = &self.switches {
             let (n, wait) = sw.split_once('@').map_or((sw.as_str(), None), |(n, w)| (n, Some(w)));
             spec.switches = Some(num(n, "switches")?);

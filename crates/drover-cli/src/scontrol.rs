@@ -584,8 +584,9 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
     }
     lines.extend([
         format!(
-            "OverSubscribe={} Contiguous=0 Licenses={} Network=(null)",
+            "OverSubscribe={} Contiguous={} Licenses={} Network=(null)",
             if s.exclusive { "NO" } else { "OK" },
+            u8::from(s.contiguous),
             s.licenses.as_deref().unwrap_or("(null)")
         ),
         format!("Command={command}"),

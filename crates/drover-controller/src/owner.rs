@@ -1111,6 +1111,9 @@ impl Owner {
                 preempt: None,
                 reservation: s.reservation.as_deref().map(intern),
                 switches: s.switches.map(|n| (n, status.eligible_time + i64::from(s.switch_wait.unwrap_or(0)))),
+                contiguous: s.contiguous,
+                spread: s.spread_job,
+                use_min_nodes: s.use_min_nodes,
             }
             .boxed(),
         }
@@ -1192,8 +1195,14 @@ impl Owner {
             }
         }
         if let Some(c) = &spec.constraint {
-            if Constraint::parse(c).is_err() {
+            let Ok(parsed) = Constraint::parse(c) else {
                 return Err(Status::invalid_argument("Invalid feature specification"));
+            };
+            // Node counts (`gpu*2`) need at least that many nodes, as Slurm raises them.
+            let counted = parsed.counted_nodes();
+            if counted > spec.min_nodes.unwrap_or(1) {
+                spec.min_nodes = Some(counted);
+                spec.max_nodes = spec.max_nodes.map(|m| m.max(counted));
             }
         }
         let asked =

@@ -149,36 +149,199 @@ pub fn fmt_dependency(deps: &Dependencies) -> String {
     fmt_dependency_with(deps, None)
 }
 
-/// `-C/--constraint`: feature names joined by `&` (and) and `|` (or); `&` binds tighter.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// `-C/--constraint` in Slurm's grammar: feature names joined by `&` (and, also `,`) and
+/// `|` (or; `&` binds tighter), parentheses, node counts (`gpu*2`, `(a&b)*4`: at least that
+/// many of the job's nodes have them), matching OR (`[rack1|rack2]`: every node has the same
+/// one of them) and multiple counts (`[rack1*2&rack2*4]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Constraint {
-    /// Disjunction of conjunctions.
+    /// What every node must have: a disjunction of conjunctions (empty: anything), the
+    /// counted and bracketed parts left out.
     pub any_of: Vec<Vec<String>>,
+    /// At least N of the job's nodes have all of these.
+    pub counts: Vec<(Vec<String>, u32)>,
+    /// All of the job's nodes share one of these features, tried in order.
+    pub matching: Vec<String>,
+}
+
+/// The longest disjunction a constraint may expand to (parentheses multiply out).
+const MAX_TERMS: usize = 256;
+
+struct ConstraintParser<'a> {
+    s: &'a [u8],
+    at: usize,
+}
+
+impl ConstraintParser<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.at).copied()
+    }
+
+    fn name(&mut self) -> Option<String> {
+        let start = self.at;
+        while self.peek().is_some_and(|c| c.is_ascii_alphanumeric() || b"_-.:=".contains(&c)) {
+            self.at += 1;
+        }
+        (self.at > start).then(|| String::from_utf8_lossy(&self.s[start..self.at]).into_owned())
+    }
+
+    fn count(&mut self) -> Result<Option<u32>, ()> {
+        if self.peek() != Some(b'*') {
+            return Ok(None);
+        }
+        self.at += 1;
+        let start = self.at;
+        while self.peek().is_some_and(|c| c.is_ascii_digit()) {
+            self.at += 1;
+        }
+        let n: u32 = std::str::from_utf8(&self.s[start..self.at]).ok().and_then(|t| t.parse().ok()).ok_or(())?;
+        if n == 0 {
+            return Err(());
+        }
+        Ok(Some(n))
+    }
+
+    /// `and ('|' and)*` as a disjunction; `out` collects counted and bracketed parts.
+    fn expr(&mut self, out: &mut Constraint, top: bool) -> Result<Vec<Vec<String>>, ()> {
+        let mut dnf = self.and(out, top)?;
+        while self.peek() == Some(b'|') {
+            self.at += 1;
+            if !out.counts.is_empty() || !out.matching.is_empty() {
+                // Counts and matching OR combine with AND only.
+                return Err(());
+            }
+            dnf.extend(self.and(out, top)?);
+            if dnf.len() > MAX_TERMS {
+                return Err(());
+            }
+        }
+        Ok(dnf)
+    }
+
+    fn and(&mut self, out: &mut Constraint, top: bool) -> Result<Vec<Vec<String>>, ()> {
+        let mut dnf: Vec<Vec<String>> = vec![Vec::new()];
+        loop {
+            let part = self.factor(out, top)?;
+            if let Some(part) = part {
+                let mut next = Vec::new();
+                for a in &dnf {
+                    for b in &part {
+                        let mut c = a.clone();
+                        c.extend(b.iter().cloned());
+                        next.push(c);
+                    }
+                }
+                if next.len() > MAX_TERMS {
+                    return Err(());
+                }
+                dnf = next;
+            }
+            match self.peek() {
+                Some(b'&') | Some(b',') => self.at += 1,
+                _ => return Ok(dnf),
+            }
+        }
+    }
+
+    /// A name, `( expr )` or `[ ... ]`, maybe counted. `None`: it holds on every node (a
+    /// count or a bracket, kept in `out`).
+    fn factor(&mut self, out: &mut Constraint, top: bool) -> Result<Option<Vec<Vec<String>>>, ()> {
+        let dnf = match self.peek() {
+            Some(b'(') => {
+                self.at += 1;
+                let mut inner = Constraint::default();
+                let d = self.expr(&mut inner, false)?;
+                if self.peek() != Some(b')') || inner != Constraint::default() {
+                    return Err(());
+                }
+                self.at += 1;
+                d
+            }
+            Some(b'[') => {
+                if !top || !out.matching.is_empty() {
+                    return Err(());
+                }
+                self.at += 1;
+                self.bracket(out)?;
+                if self.peek() != Some(b']') {
+                    return Err(());
+                }
+                self.at += 1;
+                return Ok(None);
+            }
+            _ => vec![vec![self.name().ok_or(())?]],
+        };
+        match self.count()? {
+            None => Ok(Some(dnf)),
+            // Only an AND of features may be counted, and only at the top.
+            Some(n) if top && dnf.len() == 1 => {
+                out.counts.push((dnf.into_iter().next().unwrap_or_default(), n));
+                Ok(None)
+            }
+            Some(_) => Err(()),
+        }
+    }
+
+    /// Inside `[...]`: `a|b|c` (matching OR) or `a*2&b*4` (multiple counts).
+    fn bracket(&mut self, out: &mut Constraint) -> Result<(), ()> {
+        let first = self.name().ok_or(())?;
+        match self.peek() {
+            Some(b'|') => {
+                let mut alts = vec![first];
+                while self.peek() == Some(b'|') {
+                    self.at += 1;
+                    alts.push(self.name().ok_or(())?);
+                }
+                out.matching = alts;
+                Ok(())
+            }
+            _ => {
+                let mut name = first;
+                loop {
+                    let n = self.count()?.ok_or(())?;
+                    out.counts.push((vec![name], n));
+                    if self.peek() != Some(b'&') {
+                        return Ok(());
+                    }
+                    self.at += 1;
+                    name = self.name().ok_or(())?;
+                }
+            }
+        }
+    }
 }
 
 impl Constraint {
     pub fn parse(s: &str) -> Result<Constraint, String> {
-        let mut any_of = Vec::new();
-        for alt in s.split('|') {
-            let mut all = Vec::new();
-            for f in alt.split(['&', ',']) {
-                let f = f.trim();
-                if f.is_empty() || !f.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c)) {
-                    return Err(format!("Invalid feature specification: {s}"));
-                }
-                all.push(f.to_string());
-            }
-            any_of.push(all);
+        let bad = || format!("Invalid feature specification: {s}");
+        let text: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+        let mut p = ConstraintParser { s: text.as_bytes(), at: 0 };
+        let mut c = Constraint::default();
+        let dnf = p.expr(&mut c, true).map_err(|_| bad())?;
+        if p.at != text.len() || text.is_empty() {
+            return Err(bad());
         }
-        Ok(Constraint { any_of })
+        // A disjunction with an empty conjunction (only counts or brackets) holds everywhere.
+        c.any_of = if dnf.iter().any(|d| d.is_empty()) { Vec::new() } else { dnf };
+        Ok(c)
     }
 
+    /// Whether a node may be one of the job's nodes: it satisfies the plain part, and has
+    /// one of the matching OR's features where there is one.
     pub fn matches(&self, features: &[String]) -> bool {
-        self.any_of.iter().any(|all| all.iter().all(|f| features.iter().any(|nf| nf == f)))
+        let has = |f: &String| features.iter().any(|nf| nf == f);
+        (self.any_of.is_empty() || self.any_of.iter().any(|all| all.iter().all(has)))
+            && (self.matching.is_empty() || self.matching.iter().any(has))
     }
 
+    /// Every feature the constraint names.
     pub fn features(&self) -> impl Iterator<Item = &String> {
-        self.any_of.iter().flatten()
+        self.any_of.iter().flatten().chain(self.counts.iter().flat_map(|c| c.0.iter())).chain(self.matching.iter())
+    }
+
+    /// The fewest nodes the counts need.
+    pub fn counted_nodes(&self) -> u32 {
+        self.counts.iter().map(|c| c.1).sum()
     }
 }
 
@@ -266,6 +429,12 @@ pub struct JobSpec {
     /// (the controller caps it at `max_switch_wait`).
     pub switches: Option<u32>,
     pub switch_wait: Option<u32>,
+    /// `--contiguous`: nodes consecutive in the configuration's order.
+    pub contiguous: bool,
+    /// `--spread-job`: over as many nodes as it has tasks (one task a node where it can).
+    pub spread_job: bool,
+    /// `--use-min-nodes`: of a node range (`-N 2-4`), the fewest nodes (else the most).
+    pub use_min_nodes: bool,
 }
 
 /// Licenses as `-L` and `Licenses=` write them: `name[:count]` (or `name*count`), comma
@@ -588,5 +757,32 @@ mod tests {
         assert!(c.matches(&["c".into()]));
         assert!(!c.matches(&["a".into()]));
         assert!(Constraint::parse("a&&b").is_err());
+    }
+
+    #[test]
+    fn constraints_in_slurms_full_grammar() {
+        let f = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<String>>();
+        // Parentheses multiply out.
+        let c = Constraint::parse("(a|b)&c").unwrap();
+        assert_eq!(c.any_of, vec![f(&["a", "c"]), f(&["b", "c"])]);
+        assert!(c.matches(&f(&["b", "c"])) && !c.matches(&f(&["a", "b"])));
+        // Counts: every node still needs the rest; the counted part is checked on the set.
+        let c = Constraint::parse("gpu*2&ib").unwrap();
+        assert_eq!((c.any_of.clone(), c.counts.clone()), (vec![f(&["ib"])], vec![(f(&["gpu"]), 2)]));
+        assert!(c.matches(&f(&["ib"])) && !c.matches(&f(&["gpu"])));
+        let c = Constraint::parse("(knl&flat)*4&haswell*2").unwrap();
+        assert_eq!(c.counts, vec![(f(&["knl", "flat"]), 4), (f(&["haswell"]), 2)]);
+        assert_eq!((c.any_of.len(), c.counted_nodes()), (0, 6));
+        // Matching OR and multiple counts.
+        let c = Constraint::parse("[rack1|rack2|rack3]").unwrap();
+        assert_eq!(c.matching, f(&["rack1", "rack2", "rack3"]));
+        assert!(c.matches(&f(&["rack2"])) && !c.matches(&f(&["rack9"])));
+        let c = Constraint::parse("[rack1*2&rack2*4]&ssd").unwrap();
+        assert_eq!(c.counts, vec![(f(&["rack1"]), 2), (f(&["rack2"]), 4)]);
+        assert_eq!(c.any_of, vec![f(&["ssd"])]);
+        // What Slurm refuses: counts or brackets under OR, counted ORs, nested brackets.
+        for bad in ["a*2|b", "[a|b]|c", "(a|b)*2", "[[a|b]]", "a*0", "a*", "(a", "a)", "", "a&", "[a]"] {
+            assert!(Constraint::parse(bad).is_err(), "{bad}");
+        }
     }
 }

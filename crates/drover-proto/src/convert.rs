@@ -66,6 +66,9 @@ pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
         reservation: s.reservation.clone(),
         switches: s.switches,
         switch_wait: s.switch_wait,
+        contiguous: s.contiguous,
+        spread_job: s.spread_job,
+        use_min_nodes: s.use_min_nodes,
     }
 }
 
@@ -150,6 +153,9 @@ pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
         reservation: w.reservation,
         switches: w.switches,
         switch_wait: w.switch_wait,
+        contiguous: w.contiguous,
+        spread_job: w.spread_job,
+        use_min_nodes: w.use_min_nodes,
     })
 }
 

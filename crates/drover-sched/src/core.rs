@@ -159,6 +159,10 @@ pub struct SchedMore {
     pub reservation: Option<std::sync::Arc<str>>,
     /// `--switches=N@wait`: at most N leaf switches, until this moment (then any number).
     pub switches: Option<(u32, i64)>,
+    /// `--contiguous`, `--spread-job`, `--use-min-nodes`.
+    pub contiguous: bool,
+    pub spread: bool,
+    pub use_min_nodes: bool,
 }
 
 /// An advance reservation as placement sees it: its nodes are whole-node claims over
@@ -250,6 +254,9 @@ impl SchedJob {
             preempt: None,
             reservation: None,
             switches: None,
+            contiguous: false,
+            spread: false,
+            use_min_nodes: false,
         };
         self.more.as_deref().unwrap_or(&NONE)
     }
@@ -268,6 +275,19 @@ impl SchedJob {
             .map(|g| g.per_node * nodes + g.per_task * u64::from(self.ntasks.max(1)))
             .sum();
         crate::limits::Usage { jobs: 1, cpus, nodes, mem_mb, gpus }
+    }
+
+    /// How many nodes it takes where it can: all of a node range (`-N 2-4`, unless
+    /// `--use-min-nodes`), one per task with `--spread-job` — as Slurm does — else the fewest.
+    pub fn wanted_nodes(&self) -> u32 {
+        let m = self.more();
+        let range = self.max_nodes.is_some_and(|x| x > self.min_nodes) && !m.use_min_nodes;
+        match (m.spread, range) {
+            (true, _) => self.ntasks.min(self.max_nodes.unwrap_or(u32::MAX)),
+            (false, true) => self.ntasks.min(self.max_nodes.unwrap_or(u32::MAX)),
+            _ => self.min_nodes,
+        }
+        .max(self.min_nodes)
     }
 
     /// The most leaf switches it may span at `t` (`--switches`, while its wait lasts).
@@ -1703,17 +1723,49 @@ impl Core {
         };
         let k_min = job.min_nodes.max(job.more().nodelist.len() as u32).max(1);
         let k_max = job.max_nodes.unwrap_or(u32::MAX).max(k_min);
+        match job.more().constraint.as_ref() {
+            // Matching OR: all on nodes with the same one of the features, tried in order.
+            Some(c) if !c.matching.is_empty() => c
+                .matching
+                .iter()
+                .find_map(|f| {
+                    let sub: Vec<usize> =
+                        cands.iter().copied().filter(|&i| self.nodes[i].features.contains(f)).collect();
+                    self.place_among(job, &sub, k_min, k_max, free, max_leaves).ok()
+                })
+                .ok_or(PendingReason::Resources),
+            _ => self.place_among(job, &cands, k_min, k_max, free, max_leaves),
+        }
+    }
+
+    /// Places a job on some of `cands` (in preference order).
+    fn place_among(
+        &self,
+        job: &SchedJob,
+        cands: &[usize],
+        k_min: u32,
+        k_max: u32,
+        free: &dyn Fn(usize) -> Free,
+        max_leaves: Option<u32>,
+    ) -> Result<Vec<(usize, u32)>, PendingReason> {
+        let counts = job.more().constraint.as_ref().map_or(&[][..], |c| c.counts.as_slice());
+        if !counts.is_empty() {
+            return self.place_counted(job, cands, k_min, k_max, free, counts);
+        }
+        if job.more().contiguous {
+            return self.place_contiguous(job, cands, k_min, k_max, free);
+        }
         if job.more().nodelist.is_empty() {
-            if let Some(r) = self.place_topo(job, &cands, k_min, k_max, free, max_leaves) {
+            if let Some(r) = self.place_topo(job, cands, k_min, k_max, free, max_leaves) {
                 return r.map_err(|_| PendingReason::Resources);
             }
-            if k_min == 1 {
-                if let Some(i) = self.best_fit(job, &cands, free) {
+            if k_min == 1 && job.wanted_nodes() <= 1 {
+                if let Some(i) = self.best_fit(job, cands, free) {
                     return Ok(vec![(i, job.ntasks)]);
                 }
             }
         }
-        match self.pick(job, &cands, k_min, k_max, free) {
+        match self.pick(job, cands, k_min, k_max, free) {
             Err(true) if (k_max as usize) < cands.len() => {
                 // First fit ran out of nodes before tasks: with a node limit, the nodes with
                 // the most room go first (required ones still before all).
@@ -1726,6 +1778,59 @@ impl Core {
                 self.pick(job, &cands, k_min, k_max, free).map_err(|_| PendingReason::Resources)
             }
             r => r.map_err(|_| PendingReason::Resources),
+        }
+    }
+
+    /// `--contiguous`: a run of nodes consecutive in the configuration's order, each with
+    /// room, the first run (in that order) that holds the job.
+    fn place_contiguous(
+        &self,
+        job: &SchedJob,
+        cands: &[usize],
+        k_min: u32,
+        k_max: u32,
+        free: &dyn Fn(usize) -> Free,
+    ) -> Result<Vec<(usize, u32)>, PendingReason> {
+        let mut ordered: Vec<usize> =
+            cands.iter().copied().filter(|&i| self.capacity(job, &self.nodes[i], free(i)) > 0).collect();
+        ordered.sort_unstable();
+        let mut start = 0;
+        while start < ordered.len() {
+            let mut end = start + 1;
+            while end < ordered.len() && ordered[end] == ordered[end - 1] + 1 {
+                end += 1;
+            }
+            if let Ok(p) = self.pick(job, &ordered[start..end], k_min, k_max, free) {
+                return Ok(p);
+            }
+            start = end;
+        }
+        Err(PendingReason::Resources)
+    }
+
+    /// Node counts (`-C gpu*2&ib`): nodes with each counted feature set first, at least as
+    /// many nodes as the counts add up to, and the counts checked on what was picked.
+    fn place_counted(
+        &self,
+        job: &SchedJob,
+        cands: &[usize],
+        k_min: u32,
+        k_max: u32,
+        free: &dyn Fn(usize) -> Free,
+        counts: &[(Vec<String>, u32)],
+    ) -> Result<Vec<(usize, u32)>, PendingReason> {
+        let has = |i: usize, fs: &[String]| fs.iter().all(|f| self.nodes[i].features.contains(f));
+        let rank = |i: usize| counts.iter().position(|(fs, _)| has(i, fs)).unwrap_or(counts.len());
+        let mut ordered: Vec<usize> = cands.to_vec();
+        ordered.sort_by_key(|&i| rank(i));
+        let need: u32 = counts.iter().map(|c| c.1).sum();
+        let k_min = k_min.max(need);
+        let picked = self.pick(job, &ordered, k_min, k_max.max(k_min), free).map_err(|_| PendingReason::Resources)?;
+        let ok = counts.iter().all(|(fs, n)| picked.iter().filter(|&&(i, _)| has(i, fs)).count() as u32 >= *n);
+        if ok {
+            Ok(picked)
+        } else {
+            Err(PendingReason::Resources)
         }
     }
 
@@ -1822,9 +1927,10 @@ impl Core {
         // fit); Err(false): not enough room whatever the choice.
         let mut picked: Vec<(usize, u32)> = Vec::new();
         let mut sum: u64 = 0;
+        let want = job.wanted_nodes().clamp(k_min, k_max);
         for &i in cands {
             let required = job.more().nodelist.contains(&self.nodes[i].name);
-            if picked.len() as u32 >= k_min && sum >= job.ntasks as u64 && !required {
+            if picked.len() as u32 >= want && sum >= job.ntasks as u64 && !required {
                 break;
             }
             if picked.len() as u32 >= k_max {

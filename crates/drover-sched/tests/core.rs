@@ -1266,3 +1266,117 @@ fn busy_cores(c: &mut Core, id: u32, node: &str, cores: u32) {
     c.handle(Event::Submitted(j));
     assert_eq!(started(&c.schedule(0, &mut no_ids)), [id]);
 }
+
+// ---- constraints ----
+
+fn featured(features: &[&[&str]]) -> Core {
+    let mut c = Core::new();
+    let mut names = Vec::new();
+    for (k, fs) in features.iter().enumerate() {
+        let name = format!("node{}", k + 1);
+        let fs = fs.iter().map(|f| f.to_string()).collect();
+        c.handle(Event::NodeDefined(NodeRes::new(&name, 2, 1000, fs, 1)));
+        c.handle(Event::NodeSchedulable { node: name.clone(), schedulable: true });
+        names.push(name);
+    }
+    c.handle(Event::PartitionDefined(PartitionRes::open("cpu", names)));
+    c
+}
+
+/// A job of `nodes` whole nodes (both cores of each) under constraint `expr`.
+fn constrained(id: u32, nodes: u32, expr: &str) -> SchedJob {
+    let mut j = nodes_job(id, nodes);
+    j.ntasks = 2 * nodes;
+    j.more_mut().constraint = Some(drover_model::job::Constraint::parse(expr).unwrap());
+    j
+}
+
+#[test]
+fn matching_or_keeps_a_job_within_one_of_the_features() {
+    // rack1: node1, node3; rack2: node2, node4, node5. Two nodes: both rack1 (tried first).
+    let racks: &[&[&str]] = &[&["rack1"], &["rack2"], &["rack1"], &["rack2"], &["rack2"]];
+    let mut c = featured(racks);
+    c.handle(Event::Submitted(constrained(1, 2, "[rack1|rack2]")));
+    assert_eq!(nodes_of(&c.schedule(0, &mut no_ids), 1), ["node1", "node3"]);
+    // rack1 is full now: three nodes of rack2, never a mix.
+    c.handle(Event::Submitted(constrained(2, 3, "[rack1|rack2]")));
+    assert_eq!(nodes_of(&c.schedule(1, &mut no_ids), 2), ["node2", "node4", "node5"]);
+    // A plain OR would mix them; nothing mixed is left to take, so this one waits.
+    c.handle(Event::Submitted(constrained(3, 2, "[rack1|rack2]")));
+    let d = c.schedule(2, &mut no_ids);
+    assert!(started(&d).is_empty());
+    c.check_invariants().unwrap();
+}
+
+#[test]
+fn node_counts_take_enough_nodes_with_the_feature() {
+    let nodes: &[&[&str]] = &[&["ib"], &["ib"], &["ib", "gpu"], &["ib", "gpu"], &["gpu"]];
+    let mut c = featured(nodes);
+    // Three nodes, all with ib, at least two of them with gpu: node3, node4 and one more ib node.
+    c.handle(Event::Submitted(constrained(1, 3, "gpu*2&ib")));
+    let mut got = nodes_of(&c.schedule(0, &mut no_ids), 1);
+    got.sort();
+    assert_eq!(got, ["node1", "node3", "node4"]);
+    // Two more gpu nodes with ib are not there: it waits.
+    c.handle(Event::Submitted(constrained(2, 2, "gpu*2&ib")));
+    assert!(started(&c.schedule(1, &mut no_ids)).is_empty());
+    c.check_invariants().unwrap();
+}
+
+// ---- node ranges, spreading, contiguity ----
+
+#[test]
+fn node_ranges_spread_and_contiguity_as_slurm_places_them() {
+    // As real Slurm 22.05 placed them on four idle 2-core nodes: -N2-4 -n4 on four nodes,
+    // with --use-min-nodes on two, -n4 --spread-job on four, -n3 on node1 twice and node2.
+    let shape = |f: &dyn Fn(&mut SchedJob)| {
+        let mut c = cluster(4, 2, 1000);
+        let mut j = job(1);
+        f(&mut j);
+        c.handle(Event::Submitted(j));
+        let d = c.schedule(0, &mut no_ids);
+        let alloc =
+            d.iter().find_map(|d| if let Decision::Start { alloc, .. } = d { Some(alloc.clone()) } else { None });
+        alloc.map(|a| a.nodes.iter().map(|n| (n.node.clone(), n.tasks)).collect::<Vec<_>>()).unwrap_or_default()
+    };
+    let one = |n: &str, t: u32| (n.to_string(), t);
+    let range = |j: &mut SchedJob| {
+        j.ntasks = 4;
+        j.min_nodes = 2;
+        j.max_nodes = Some(4);
+    };
+    assert_eq!(shape(&range), [one("node1", 1), one("node2", 1), one("node3", 1), one("node4", 1)]);
+    assert_eq!(
+        shape(&|j: &mut SchedJob| {
+            range(j);
+            j.more_mut().use_min_nodes = true;
+        }),
+        [one("node1", 2), one("node2", 2)]
+    );
+    assert_eq!(
+        shape(&|j: &mut SchedJob| {
+            j.ntasks = 4;
+            j.more_mut().spread = true;
+        }),
+        [one("node1", 1), one("node2", 1), one("node3", 1), one("node4", 1)]
+    );
+    assert_eq!(shape(&|j: &mut SchedJob| j.ntasks = 3), [one("node1", 2), one("node2", 1)]);
+}
+
+#[test]
+fn contiguous_jobs_take_consecutive_nodes() {
+    let mut c = cluster(5, 2, 1000);
+    busy_cores(&mut c, 1, "node2", 2);
+    let mut j = nodes_job(2, 3);
+    j.ntasks = 6;
+    j.more_mut().contiguous = true;
+    c.handle(Event::Submitted(j));
+    // node1 alone is no run of three; node3..node5 is.
+    assert_eq!(nodes_of(&c.schedule(1, &mut no_ids), 2), ["node3", "node4", "node5"]);
+    let mut k = nodes_job(3, 2);
+    k.more_mut().contiguous = true;
+    c.handle(Event::Submitted(k));
+    // Only node1 is left: no two consecutive nodes; it waits.
+    assert!(started(&c.schedule(2, &mut no_ids)).is_empty());
+    c.check_invariants().unwrap();
+}

@@ -136,6 +136,13 @@ pub struct JobSpec {
     pub switches: ::core::option::Option<u32>,
     #[prost(uint32, optional, tag = "58")]
     pub switch_wait: ::core::option::Option<u32>,
+    /// --contiguous, --spread-job, --use-min-nodes.
+    #[prost(bool, tag = "59")]
+    pub contiguous: bool,
+    #[prost(bool, tag = "60")]
+    pub spread_job: bool,
+    #[prost(bool, tag = "61")]
+    pub use_min_nodes: bool,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SubmitRequest {
