@@ -6,8 +6,9 @@ use crate::common;
 use drover_proto::v1;
 
 pub fn main(args: Vec<String>) -> i32 {
-    let Some(id) = args.first().and_then(|a| a.parse::<u32>().ok()) else {
-        eprintln!("usage: drover explain JOBID");
+    let json = args.iter().any(|a| a == "--json");
+    let Some(id) = args.iter().find(|a| *a != "--json").and_then(|a| a.parse::<u32>().ok()) else {
+        eprintln!("usage: drover explain [--json] JOBID");
         return 2;
     };
     let cfg = match common::load_config() {
@@ -36,8 +37,107 @@ pub fn main(args: Vec<String>) -> i32 {
         eprintln!("drover explain: error: Invalid job id specified");
         return 1;
     };
-    print!("{}", explain(&cfg, &job, &reply, reply.now));
+    let blockers = match fetch_blockers(&cfg, id) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("drover explain: error: {e}");
+            return 1;
+        }
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&json_of(&job, &blockers)).unwrap_or_default());
+        return 0;
+    }
+    let mut text = explain(&cfg, &job, &reply, reply.now);
+    if blockers.waiting {
+        // After the reason line: everything that holds it, then the priority story.
+        let at = text.find('\n').map_or(text.len(), |i| i + 1);
+        text.insert_str(at, &blockers_text(&blockers));
+    }
+    print!("{text}");
     0
+}
+
+fn fetch_blockers(cfg: &drover_model::conf::Config, id: u32) -> Result<v1::ExplainReply, String> {
+    common::runtime().block_on(async {
+        let mut c = common::connect(cfg).await?;
+        c.explain(v1::ExplainRequest { job_id: id }).await.map(|r| r.into_inner()).map_err(|s| common::status_msg(&s))
+    })
+}
+
+/// One blocker in words.
+pub fn blocker_text(b: &v1::Blocker) -> String {
+    let part = if b.partition.is_empty() { String::new() } else { format!(" in partition {}", b.partition) };
+    match b.kind.as_str() {
+        "held" if b.flag => "held by an administrator (scontrol release)".into(),
+        "held" => "held by its user (scontrol release)".into(),
+        "dependency" if b.flag => "its dependency can never be satisfied (DependencyNeverSatisfied)".into(),
+        "dependency" => "its dependency is not satisfied yet".into(),
+        "begin_time" => format!("not eligible before {} (--begin)", common::fmt_time(b.at)),
+        "array_throttle" => format!("{} of its array's tasks run, its %{} throttle", b.have, b.need),
+        "licenses" => format!("license {}: {} free, {} wanted", b.name, b.have, b.need),
+        "limit" => format!("accounting limit {}", b.reason),
+        "reservation" if b.at > 0 => {
+            format!("its reservation {} starts {}", b.name, common::fmt_time(b.at))
+        }
+        "reservation" => format!("its reservation {} is gone", b.name),
+        "partition" => format!("partition {}: {}", b.partition, b.reason),
+        "reserved" => format!("{} nodes{part} are in advance reservations over the time it would run", b.nodes_have),
+        "resources" => {
+            let mut t = format!("not enough free{part}: {} of {} cores", b.have, b.need);
+            if b.gpus_need > 0 {
+                t.push_str(&format!(", {} of {} GPUs", b.gpus_have, b.gpus_need));
+            }
+            t.push_str(&format!(", {} of {} nodes with room", b.nodes_have, b.nodes_need));
+            t
+        }
+        "backfill" => format!("room is free now{part}, but starting would delay jobs ahead of it"),
+        "priority" => format!("{} waiting jobs of higher priority{part}", b.have),
+        other => other.to_string(),
+    }
+}
+
+fn blockers_text(e: &v1::ExplainReply) -> String {
+    let mut out = String::new();
+    if e.blockers.is_empty() {
+        out.push_str("Nothing holds it now: it starts at the next scheduling pass.\n");
+    } else {
+        out.push_str("What holds it:\n");
+        for b in &e.blockers {
+            out.push_str(&format!("  - {}\n", blocker_text(b)));
+        }
+    }
+    if let Some(secs) = e.sooner_limit_secs {
+        out.push_str(&format!(
+            "With --time={} (or less) it would start now (scontrol update JobId=... TimeLimit=).\n",
+            drover_model::duration::fmt_long(secs)
+        ));
+    }
+    out
+}
+
+/// The explanation for machines (`drover explain --json`).
+fn json_of(job: &v1::JobInfo, e: &v1::ExplainReply) -> serde_json::Value {
+    serde_json::json!({
+        "job_id": job.job_id,
+        "state": job.state,
+        "reason": job.reason,
+        "blockers": e.blockers.iter().map(|b| serde_json::json!({
+            "kind": b.kind,
+            "text": blocker_text(b),
+            "reason": b.reason,
+            "partition": b.partition,
+            "name": b.name,
+            "at": b.at,
+            "have": b.have,
+            "need": b.need,
+            "gpus_have": b.gpus_have,
+            "gpus_need": b.gpus_need,
+            "nodes_have": b.nodes_have,
+            "nodes_need": b.nodes_need,
+        })).collect::<Vec<_>>(),
+        "sooner_time_limit_secs": e.sooner_limit_secs,
+    })
 }
 
 /// The explanation of one job, as text.

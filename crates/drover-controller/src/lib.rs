@@ -14,6 +14,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod acct;
+mod explain;
 mod fairshare;
 mod intern;
 mod owner;

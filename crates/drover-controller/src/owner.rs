@@ -64,6 +64,10 @@ pub enum Msg {
         caller: Caller,
         reply: Reply<v1::ResvReply>,
     },
+    Explain {
+        job: JobId,
+        reply: Reply<v1::ExplainReply>,
+    },
     Reconfigure {
         caller: Caller,
         reply: Reply<v1::Empty>,
@@ -547,6 +551,10 @@ impl Owner {
             Msg::Reservation { req, caller, reply } => {
                 let r = self.reservation(req, caller);
                 self.reply(reply, r);
+            }
+            Msg::Explain { job, reply } => {
+                let r = crate::explain::reply(self.core.explain(job, now()));
+                self.reply(reply, Ok(r));
             }
             Msg::Reconfigure { caller, reply } => {
                 let r = self.reconfigure(caller);

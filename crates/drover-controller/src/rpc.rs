@@ -94,6 +94,11 @@ impl Controller for Handlers {
         self.ask(|reply| Msg::UpdateNode { req, caller, reply }).await.map(Response::new)
     }
 
+    async fn explain(&self, req: Request<v1::ExplainRequest>) -> Result<Response<v1::ExplainReply>, Status> {
+        let job = req.into_inner().job_id;
+        self.ask(|reply| Msg::Explain { job, reply }).await.map(Response::new)
+    }
+
     async fn reservation(&self, req: Request<v1::ResvRequest>) -> Result<Response<v1::ResvReply>, Status> {
         let caller = who(&req)?;
         let req = req.into_inner();

@@ -181,8 +181,12 @@ pub struct AdvanceResv {
 /// no job id reaches.
 const ADVANCE_RESV_BASE: JobId = JobId::MAX;
 
+/// A member's advance reservation that keeps it waiting: its name, and its start where it
+/// has not started (`None`: it is gone).
+pub(crate) type ResvBlock = (String, Option<i64>);
+
 /// Where a member of an advance reservation may run: its nodes (by index) and the end.
-struct Within {
+pub(crate) struct Within {
     nodes: Vec<bool>,
     end: i64,
 }
@@ -2062,6 +2066,172 @@ impl Core {
             }
         }
         tl
+    }
+
+    // ---- for `explain`: each check on its own ----
+
+    pub(crate) fn pending_job(&self, id: JobId) -> Option<&SchedJob> {
+        self.pending.get(&id).map(|p| &p.0)
+    }
+
+    /// `Some(never)` where its dependencies hold it.
+    pub(crate) fn dependency_blocks(&self, job: &SchedJob, now: i64) -> Option<bool> {
+        match self.dep_state(job, now) {
+            DepState::Never => Some(true),
+            DepState::Waiting => Some(false),
+            DepState::Satisfied => None,
+        }
+    }
+
+    /// (running, limit) where its array's throttle holds it.
+    pub(crate) fn throttled(&self, job: &SchedJob) -> Option<(u32, u32)> {
+        let a = job.more().array.as_ref().filter(|a| a.throttle > 0)?;
+        let running = self.array_running.get(&a.array_id).copied().unwrap_or(0);
+        (running >= a.throttle).then_some((running, a.throttle))
+    }
+
+    /// The licenses it asks for that are not free: (name, wanted, free).
+    pub(crate) fn short_licenses(&self, job: &SchedJob) -> Vec<(String, u32, u32)> {
+        job.more()
+            .licenses
+            .iter()
+            .filter_map(|(name, n)| {
+                let total = self.licenses.get(name).copied().unwrap_or(0);
+                let free = total.saturating_sub(self.licenses_used.get(name).copied().unwrap_or(0));
+                (free < *n).then(|| (name.clone(), *n, free))
+            })
+            .collect()
+    }
+
+    pub(crate) fn limit_blocks(&self, job: &SchedJob) -> Option<PendingReason> {
+        self.limits.blocked(&job.more().limits, &job.need())
+    }
+
+    /// A member's reservation, or (its name, its start if it has not started) where it may
+    /// not run now.
+    pub(crate) fn within_for_explain(
+        &self,
+        job: &SchedJob,
+        now: i64,
+    ) -> Result<Option<(usize, Within)>, ResvBlock> {
+        self.within(job, now).map_err(|_| {
+            let name = job.more().reservation.as_deref().unwrap_or("").to_string();
+            let start = self.resvs.iter().find(|(r, _)| *r.name == *name && r.end > now).map(|(r, _)| r.start);
+            (name, start)
+        })
+    }
+
+    /// The last pass's plan as seen by job `id`: running jobs, advance reservations and every
+    /// other job's planned start.
+    pub(crate) fn planning_timeline(&self, id: JobId, now: i64) -> Timeline {
+        let mut tl = self.timeline(now);
+        let mut kept: Vec<&Reservation> = self.planned.values().filter(|r| r.job != id).collect();
+        kept.sort_unstable_by_key(|r| r.job);
+        for r in kept {
+            tl.add(r.clone());
+        }
+        tl
+    }
+
+    pub(crate) fn partition(&self, name: &str) -> Option<&PartitionRes> {
+        self.partitions.iter().find(|p| *p.name == *name)
+    }
+
+    pub(crate) fn partition_blocks(&self, job: &SchedJob, part: &PartitionRes) -> Option<PendingReason> {
+        part.down.or_else(|| partition_limit(job, part))
+    }
+
+    /// What node `i` has free now for `job`.
+    pub(crate) fn free_now_on(&self, job: &SchedJob, i: usize) -> Free {
+        let n = &self.nodes[i];
+        Free {
+            cpus: n.cpus - n.alloc_cpus(),
+            mem: n.mem_mb.saturating_sub(n.used_mem),
+            gpus: self.gpus_free_for(job, n),
+            idle: n.jobs == 0,
+        }
+    }
+
+    /// Placement as the pass tries it, inside a member's reservation where there is one.
+    pub(crate) fn place_for_explain(
+        &self,
+        job: &SchedJob,
+        part: &PartitionRes,
+        free: &dyn Fn(usize) -> Free,
+        within: Option<&Within>,
+    ) -> Result<Vec<(usize, u32)>, PendingReason> {
+        let f = |i: usize| {
+            if within.is_some_and(|w| !w.nodes[i]) {
+                Free { cpus: 0, mem: 0, gpus: 0, idle: false }
+            } else {
+                free(i)
+            }
+        };
+        self.place(job, part, &f, None)
+    }
+
+    /// How short a partition is of what the job needs now.
+    pub(crate) fn resource_shortfall(
+        &self,
+        job: &SchedJob,
+        part: &PartitionRes,
+        free: &dyn Fn(usize) -> Free,
+    ) -> crate::explain::Blocker {
+        let m = job.more();
+        let usable: Vec<usize> = part
+            .nodes
+            .iter()
+            .filter_map(|n| self.node_idx.get(n).copied())
+            .filter(|&i| {
+                let n = &self.nodes[i];
+                n.schedulable
+                    && !m.exclude.contains(&n.name)
+                    && m.constraint.as_ref().is_none_or(|c| c.matches(&n.features))
+            })
+            .collect();
+        let cpus_free = usable.iter().map(|&i| u64::from(free(i).cpus)).sum();
+        let gpus_free = usable.iter().map(|&i| u64::from(free(i).gpus)).sum();
+        let nodes_with_room =
+            usable.iter().filter(|&&i| self.capacity(job, &self.nodes[i], free(i)) > 0).count() as u32;
+        let cpus_needed = u64::from(job.ntasks) * u64::from(job.cpus_per_task.max(1));
+        let gpus_needed = u64::from(gpu_need(job, job.ntasks))
+            .max(m.gres.iter().filter(|g| g.name == "gpu").map(|g| g.per_node * u64::from(job.min_nodes)).sum());
+        crate::explain::Blocker::Resources {
+            partition: part.name.clone(),
+            cpus_free,
+            cpus_needed,
+            gpus_free,
+            gpus_needed,
+            nodes_with_room,
+            nodes_needed: job.wanted_nodes().max(1),
+        }
+    }
+
+    /// How many of a partition's nodes advance reservations keep over `[now, end)` from a
+    /// job outside them; `None` for none.
+    pub(crate) fn reserved_nodes(&self, job: &SchedJob, part: &PartitionRes, now: i64, end: i64) -> Option<u32> {
+        if job.more().reservation.is_some() {
+            return None;
+        }
+        let n = part
+            .nodes
+            .iter()
+            .filter(|n| self.resvs.iter().any(|(r, _)| r.start < end && r.end > now && r.nodes.contains(n)))
+            .count() as u32;
+        (n > 0).then_some(n)
+    }
+
+    /// Waiting jobs ahead of `job` in the queue for partition `pname`.
+    pub(crate) fn ahead_in(&self, job: &SchedJob, pname: &str) -> u32 {
+        self.queue
+            .iter()
+            .take_while(|(_, id)| *id != job.id)
+            .filter(|(_, id)| {
+                self.pending
+                    .get(id)
+                    .is_some_and(|(j, _)| j.hold.is_none() && j.partitions.iter().any(|p| **p == *pname))
+            })
+            .count() as u32
     }
 
     /// Advance reservation `k` as whole-node claims over its window (none once it ended).

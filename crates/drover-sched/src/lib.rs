@@ -18,6 +18,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod core;
+pub mod explain;
 pub mod fairshare;
 pub mod gres;
 pub mod limits;

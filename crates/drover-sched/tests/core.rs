@@ -1380,3 +1380,52 @@ fn contiguous_jobs_take_consecutive_nodes() {
     assert!(started(&c.schedule(2, &mut no_ids)).is_empty());
     c.check_invariants().unwrap();
 }
+
+// ---- explain ----
+
+#[test]
+fn explain_lists_every_blocker_and_what_would_start_it_sooner() {
+    use drover_sched::explain::{Blocker, Sooner};
+    let mut c = with_policy(cluster(2, 2, 1000), drover_sched::Policy::Conservative);
+    // node1 busy until 1000, node2 until 100.
+    c.handle(Event::Submitted(limited(1, 2, 1000)));
+    c.handle(Event::Submitted(limited(2, 2, 100)));
+    c.schedule(0, &mut no_ids);
+    // A two-node job waits (planned at 1000); a one-node job of 600 s would delay it on node2...
+    let mut wide = limited(3, 4, 100);
+    wide.min_nodes = 2;
+    wide.max_nodes = Some(2);
+    c.handle(Event::Submitted(wide));
+    c.handle(Event::Ended { job: 2, outcome: Outcome::Succeeded });
+    let mut long = limited(4, 2, 2000);
+    long.more_mut().begin_time = Some(50);
+    long.hold = Some(drover_sched::Hold::User);
+    c.handle(Event::Submitted(long));
+    let short = limited(5, 2, 2000);
+    c.handle(Event::Submitted(short));
+    c.schedule(10, &mut no_ids);
+    let e = c.explain(3, 10).unwrap();
+    assert_eq!(
+        e.blockers,
+        [Blocker::Resources {
+            partition: "cpu".into(),
+            cpus_free: 2,
+            cpus_needed: 4,
+            gpus_free: 0,
+            gpus_needed: 0,
+            nodes_with_room: 1,
+            nodes_needed: 2
+        }]
+    );
+    // Held, not yet eligible: both said, not just the first.
+    let e = c.explain(4, 10).unwrap();
+    assert!(e.blockers.contains(&Blocker::Held { admin: false }), "{e:?}");
+    assert!(e.blockers.contains(&Blocker::BeginTime { at: 50 }), "{e:?}");
+    // The 2000 s job fits on node2 now but would delay the wide job's start at 1000; with a
+    // limit of at most 990 s it would start now.
+    let e = c.explain(5, 10).unwrap();
+    assert!(e.blockers.contains(&Blocker::Backfill { partition: "cpu".into() }), "{e:?}");
+    assert_eq!(e.sooner, Some(Sooner::ShorterLimit { secs: 960 }));
+    assert!(e.blockers.contains(&Blocker::Priority { partition: "cpu".into(), ahead: 1 }), "{e:?}");
+    assert!(c.explain(1, 10).is_none(), "a running job is not explained");
+}

@@ -30,3 +30,40 @@ fn a_short_job_backfills_and_a_long_one_waits_for_the_reservation() {
     c.wait_state(wide, &["COMPLETED"], Duration::from_secs(20));
     c.wait_state(long, &["COMPLETED"], Duration::from_secs(20));
 }
+
+#[test]
+fn explain_names_every_blocker_and_the_time_limit_that_would_backfill() {
+    let c = Cluster::start(EXE, Options { nodes: 2, cpus: 2, ..Default::default() });
+    let long = c.submit(&["-w", "node1", "-n2", "-t", "20", "--wrap", "sleep 600"]);
+    let short = c.submit(&["-w", "node2", "-n2", "-t", "2", "--wrap", "sleep 600"]);
+    c.wait_state(long, &["RUNNING"], Duration::from_secs(20));
+    c.wait_state(short, &["RUNNING"], Duration::from_secs(20));
+    // A two-node job waits for both nodes (planned when node1 frees up, in 20 minutes).
+    let wide = c.submit(&["-N2", "-n4", "-t", "5", "--wrap", "true"]);
+    // A held, not yet eligible job: both are said.
+    let held = c.submit(&["--hold", "--begin=now+1hour", "-t", "5", "--wrap", "true"]);
+    let why = c.ok("drover", &["explain", &wide.to_string()]);
+    assert!(why.contains("is PENDING: Resources"), "{why}");
+    assert!(why.contains("  - not enough free in partition debug: 0 of 4 cores, 0 of 2 nodes with room\n"), "{why}");
+    let why = c.ok("drover", &["explain", &held.to_string()]);
+    assert!(why.contains("  - held by its user (scontrol release)\n"), "{why}");
+    assert!(why.contains("  - not eligible before "), "{why}");
+    // When node2 frees up, a one-node job of an hour would delay the wide job; with a
+    // shorter limit it would start at once — and explain says how short.
+    c.ok("scancel", &[&short.to_string()]);
+    c.wait_state(short, &["CANCELLED"], Duration::from_secs(20));
+    let hour = c.submit(&["-n2", "-t", "60", "--wrap", "true"]);
+    c.wait_until("the planner to pass over it", Duration::from_secs(20), || {
+        c.ok("squeue", &["-h", "-j", &hour.to_string(), "-o", "%t"]).trim() == "PD"
+            && c.ok("drover", &["explain", &hour.to_string()]).contains("would delay jobs ahead of it")
+    });
+    let why = c.ok("drover", &["explain", &hour.to_string()]);
+    assert!(why.contains("With --time=00:1"), "{why}");
+    let json = c.ok("drover", &["explain", "--json", &hour.to_string()]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["job_id"], hour);
+    assert!(v["blockers"].as_array().unwrap().iter().any(|b| b["kind"] == "backfill"), "{json}");
+    let secs = v["sooner_time_limit_secs"].as_u64().unwrap();
+    assert!((60..=20 * 60).contains(&secs), "{json}");
+    c.ok("scancel", &[&long.to_string(), &wide.to_string(), &held.to_string(), &hour.to_string()]);
+}

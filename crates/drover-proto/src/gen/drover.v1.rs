@@ -718,6 +718,57 @@ pub struct ResvReply {
     #[prost(string, tag = "1")]
     pub name: ::prost::alloc::string::String,
 }
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ExplainRequest {
+    #[prost(uint32, tag = "1")]
+    pub job_id: u32,
+}
+/// One thing that keeps a waiting job from starting now (drover explain).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Blocker {
+    /// held, dependency, begin_time, array_throttle, licenses, limit, reservation, partition,
+    /// reserved, resources, backfill, priority
+    #[prost(string, tag = "1")]
+    pub kind: ::prost::alloc::string::String,
+    /// A Slurm reason name where one applies (limit, partition).
+    #[prost(string, tag = "2")]
+    pub reason: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub partition: ::prost::alloc::string::String,
+    /// A license or reservation name.
+    #[prost(string, tag = "4")]
+    pub name: ::prost::alloc::string::String,
+    /// A time: eligible from, a reservation's start.
+    #[prost(int64, tag = "5")]
+    pub at: i64,
+    /// What there is against what it needs: cores (or tasks, licenses), GPUs, nodes.
+    #[prost(uint64, tag = "6")]
+    pub have: u64,
+    #[prost(uint64, tag = "7")]
+    pub need: u64,
+    #[prost(uint64, tag = "8")]
+    pub gpus_have: u64,
+    #[prost(uint64, tag = "9")]
+    pub gpus_need: u64,
+    #[prost(uint32, tag = "10")]
+    pub nodes_have: u32,
+    #[prost(uint32, tag = "11")]
+    pub nodes_need: u32,
+    /// held: by an administrator; dependency: never satisfiable.
+    #[prost(bool, tag = "12")]
+    pub flag: bool,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ExplainReply {
+    /// Empty with `waiting` false: the job is not waiting.
+    #[prost(bool, tag = "1")]
+    pub waiting: bool,
+    #[prost(message, repeated, tag = "2")]
+    pub blockers: ::prost::alloc::vec::Vec<Blocker>,
+    /// With a time limit of at most this many seconds it would start now.
+    #[prost(uint64, optional, tag = "3")]
+    pub sooner_limit_secs: ::core::option::Option<u64>,
+}
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct LicenseInfo {
     #[prost(string, tag = "1")]
@@ -1920,6 +1971,28 @@ pub mod controller_client {
                 .insert(GrpcMethod::new("drover.v1.Controller", "Reservation"));
             self.inner.unary(req, path, codec).await
         }
+        /// Every blocker of a waiting job, and what would start it sooner.
+        pub async fn explain(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ExplainRequest>,
+        ) -> std::result::Result<tonic::Response<super::ExplainReply>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/drover.v1.Controller/Explain",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("drover.v1.Controller", "Explain"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -2014,6 +2087,11 @@ pub mod controller_server {
             &self,
             request: tonic::Request<super::ResvRequest>,
         ) -> std::result::Result<tonic::Response<super::ResvReply>, tonic::Status>;
+        /// Every blocker of a waiting job, and what would start it sooner.
+        async fn explain(
+            &self,
+            request: tonic::Request<super::ExplainRequest>,
+        ) -> std::result::Result<tonic::Response<super::ExplainReply>, tonic::Status>;
     }
     #[derive(Debug)]
     pub struct ControllerServer<T> {
@@ -2737,6 +2815,51 @@ pub mod controller_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ReservationSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/drover.v1.Controller/Explain" => {
+                    #[allow(non_camel_case_types)]
+                    struct ExplainSvc<T: Controller>(pub Arc<T>);
+                    impl<
+                        T: Controller,
+                    > tonic::server::UnaryService<super::ExplainRequest>
+                    for ExplainSvc<T> {
+                        type Response = super::ExplainReply;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ExplainRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Controller>::explain(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ExplainSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
