@@ -26,6 +26,8 @@ pub struct NodeRes {
     pub gpu_cpus: Vec<Option<Vec<u32>>>,
     pub gpu_links: Vec<Vec<u32>>,
     used: Vec<bool>,
+    /// How many of `used` are set (kept with it: placement asks for it per node per job).
+    used_cpus: u32,
     used_mem: u64,
     jobs: u32,
 }
@@ -43,6 +45,7 @@ impl NodeRes {
             gpu_cpus: Vec::new(),
             gpu_links: Vec::new(),
             used: vec![false; cpus as usize],
+            used_cpus: 0,
             used_mem: 0,
             jobs: 0,
         }
@@ -63,7 +66,7 @@ impl NodeRes {
         self
     }
     pub fn alloc_cpus(&self) -> u32 {
-        self.used.iter().filter(|u| **u).count() as u32
+        self.used_cpus
     }
     pub fn alloc_mem(&self) -> u64 {
         self.used_mem
@@ -565,6 +568,7 @@ impl Core {
                             used[k] = *u;
                         }
                     }
+                    n.used_cpus = used.iter().filter(|u| **u).count() as u32;
                     n.used = used;
                     self.nodes[i] = n;
                 } else {
@@ -756,6 +760,7 @@ impl Core {
                 let n = &mut self.nodes[i];
                 for &c in &na.cpu_ids {
                     if let Some(u) = n.used.get_mut(c as usize) {
+                        n.used_cpus += u32::from(!*u);
                         *u = true;
                     }
                 }
@@ -773,6 +778,7 @@ impl Core {
                 let n = &mut self.nodes[i];
                 for &c in &na.cpu_ids {
                     if let Some(u) = n.used.get_mut(c as usize) {
+                        n.used_cpus -= u32::from(*u);
                         *u = false;
                     }
                 }
@@ -1900,6 +1906,8 @@ impl Core {
         // (weight, GPUs, cores and memory left, order) of the best so far, and its node.
         type Key = (u32, u32, u32, u64, usize);
         let mut best: Option<(Key, usize)> = None;
+        let need = job.ntasks * job.cpus_per_task.max(1);
+        let gpus = gpu_need(job, job.ntasks);
         for (k, &i) in cands.iter().enumerate() {
             let n = &self.nodes[i];
             if best.as_ref().is_some_and(|b| n.weight > b.0 .0) {
@@ -1913,6 +1921,10 @@ impl Core {
             let key = (n.weight, f.gpus, f.cpus, f.mem, k);
             if best.as_ref().is_none_or(|b| key < b.0) {
                 best = Some((key, i));
+                if !job.exclusive && f.cpus == need && f.gpus == gpus {
+                    // Nothing fits tighter: its cores and GPUs exactly.
+                    break;
+                }
             }
         }
         best.map(|b| b.1)
@@ -2109,11 +2121,7 @@ impl Core {
 
     /// A member's reservation, or (its name, its start if it has not started) where it may
     /// not run now.
-    pub(crate) fn within_for_explain(
-        &self,
-        job: &SchedJob,
-        now: i64,
-    ) -> Result<Option<(usize, Within)>, ResvBlock> {
+    pub(crate) fn within_for_explain(&self, job: &SchedJob, now: i64) -> Result<Option<(usize, Within)>, ResvBlock> {
         self.within(job, now).map_err(|_| {
             let name = job.more().reservation.as_deref().unwrap_or("").to_string();
             let start = self.resvs.iter().find(|(r, _)| *r.name == *name && r.end > now).map(|(r, _)| r.start);
@@ -2312,6 +2320,9 @@ impl Core {
         }
         for n in &self.nodes {
             let m = mem.get(&n.name).copied().unwrap_or(0);
+            if n.used_cpus != n.used.iter().filter(|u| **u).count() as u32 {
+                return Err(format!("node {} core count out of step with its cores", n.name));
+            }
             if m != n.used_mem {
                 return Err(format!("node {} memory books {} != {}", n.name, n.used_mem, m));
             }
