@@ -435,6 +435,8 @@ impl Owner {
             window: i64::from(self.cfg.bf_window_min) * 60,
             interval: i64::from(self.cfg.bf_interval),
             preempt_exempt: self.cfg.preempt_exempt_secs as i64,
+            max_job_user: self.cfg.bf_max_job_user as usize,
+            min_age_reserve: i64::from(self.cfg.bf_min_age_reserve),
         }));
         for p in &self.cfg.partitions {
             self.core.handle(Event::PartitionDefined(PartitionRes {
@@ -1094,6 +1096,8 @@ impl Owner {
             mem_per_cpu_mb: s.mem_per_cpu_mb,
             time_limit: s.time_limit,
             exclusive: s.exclusive,
+            uid: s.uid,
+            queued: status.eligible_time,
             hold: status.hold.map(|h| match h {
                 HoldKind::User | HoldKind::ResvDeleted => Hold::User,
                 HoldKind::Admin | HoldKind::LaunchFailed => Hold::Admin,

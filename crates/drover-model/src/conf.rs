@@ -128,6 +128,10 @@ pub struct Config {
     pub topology_tree: bool,
     /// `topology.conf` (beside slurm.conf), read with `topology/tree`.
     pub topology: Option<crate::topology::Topology>,
+    /// `SchedulerParameters=bf_max_job_user=N` (0: no limit) and `bf_min_age_reserve=N`
+    /// (seconds): see the scheduler's `SchedConfig`.
+    pub bf_max_job_user: u32,
+    pub bf_min_age_reserve: u32,
     /// `SchedulerParameters=max_switch_wait=N`: the longest a job waits for the switch
     /// count it asked for (`--switches=N@time`), in seconds (Slurm's default 300).
     pub max_switch_wait: u32,
@@ -286,6 +290,8 @@ impl Default for Config {
             topology_tree: false,
             topology: None,
             max_switch_wait: 300,
+            bf_max_job_user: 0,
+            bf_min_age_reserve: 0,
             backfill: true,
             bf_max_job_test: 100,
             bf_window_min: 1440,
@@ -731,6 +737,14 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                             "enable_user_top" => cfg.enable_user_top = true,
                             "disable_user_top" => cfg.enable_user_top = false,
                             "max_switch_wait" => cfg.max_switch_wait = n("max_switch_wait")?,
+                            "bf_max_job_user" => cfg.bf_max_job_user = n("bf_max_job_user")?,
+                            "bf_min_age_reserve" => cfg.bf_min_age_reserve = n("bf_min_age_reserve")?,
+                            // Limits on the cost of Slurm's passes; Drover's are cheap enough
+                            // that they bound nothing (docs/scheduler.md). Checked, then moot.
+                            "sched_interval" | "bf_resolution" | "default_queue_depth" | "sched_min_interval" => {
+                                n(name)?;
+                            }
+                            "bf_continue" => {}
                             "bf_max_job_test" => cfg.bf_max_job_test = n("bf_max_job_test")?.max(1),
                             "bf_window" => cfg.bf_window_min = n("bf_window")?.max(1),
                             "bf_interval" => cfg.bf_interval = n("bf_interval")?,
@@ -1117,6 +1131,21 @@ mod tests {
         assert_eq!(c.nodes[0].gres_list[0].text(), "gpu:fake:2");
         let e = parse_str("x.conf", "NodeName=n1 Gres=gpu:2\n").unwrap_err();
         assert!(e.to_string().contains("`gpu` is not in GresTypes"), "{e}");
+    }
+
+    #[test]
+    fn scheduler_parameters_are_honoured_or_moot_never_silently_dropped() {
+        let text = "ClusterName=c\nSlurmctldHost=h\nNodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n\
+                    SchedulerParameters=bf_continue,bf_resolution=300,sched_interval=60,default_queue_depth=100,\
+                    bf_max_job_user=4,bf_min_age_reserve=600,max_switch_wait=60,enable_user_top,bf_busy_nodes\n\
+                    TopologyPlugin=topology/none\n";
+        let c = parse_str("slurm.conf", text).unwrap();
+        assert_eq!((c.bf_max_job_user, c.bf_min_age_reserve, c.max_switch_wait), (4, 600, 60));
+        assert!(c.enable_user_top && !c.topology_tree);
+        let unsupported: Vec<&str> = c.unsupported.iter().map(|u| u.key.as_str()).collect();
+        assert_eq!(unsupported, ["SchedulerParameters=bf_busy_nodes"]);
+        let bad = text.replace("bf_resolution=300", "bf_resolution=soon");
+        assert!(parse_str("slurm.conf", &bad).unwrap_err().msg.contains("bf_resolution expects a number"));
     }
 
     #[test]

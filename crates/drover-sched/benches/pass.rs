@@ -31,6 +31,8 @@ fn job(id: u32, rng: &mut Lcg) -> SchedJob {
         time_limit: Some(Some(600 + rng.next(86_400))),
         exclusive: false,
         hold: None,
+        uid: 0,
+        queued: 0,
         more: None,
     }
 }

@@ -129,6 +129,9 @@ pub struct SchedJob {
     pub time_limit: Option<TimeLimit>,
     pub exclusive: bool,
     pub hold: Option<Hold>,
+    /// Its user (`bf_max_job_user`) and since when it may run (`bf_min_age_reserve`).
+    pub uid: u32,
+    pub queued: i64,
     /// `None` when every field of [`SchedMore`] has its default.
     pub more: Option<Box<SchedMore>>,
 }
@@ -1057,6 +1060,8 @@ impl Core {
             tl.add(r.clone());
         }
         let mut planned: HashMap<JobId, Reservation> = HashMap::new();
+        // bf_max_job_user: reservations made per user in this pass.
+        let mut per_user: HashMap<u32, usize> = HashMap::new();
         let order: Vec<JobId> = self.queue.iter().map(|(_, id)| *id).collect();
         for id in order {
             let Some((job, old_reason)) = self.pending.get(&id) else {
@@ -1176,8 +1181,18 @@ impl Core {
                 continue;
             }
             // Backfill: the top waiting jobs get reservations, which later jobs may not delay.
-            if matches!(reason, PendingReason::Resources | PendingReason::Priority) && planned.len() < depth {
+            let reserve_ok = self.pending.get(&id).is_some_and(|(job, _)| {
+                // bf_min_age_reserve: too young to hold anything back; bf_max_job_user.
+                job.queued.saturating_add(self.config.min_age_reserve) <= now
+                    && (self.config.max_job_user == 0
+                        || per_user.get(&job.uid).copied().unwrap_or(0) < self.config.max_job_user)
+            });
+            if matches!(reason, PendingReason::Resources | PendingReason::Priority)
+                && planned.len() < depth
+                && reserve_ok
+            {
                 if let Some((job, _)) = self.pending.get(&id) {
+                    *per_user.entry(job.uid).or_default() += 1;
                     let fresh = self.reserve(job, now, &tl);
                     let chosen = match (fresh, old.get(&id)) {
                         (Some(f), Some(o)) if f.start > o.start => Some(o.clone()),

@@ -80,11 +80,25 @@ pub struct SchedConfig {
     pub interval: i64,
     /// `PreemptExemptTime` (seconds): a job that has run less is not preempted.
     pub preempt_exempt: i64,
+    /// `bf_max_job_user`: at most this many reservations per user in a planning pass (0: no
+    /// limit).
+    pub max_job_user: usize,
+    /// `bf_min_age_reserve` (seconds): a job eligible for less gets no reservation (and so
+    /// holds nothing back from jobs behind it).
+    pub min_age_reserve: i64,
 }
 
 impl Default for SchedConfig {
     fn default() -> Self {
-        SchedConfig { policy: Policy::Conservative, max_job_test: 100, window: 86400, interval: 5, preempt_exempt: 0 }
+        SchedConfig {
+            policy: Policy::Conservative,
+            max_job_test: 100,
+            window: 86400,
+            interval: 5,
+            preempt_exempt: 0,
+            max_job_user: 0,
+            min_age_reserve: 0,
+        }
     }
 }
 

@@ -35,6 +35,8 @@ fn job(id: u32) -> SchedJob {
         time_limit: None,
         exclusive: false,
         hold: None,
+        uid: 0,
+        queued: 0,
         more: None,
     }
 }
@@ -1428,4 +1430,61 @@ fn explain_lists_every_blocker_and_what_would_start_it_sooner() {
     assert_eq!(e.sooner, Some(Sooner::ShorterLimit { secs: 960 }));
     assert!(e.blockers.contains(&Blocker::Priority { partition: "cpu".into(), ahead: 1 }), "{e:?}");
     assert!(c.explain(1, 10).is_none(), "a running job is not explained");
+}
+
+#[test]
+fn young_jobs_and_a_users_surplus_get_no_reservation() {
+    // node1 busy until 100. A waiting 2-core job reserves node1 from 100 and keeps a long
+    // 1-core job from starting — unless it is younger than bf_min_age_reserve, or its user
+    // already has bf_max_job_user reservations.
+    let run = |cfg: drover_sched::SchedConfig, queued: i64, uid_other: u32| {
+        let mut c = cluster(1, 2, 1000);
+        c.handle(Event::Configure(cfg));
+        c.handle(Event::Submitted(limited(1, 1, 100)));
+        c.schedule(0, &mut no_ids);
+        let mut first = limited(2, 2, 100);
+        first.uid = 7;
+        c.handle(Event::Submitted(first));
+        let mut wide = limited(3, 2, 100);
+        wide.uid = uid_other;
+        wide.queued = queued;
+        c.handle(Event::Submitted(wide));
+        let mut long = limited(4, 1, 1000);
+        long.uid = 9;
+        c.handle(Event::Submitted(long));
+        started(&c.schedule(10, &mut no_ids))
+    };
+    let base = drover_sched::SchedConfig { interval: 0, ..Default::default() };
+    // Job 2 reserves at 100 whatever: job 4 (ends at 1010) may not start.
+    assert_eq!(run(base, 0, 8), Vec::<u32>::new());
+    // Both waiting jobs younger than the minimum age: no reservation, job 4 starts.
+    let young = drover_sched::SchedConfig { min_age_reserve: 60, ..base };
+    let mut c = cluster(1, 2, 1000);
+    c.handle(Event::Configure(young));
+    c.handle(Event::Submitted(limited(1, 1, 100)));
+    c.schedule(0, &mut no_ids);
+    let mut w = limited(2, 2, 100);
+    w.queued = 5;
+    c.handle(Event::Submitted(w));
+    c.handle(Event::Submitted(limited(3, 1, 1000)));
+    assert_eq!(started(&c.schedule(10, &mut no_ids)), [3]);
+    // Once it is old enough it reserves again (and nothing else passes it).
+    c.handle(Event::Submitted(limited(4, 1, 1000)));
+    assert!(started(&c.schedule(70, &mut no_ids)).is_empty());
+    // bf_max_job_user=1: user 7's first waiting job gets a reservation, its second none.
+    let plans = |cfg: drover_sched::SchedConfig| {
+        let mut c = cluster(1, 2, 1000);
+        c.handle(Event::Configure(cfg));
+        c.handle(Event::Submitted(limited(1, 1, 100)));
+        c.schedule(0, &mut no_ids);
+        for id in [2, 3] {
+            let mut j = limited(id, 2, 100);
+            j.uid = 7;
+            c.handle(Event::Submitted(j));
+        }
+        let d = c.schedule(10, &mut no_ids);
+        (planned(&d, 2).is_some(), planned(&d, 3).is_some())
+    };
+    assert_eq!(plans(base), (true, true));
+    assert_eq!(plans(drover_sched::SchedConfig { max_job_user: 1, ..base }), (true, false));
 }

@@ -175,6 +175,8 @@ fn sched_job(id: u32, j: &TraceJob) -> SchedJob {
         time_limit: Some(limit),
         exclusive: false,
         hold: None,
+        uid: 0,
+        queued: 0,
         more: None,
     }
 }
