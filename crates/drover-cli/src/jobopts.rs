@@ -352,7 +352,8 @@ impl JobArgs {
         }
         if let Some(e) = &self.exclusive {
             match e.as_str() {
-                "" | "user" | "mcs" => spec.exclusive = true,
+                "" | "mcs" => spec.exclusive = true,
+                "user" => spec.exclusive_user = true,
                 other => return Err(format!("invalid exclusive option {other}")),
             }
         }

@@ -307,13 +307,7 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> Cow<'_, str> {
         'f' => s.constraint.clone().unwrap_or_else(|| "(null)".into()),
         'g' => group(j),
         'G' => s.gid.to_string(),
-        'h' => {
-            if s.exclusive {
-                "NO".into()
-            } else {
-                "OK".into()
-            }
-        }
+        'h' => drover_proto::jobinfo::oversubscribe(s).into(),
         'H' | 'I' | 'J' | 'X' => "*".into(),
         'j' => s.name.clone(),
         'k' => s.comment.clone().unwrap_or_else(|| "(null)".into()),

@@ -585,7 +585,7 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
     lines.extend([
         format!(
             "OverSubscribe={} Contiguous={} Licenses={} Network=(null)",
-            if s.exclusive { "NO" } else { "OK" },
+            drover_proto::jobinfo::oversubscribe(s),
             u8::from(s.contiguous),
             s.licenses.as_deref().unwrap_or("(null)")
         ),

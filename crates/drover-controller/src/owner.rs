@@ -384,6 +384,7 @@ impl Owner {
                             licenses: sj.more().licenses.clone(),
                             limits: sj.more().limits.clone(),
                             qos: sj.more().preempt.as_ref().map(|p| p.qos.clone()),
+                            user: (sj.uid, sj.more().exclusive_user),
                         });
                     }
                     // Agents get SlurmdTimeout to report in before their jobs are given up.
@@ -1123,6 +1124,7 @@ impl Owner {
                 preempt: None,
                 reservation: s.reservation.as_deref().map(intern),
                 switches: s.switches.map(|n| (n, status.eligible_time + i64::from(s.switch_wait.unwrap_or(0)))),
+                exclusive_user: s.exclusive_user,
                 contiguous: s.contiguous,
                 spread: s.spread_job,
                 use_min_nodes: s.use_min_nodes,

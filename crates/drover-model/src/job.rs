@@ -435,6 +435,9 @@ pub struct JobSpec {
     pub spread_job: bool,
     /// `--use-min-nodes`: of a node range (`-N 2-4`), the fewest nodes (else the most).
     pub use_min_nodes: bool,
+    /// `--exclusive=user`: its nodes run no other user's jobs while it runs (it does not take
+    /// them whole).
+    pub exclusive_user: bool,
 }
 
 /// Licenses as `-L` and `Licenses=` write them: `name[:count]` (or `name*count`), comma

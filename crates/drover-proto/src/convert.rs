@@ -69,6 +69,7 @@ pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
         contiguous: s.contiguous,
         spread_job: s.spread_job,
         use_min_nodes: s.use_min_nodes,
+        exclusive_user: s.exclusive_user,
     }
 }
 
@@ -156,6 +157,7 @@ pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
         contiguous: w.contiguous,
         spread_job: w.spread_job,
         use_min_nodes: w.use_min_nodes,
+        exclusive_user: w.exclusive_user,
     })
 }
 

@@ -19,6 +19,18 @@ pub fn qos(s: &v1::JobSpec) -> &str {
     s.qos.as_deref().unwrap_or("normal")
 }
 
+/// squeue's OVER_SUBSCRIBE and scontrol's `OverSubscribe=`: `NO` (`--exclusive`), `USER`
+/// (`--exclusive=user`) or `OK`.
+pub fn oversubscribe(s: &v1::JobSpec) -> &'static str {
+    if s.exclusive {
+        "NO"
+    } else if s.exclusive_user {
+        "USER"
+    } else {
+        "OK"
+    }
+}
+
 pub fn num_nodes(j: &v1::JobInfo) -> u32 {
     if !j.alloc.is_empty() {
         j.alloc.len() as u32

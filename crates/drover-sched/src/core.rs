@@ -30,6 +30,9 @@ pub struct NodeRes {
     used_cpus: u32,
     used_mem: u64,
     jobs: u32,
+    /// Users with jobs here (uid, jobs), and the user whose `--exclusive=user` jobs run here.
+    users: Vec<(u32, u32)>,
+    excl_user: Option<(u32, u32)>,
 }
 
 impl NodeRes {
@@ -48,6 +51,8 @@ impl NodeRes {
             used_cpus: 0,
             used_mem: 0,
             jobs: 0,
+            users: Vec::new(),
+            excl_user: None,
         }
     }
     /// The node's GRES (`Gres=` of slurm.conf).
@@ -165,6 +170,8 @@ pub struct SchedMore {
     pub reservation: Option<std::sync::Arc<str>>,
     /// `--switches=N@wait`: at most N leaf switches, until this moment (then any number).
     pub switches: Option<(u32, i64)>,
+    /// `--exclusive=user`: its nodes run no other user's jobs while it runs.
+    pub exclusive_user: bool,
     /// `--contiguous`, `--spread-job`, `--use-min-nodes`.
     pub contiguous: bool,
     pub spread: bool,
@@ -264,6 +271,7 @@ impl SchedJob {
             preempt: None,
             reservation: None,
             switches: None,
+            exclusive_user: false,
             contiguous: false,
             spread: false,
             use_min_nodes: false,
@@ -345,6 +353,8 @@ pub enum Event {
         limits: Vec<std::sync::Arc<str>>,
         /// Its QoS, where QoS preemption is on (it may be preempted by that QoS's betters).
         qos: Option<std::sync::Arc<str>>,
+        /// Its user, and whether it keeps other users off its nodes (`--exclusive=user`).
+        user: (u32, bool),
     },
     /// A running job is being preempted and will be gone by `end` (its grace time).
     Preempting {
@@ -469,6 +479,8 @@ pub struct Core {
     preempt_for: HashMap<JobId, JobId>,
     /// Advance reservations, each with its nodes' indices.
     resvs: Vec<(AdvanceResv, Vec<usize>)>,
+    /// Each running job's user and whether it ran `--exclusive=user`.
+    job_user: HashMap<JobId, (u32, bool)>,
     /// The switch tree, and per switch its level and its nodes' indices.
     topology: Option<drover_model::topology::Topology>,
     topo: Option<TopoIndex>,
@@ -564,6 +576,8 @@ impl Core {
                     n.schedulable = old.schedulable;
                     n.used_mem = old.used_mem;
                     n.jobs = old.jobs;
+                    n.users = old.users.clone();
+                    n.excl_user = old.excl_user;
                     n.gres.carry_over(&old.gres);
                     let mut used = vec![false; n.cpus as usize];
                     for (k, u) in old.used.iter().enumerate() {
@@ -645,7 +659,8 @@ impl Core {
                 // Reservations made around the old windows may now be wrong.
                 self.planned.clear();
             }
-            Event::Running { job, alloc, array, since, limit, licenses, limits, qos } => {
+            Event::Running { job, alloc, array, since, limit, licenses, limits, qos, user } => {
+                self.note_user(job, user, &alloc);
                 if let Some(q) = qos {
                     self.running_qos.insert(job, q);
                 }
@@ -701,6 +716,7 @@ impl Core {
                 self.planned.remove(&job);
                 self.shown.remove(&job);
                 if let Some(alloc) = self.running.remove(&job) {
+                    self.drop_user(job, &alloc);
                     self.give_back(&alloc);
                     if let Some((a, _)) = self.task_of.get(&job) {
                         if let Some(n) = self.array_running.get_mut(a) {
@@ -772,6 +788,51 @@ impl Core {
                 n.jobs += 1;
             }
         }
+    }
+
+    /// A job of `user` (and whether it is `--exclusive=user`) holds these nodes.
+    fn note_user(&mut self, job: JobId, user: (u32, bool), alloc: &Allocation) {
+        let (uid, excl) = user;
+        self.job_user.insert(job, user);
+        for na in &alloc.nodes {
+            let Some(&i) = self.node_idx.get(&na.node) else { continue };
+            let n = &mut self.nodes[i];
+            match n.users.iter_mut().find(|u| u.0 == uid) {
+                Some(u) => u.1 += 1,
+                None => n.users.push((uid, 1)),
+            }
+            if excl {
+                let e = n.excl_user.get_or_insert((uid, 0));
+                e.1 += 1;
+            }
+        }
+    }
+
+    fn drop_user(&mut self, job: JobId, alloc: &Allocation) {
+        let Some((uid, excl)) = self.job_user.remove(&job) else { return };
+        for na in &alloc.nodes {
+            let Some(&i) = self.node_idx.get(&na.node) else { continue };
+            let n = &mut self.nodes[i];
+            if let Some(u) = n.users.iter_mut().find(|u| u.0 == uid) {
+                u.1 -= 1;
+            }
+            n.users.retain(|u| u.1 > 0);
+            if excl {
+                if let Some(e) = n.excl_user.as_mut() {
+                    e.1 -= 1;
+                    if e.1 == 0 {
+                        n.excl_user = None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether `job` may share node `n` with who runs there: not beside another user's
+    /// `--exclusive=user` job, and, itself `--exclusive=user`, only beside its user's jobs.
+    fn user_ok(&self, job: &SchedJob, n: &NodeRes) -> bool {
+        n.excl_user.is_none_or(|(u, _)| u == job.uid)
+            && (!job.more().exclusive_user || n.users.iter().all(|&(u, _)| u == job.uid))
     }
 
     fn give_back(&mut self, alloc: &Allocation) {
@@ -1110,6 +1171,7 @@ impl Core {
             // An array's remainder starts as many tasks as fit, one at a time.
             while let Ok((alloc, limit)) = result {
                 self.take(&alloc);
+                let user = self.pending.get(&id).map_or((0, false), |(j, _)| (j.uid, j.more().exclusive_user));
                 let (licenses, limits, qos) = self
                     .pending
                     .get(&id)
@@ -1148,6 +1210,7 @@ impl Core {
                 }
                 self.take_licenses(job_id, &licenses);
                 self.limits.take(job_id, &limits, crate::limits::Usage::of(&alloc));
+                self.note_user(job_id, user, &alloc);
                 self.running.insert(job_id, alloc.clone());
                 if let Some(q) = qos {
                     self.running_qos.insert(job_id, q);
@@ -1660,6 +1723,9 @@ impl Core {
 
     /// Tasks of `job` that fit in `f`.
     fn capacity(&self, job: &SchedJob, n: &NodeRes, f: Free) -> u32 {
+        if !(n.users.is_empty() || self.user_ok(job, n)) {
+            return 0;
+        }
         let cpt = job.cpus_per_task.max(1);
         if job.exclusive {
             if !f.idle {

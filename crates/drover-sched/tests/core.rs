@@ -352,6 +352,7 @@ fn an_array_throttle_bounds_its_running_tasks() {
             licenses: Vec::new(),
             limits: Vec::new(),
             qos: None,
+            user: (0, false),
         });
     }
     assert_eq!(reason(&r.schedule(2, &mut no_ids), 1), Some(PendingReason::JobArrayTaskLimit));
@@ -1487,4 +1488,43 @@ fn young_jobs_and_a_users_surplus_get_no_reservation() {
     };
     assert_eq!(plans(base), (true, true));
     assert_eq!(plans(drover_sched::SchedConfig { max_job_user: 1, ..base }), (true, false));
+}
+
+#[test]
+fn exclusive_user_nodes_take_only_their_users_jobs() {
+    let mut c = cluster(2, 4, 1000);
+    // Alice's --exclusive=user job on node1 takes one core, not the node.
+    let mut a = job(1);
+    a.uid = 1001;
+    a.more_mut().exclusive_user = true;
+    a.more_mut().nodelist = vec!["node1".into()];
+    c.handle(Event::Submitted(a));
+    assert_eq!(nodes_of(&c.schedule(0, &mut no_ids), 1), ["node1"]);
+    // Bob's job keeps off node1 (best fit would have packed it there) ...
+    let mut b = job(2);
+    b.uid = 1002;
+    c.handle(Event::Submitted(b));
+    assert_eq!(nodes_of(&c.schedule(1, &mut no_ids), 2), ["node2"]);
+    // ... Alice's next job packs beside her first.
+    let mut a2 = job(3);
+    a2.uid = 1001;
+    c.handle(Event::Submitted(a2));
+    assert_eq!(nodes_of(&c.schedule(2, &mut no_ids), 3), ["node1"]);
+    // An --exclusive=user job of Carol finds no node without other users: it waits.
+    let mut k = job(4);
+    k.uid = 1003;
+    k.more_mut().exclusive_user = true;
+    c.handle(Event::Submitted(k));
+    assert!(started(&c.schedule(3, &mut no_ids)).is_empty());
+    // Bob's job ends: node2 is free of other users, Carol's job goes there.
+    c.handle(Event::Ended { job: 2, outcome: Outcome::Succeeded });
+    assert_eq!(nodes_of(&c.schedule(4, &mut no_ids), 4), ["node2"]);
+    // Alice's exclusive job ends; her other job still runs, and Bob may come back to node1
+    // only once no exclusive job of another user is there.
+    c.handle(Event::Ended { job: 1, outcome: Outcome::Succeeded });
+    let mut b2 = job(5);
+    b2.uid = 1002;
+    c.handle(Event::Submitted(b2));
+    assert_eq!(nodes_of(&c.schedule(5, &mut no_ids), 5), ["node1"]);
+    c.check_invariants().unwrap();
 }

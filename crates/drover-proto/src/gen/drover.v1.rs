@@ -143,6 +143,9 @@ pub struct JobSpec {
     pub spread_job: bool,
     #[prost(bool, tag = "61")]
     pub use_min_nodes: bool,
+    /// --exclusive=user: its nodes run no other user's jobs.
+    #[prost(bool, tag = "62")]
+    pub exclusive_user: bool,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SubmitRequest {
