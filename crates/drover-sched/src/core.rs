@@ -1517,15 +1517,7 @@ impl Core {
                     if within.is_some_and(|w| !w.nodes[i]) {
                         return Free { cpus: 0, mem: 0, gpus: 0, idle: false };
                     }
-                    let f = tl.free_over(i, now, end);
-                    let n = &self.nodes[i];
-                    Free {
-                        cpus: f.cpus.min(n.cpus - n.alloc_cpus()),
-                        mem: f.mem.min(n.mem_mb.saturating_sub(n.used_mem)),
-                        // Exact now: the GPUs of the type the job asks for that are free.
-                        gpus: f.gpus.min(self.gpus_free_for(job, n)),
-                        idle: f.idle && n.jobs == 0,
-                    }
+                    self.free_within(job, tl, i, now, end)
                 };
                 // A plain one-node job no smaller and no shorter than one that already found
                 // no room in this pass finds none either (room only shrinks within a pass).
@@ -2239,6 +2231,14 @@ impl Core {
             gpus: self.gpus_free_for(job, n),
             idle: n.jobs == 0,
         }
+    }
+
+    /// What node `i` has for `job` over `[from, to)`: what the timeline allows there, and
+    /// never more than the node has free now (GPUs exactly: those of the type it asks for).
+    pub(crate) fn free_within(&self, job: &SchedJob, tl: &Timeline, i: usize, from: i64, to: i64) -> Free {
+        let f = tl.free_over(i, from, to);
+        let n = self.free_now_on(job, i);
+        Free { cpus: f.cpus.min(n.cpus), mem: f.mem.min(n.mem), gpus: f.gpus.min(n.gpus), idle: f.idle && n.idle }
     }
 
     /// Placement as the pass tries it, inside a member's reservation where there is one.

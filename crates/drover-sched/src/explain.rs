@@ -3,7 +3,7 @@
 //! would let it start sooner where that is so (a shorter time limit that would backfill now).
 
 use crate::core::{Core, Hold};
-use crate::plan::{Free, FAR};
+use crate::plan::FAR;
 use drover_model::job::JobId;
 use drover_model::state::PendingReason;
 
@@ -140,32 +140,14 @@ impl Core {
             if let Some(n) = self.reserved_nodes(job, part, now, end).filter(|_| within.is_none()) {
                 b.push(Blocker::Reserved { partition: pname.to_string(), nodes: n });
             }
-            let over = |i: usize| {
-                let f = tl.free_over(i, now, end);
-                let n = self.free_now_on(job, i);
-                Free {
-                    cpus: f.cpus.min(n.cpus),
-                    mem: f.mem.min(n.mem),
-                    gpus: f.gpus.min(n.gpus),
-                    idle: f.idle && n.idle,
-                }
-            };
+            let over = |i: usize| self.free_within(job, &tl, i, now, end);
             if self.place_for_explain(job, part, &over, inside).is_err() {
                 b.push(Blocker::Backfill { partition: pname.to_string() });
                 // The longest limit that would start now on the room there is.
                 let top = limit.unwrap_or(FAR as u64);
                 let fits = |secs: u64| {
                     let e = now.saturating_add(secs as i64);
-                    let f = |i: usize| {
-                        let f = tl.free_over(i, now, e);
-                        let n = self.free_now_on(job, i);
-                        Free {
-                            cpus: f.cpus.min(n.cpus),
-                            mem: f.mem.min(n.mem),
-                            gpus: f.gpus.min(n.gpus),
-                            idle: f.idle && n.idle,
-                        }
-                    };
+                    let f = |i: usize| self.free_within(job, &tl, i, now, e);
                     self.place_for_explain(job, part, &f, inside).is_ok()
                 };
                 if fits(60) {
