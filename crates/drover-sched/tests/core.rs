@@ -1528,3 +1528,47 @@ fn exclusive_user_nodes_take_only_their_users_jobs() {
     assert_eq!(nodes_of(&c.schedule(5, &mut no_ids), 5), ["node1"]);
     c.check_invariants().unwrap();
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Random jobs of three users, some `--exclusive=user`: a node never runs another user's
+    /// job beside an exclusive-user job, and nothing is oversubscribed.
+    #[test]
+    fn exclusive_user_jobs_never_share_a_node_with_another_user(
+        ops in proptest::collection::vec((0u8..3, 1u32..4, 0u32..3, any::<bool>()), 1..60),
+    ) {
+        let mut c = cluster(3, 4, 1000);
+        let mut next = 1u32;
+        let mut running: Vec<u32> = Vec::new();
+        let mut owner: std::collections::HashMap<u32, (u32, bool)> = Default::default();
+        let mut on: std::collections::HashMap<u32, Vec<String>> = Default::default();
+        for (t, (op, tasks, uid, excl)) in ops.into_iter().enumerate() {
+            if op < 2 {
+                let mut j = job(next);
+                j.ntasks = tasks;
+                j.uid = 1000 + uid;
+                j.more_mut().exclusive_user = excl;
+                owner.insert(next, (1000 + uid, excl));
+                c.handle(Event::Submitted(j));
+                next += 1;
+            } else if let Some(id) = running.pop() {
+                c.handle(Event::Ended { job: id, outcome: Outcome::Succeeded });
+                on.remove(&id);
+            }
+            for d in c.schedule(t as i64, &mut no_ids) {
+                if let Decision::Start { job, alloc, .. } = d {
+                    running.push(job);
+                    on.insert(job, alloc.node_names());
+                }
+            }
+            c.check_invariants().map_err(TestCaseError::fail)?;
+            for node in ["node1", "node2", "node3"] {
+                let here: Vec<(u32, bool)> =
+                    on.iter().filter(|(_, ns)| ns.iter().any(|n| n == node)).map(|(j, _)| owner[j]).collect();
+                if let Some(&(u, _)) = here.iter().find(|(_, e)| *e) {
+                    prop_assert!(here.iter().all(|(v, _)| *v == u), "{} runs {:?}", node, here);
+                }
+            }
+        }
+    }
+}
