@@ -241,8 +241,10 @@ pub struct Owner {
     /// Jobs being preempted (QoS preemption): when their grace time is over, and what then
     /// becomes of them.
     preempting: BTreeMap<JobId, (i64, drover_model::conf::PreemptMode)>,
-    /// The advance reservations active at the last look (their nodes show `RESERVED`).
+    /// The advance reservations active at the last look (their nodes show `RESERVED`), and
+    /// as readers see them (rebuilt when they change, not on every publish).
     resv_active: Vec<String>,
+    resv_view: Arc<Vec<v1::ResvInfo>>,
 }
 
 /// User and group names by id, looked up once (NSS can be slow; ids rarely change names).
@@ -347,6 +349,7 @@ impl Owner {
             limit_keys: HashSet::new(),
             preempting: BTreeMap::new(),
             resv_active: Vec::new(),
+            resv_view: Arc::default(),
             fs: crate::fairshare::State {
                 usage: crate::fairshare::Usage::load(&usage_path),
                 path: usage_path,
@@ -843,17 +846,22 @@ impl Owner {
         let mut sj = Self::sched_job_from(j.id, &spec, &j.status, j.array.as_deref());
         self.add_singleton(&mut sj, &spec);
         self.apply_limits(&mut sj, &spec);
+        self.apply_tier(&mut sj, &spec);
         self.apply_preempt(&mut sj, &spec);
         sj
+    }
+
+    /// Partitions of a higher `PriorityTier` come first in the scheduler's queue, whatever
+    /// preempts: the tier rides above the priority in the queue's key.
+    fn apply_tier(&self, sj: &mut SchedJob, spec: &JobSpec) {
+        if let Some(p) = spec.partitions.first().and_then(|p| self.cfg.partition(p)) {
+            sj.priority |= u64::from(p.priority_tier.min(u32::from(u16::MAX))) << 32;
+        }
     }
 
     /// QoS preemption (`PreemptType=preempt/qos`): the job's QoS, and the QoS whose running
     /// jobs it may preempt (its QoS's `Preempt`, less those whose mode is off).
     fn apply_preempt(&self, sj: &mut SchedJob, spec: &JobSpec) {
-        // Partitions of a higher PriorityTier come first in the queue, whatever preempts.
-        if let Some(p) = spec.partitions.first().and_then(|p| self.cfg.partition(p)) {
-            sj.priority |= u64::from(p.priority_tier.min(u32::from(u16::MAX))) << 32;
-        }
         if self.cfg.preempt_partition {
             // Partition preemption (`preempt/partition_prio`): the job's class is its
             // partition; it may preempt those of a lower tier whose mode is not off.
@@ -1301,6 +1309,7 @@ impl Owner {
         let mut sj = Self::sched_job_from(id, &spec, &status, array.as_ref());
         self.add_singleton(&mut sj, &spec);
         self.apply_limits(&mut sj, &spec);
+        self.apply_tier(&mut sj, &spec);
         self.apply_preempt(&mut sj, &spec);
         if let (Some(r), Some(st)) = (sj.more().policy, self.acct_admin.as_deref()) {
             // A QoS with DenyOnLimit refuses, rather than holds, a job over its Max limits.
@@ -1418,7 +1427,7 @@ impl Owner {
         st.start_time = t;
         st.last_sched_eval = t;
         st.partition = intern(&alloc.partition);
-        st.time_limit = self.resv_cap(j.spec.unpack().reservation.as_deref(), time_limit, t);
+        st.time_limit = self.resv_cap(&j, time_limit, t);
         st.alloc = Some(Box::new(alloc.clone()));
         // A batch job runs its script on the first node; an allocation without one (salloc,
         // standalone srun) runs nothing until its holder starts steps in it.
@@ -3250,7 +3259,7 @@ impl Owner {
             configuring: self.ctld_prolog.clone(),
             shares: self.fs.rows.clone(),
             prio: self.fs.prio.clone(),
-            reservations: Arc::new(self.resv_infos()),
+            reservations: self.resv_view.clone(),
         };
         self.view.store(Arc::new(view));
         self.dirty = false;

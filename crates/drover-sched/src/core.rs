@@ -190,6 +190,10 @@ pub struct AdvanceResv {
     pub maint: bool,
 }
 
+/// What advance reservations leave of a partition: (maintenance covers it all, nodes left
+/// open, their cores).
+type ReservedLeft = (bool, u32, u64);
+
 /// Timeline ids of advance reservations' claims: from the top of the id space down, where
 /// no job id reaches.
 const ADVANCE_RESV_BASE: JobId = JobId::MAX;
@@ -300,12 +304,8 @@ impl SchedJob {
     pub fn wanted_nodes(&self) -> u32 {
         let m = self.more();
         let range = self.max_nodes.is_some_and(|x| x > self.min_nodes) && !m.use_min_nodes;
-        match (m.spread, range) {
-            (true, _) => self.ntasks.min(self.max_nodes.unwrap_or(u32::MAX)),
-            (false, true) => self.ntasks.min(self.max_nodes.unwrap_or(u32::MAX)),
-            _ => self.min_nodes,
-        }
-        .max(self.min_nodes)
+        let most = if m.spread || range { self.ntasks.min(self.max_nodes.unwrap_or(u32::MAX)) } else { 0 };
+        most.max(self.min_nodes)
     }
 
     /// The most leaf switches it may span at `t` (`--switches`, while its wait lasts).
@@ -453,6 +453,9 @@ pub struct Core {
     /// Plain one-node shapes that found no room now in this pass: (partition, cores, memory,
     /// end).
     no_room: std::cell::RefCell<Vec<(usize, u32, u64, i64)>>,
+    /// Per (partition, advance reservations met): whether maintenance covers the partition,
+    /// and its nodes and cores left open — within a pass.
+    reserved_left: std::cell::RefCell<HashMap<(usize, u64), ReservedLeft>>,
     /// Free cores now (in all, and the most on one node), cached within a pass.
     free_now: std::cell::Cell<Option<(u64, u32)>>,
     /// Reservations of waiting jobs, kept from pass to pass: a reservation only ever moves
@@ -1065,6 +1068,7 @@ impl Core {
         self.dep_wake.set(None);
         self.free_now.set(None);
         self.no_room.borrow_mut().clear();
+        self.reserved_left.borrow_mut().clear();
         let mut out = Vec::new();
         for id in std::mem::take(&mut self.held_due) {
             let Some((job, old)) = self.pending.get_mut(&id) else { continue };
@@ -2362,24 +2366,51 @@ impl Core {
     /// a maintenance reservation covers its partition, or the nodes it names or needs are
     /// reserved over the time it would run.
     fn reserved_reason(&self, job: &SchedJob, part: &PartitionRes, now: i64, end: i64) -> Option<PendingReason> {
-        let over: Vec<&(AdvanceResv, Vec<usize>)> =
-            self.resvs.iter().filter(|(r, _)| r.start < end && r.end > now).collect();
-        if over.is_empty() {
+        // Which reservations the job's run would meet, as a mask (the first 64; beyond, none
+        // is cached and the summary is worked out each time).
+        let mut mask = 0u64;
+        let mut any = false;
+        for (k, (r, _)) in self.resvs.iter().enumerate() {
+            if r.start < end && r.end > now {
+                any = true;
+                if k < 64 {
+                    mask |= 1 << k;
+                }
+            }
+        }
+        if !any {
             return None;
         }
-        let reserved = |name: &String| over.iter().any(|(r, _)| r.nodes.contains(name));
-        let maint = |name: &String| over.iter().any(|(r, _)| r.maint && r.nodes.contains(name));
-        if !part.nodes.is_empty() && part.nodes.iter().all(maint) {
+        let over = |r: &AdvanceResv| r.start < end && r.end > now;
+        let reserved = |name: &String| self.resvs.iter().any(|(r, _)| over(r) && r.nodes.contains(name));
+        // What the reservations leave of the partition: the same for every job of the pass
+        // that meets the same ones, so worked out once (it is on the pass's hot path).
+        let summary = || {
+            let maint = |name: &String| self.resvs.iter().any(|(r, _)| over(r) && r.maint && r.nodes.contains(name));
+            let all_maint = !part.nodes.is_empty() && part.nodes.iter().all(maint);
+            let open: Vec<&NodeRes> = part
+                .nodes
+                .iter()
+                .filter(|n| !reserved(n))
+                .filter_map(|n| self.node(n))
+                .filter(|n| n.schedulable)
+                .collect();
+            (all_maint, open.len() as u32, open.iter().map(|n| u64::from(n.cpus)).sum::<u64>())
+        };
+        let p = self.partitions.iter().position(|q| std::ptr::eq(q, part)).unwrap_or(usize::MAX);
+        let (all_maint, open_nodes, open_cpus) = if self.resvs.len() <= 64 {
+            *self.reserved_left.borrow_mut().entry((p, mask)).or_insert_with(summary)
+        } else {
+            summary()
+        };
+        if all_maint {
             return Some(PendingReason::ReqNodeNotAvailMaint);
         }
         if job.more().nodelist.iter().any(reserved) {
             return Some(PendingReason::ReqNodeNotAvailReserved);
         }
-        let open: Vec<&NodeRes> =
-            part.nodes.iter().filter(|n| !reserved(n)).filter_map(|n| self.node(n)).filter(|n| n.schedulable).collect();
-        let cpus: u64 = open.iter().map(|n| u64::from(n.cpus)).sum();
         let need = u64::from(job.ntasks) * u64::from(job.cpus_per_task.max(1));
-        (open.len() < job.min_nodes as usize || cpus < need).then_some(PendingReason::ReqNodeNotAvailReserved)
+        (open_nodes < job.min_nodes || open_cpus < need).then_some(PendingReason::ReqNodeNotAvailReserved)
     }
 
     /// Checks the core's bookkeeping; tests call it after every step.

@@ -5,13 +5,14 @@
 
 use super::{now, Owner};
 use crate::intern::intern;
-use crate::state::{HoldKind, Record};
+use crate::state::{HoldKind, Job, Record};
 use drover_model::hostlist::Hostlist;
 use drover_model::resv::{apply_list, parse_flags, Reservation, ResvFlag, UNLIMITED_SECS};
 use drover_model::state::JobState;
 use drover_proto::v1;
 use drover_proto::Caller;
 use drover_sched::{AdvanceResv, Event};
+use std::sync::Arc;
 use tonic::Status;
 
 /// A request's fields, by canonical key (the command resolved abbreviations and times).
@@ -49,7 +50,7 @@ impl Owner {
             "update" => self.resv_update(&f, t).map(|_| v1::ResvReply::default()),
             "delete" => {
                 let name = f.value("ReservationName").unwrap_or_default().to_string();
-                self.resv_delete(&name, t)?;
+                self.resv_delete(&name)?;
                 Ok(v1::ResvReply::default())
             }
             other => Err(invalid(&format!("unknown reservation action {other}"))),
@@ -267,7 +268,7 @@ impl Owner {
         }
     }
 
-    fn resv_delete(&mut self, name: &str, t: i64) -> Result<(), Status> {
+    fn resv_delete(&mut self, name: &str) -> Result<(), Status> {
         if !self.durable.resvs.contains_key(name) {
             return Err(invalid("Requested reservation is invalid"));
         }
@@ -280,14 +281,15 @@ impl Owner {
         if used {
             return Err(invalid("Requested reservation is in use"));
         }
-        self.resv_gone(name, t);
+        self.resv_gone(name);
+        self.resvs_changed();
         Ok(())
     }
 
     /// A reservation that ended or was deleted: its waiting jobs are held
     /// (`ReservationDeleted`, releasable by their users) unless it said
     /// `NO_HOLD_JOBS_AFTER_END`, in which case they wait for anything else.
-    fn resv_gone(&mut self, name: &str, _t: i64) {
+    fn resv_gone(&mut self, name: &str) {
         let hold = !self.durable.resvs.get(name).is_some_and(|r| r.has(ResvFlag::NoHoldJobsAfterEnd));
         let members: Vec<_> = self
             .durable
@@ -307,7 +309,6 @@ impl Owner {
             self.record(Record::Update { id: j.id, spec, status });
             self.core.handle(Event::Updated(self.sched_job(&self.durable.jobs[&j.id])));
         }
-        self.resvs_changed();
     }
 
     /// Tells the scheduler and the node states what the reservations are now.
@@ -326,6 +327,7 @@ impl Owner {
             .collect();
         self.core.handle(Event::ReservationsDefined(list));
         self.resv_active = self.active_resvs(now());
+        self.resv_view = Arc::new(self.resv_infos());
         let names: Vec<String> = self.cfg.nodes.iter().map(|n| n.name.clone()).collect();
         for n in names {
             self.refresh_node(&n);
@@ -340,6 +342,9 @@ impl Owner {
     /// Once a second: windows that closed move on (repeating ones) or end; windows that
     /// opened or closed change their nodes' states.
     pub(super) fn resv_tick(&mut self, t: i64) {
+        if self.durable.resvs.values().next().is_none() && self.resv_active.is_empty() {
+            return;
+        }
         let ended: Vec<Reservation> = self.durable.resvs.values().filter(|r| r.end <= t).cloned().collect();
         for r in &ended {
             let weekday = |s: i64| {
@@ -360,7 +365,7 @@ impl Owner {
             if next.is_some() {
                 self.record(Record::ResvSet { resv: moved, seq: 0 });
             } else {
-                self.resv_gone(&r.name, t);
+                self.resv_gone(&r.name);
             }
         }
         if !ended.is_empty() || self.active_resvs(t) != self.resv_active {
@@ -370,8 +375,13 @@ impl Owner {
 
     /// A member of a reservation runs until the reservation's end at most (Slurm ends it
     /// then; `ResvOverRun=0`): the limit it starts with is cut to that.
-    pub(super) fn resv_cap(&self, spec_resv: Option<&str>, limit: Option<u64>, t: i64) -> Option<u64> {
-        let Some(r) = spec_resv.and_then(|n| self.durable.resvs.get(n)) else { return limit };
+    pub(super) fn resv_cap(&self, job: &Job, limit: Option<u64>, t: i64) -> Option<u64> {
+        if self.durable.resvs.values().next().is_none() {
+            // No reservation: no need to unpack the request of every job that starts.
+            return limit;
+        }
+        let name = job.spec.unpack().reservation;
+        let Some(r) = name.and_then(|n| self.durable.resvs.get(&n)) else { return limit };
         let left = (r.end - t).max(1) as u64;
         Some(limit.map_or(left, |l| l.min(left)))
     }
@@ -398,7 +408,7 @@ impl Owner {
     }
 
     /// The reservations as `scontrol show reservation` shows them, by name.
-    pub(super) fn resv_infos(&self) -> Vec<v1::ResvInfo> {
+    fn resv_infos(&self) -> Vec<v1::ResvInfo> {
         self.durable
             .resvs
             .values()
