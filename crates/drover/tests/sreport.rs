@@ -26,10 +26,17 @@ fn days() -> [jiff::Zoned; 3] {
 /// The capture's dates (2026-12-01, -02, -03) as the test's days.
 fn redate(s: &str) -> String {
     let d = days();
-    let mut out = s.to_string();
-    for (k, day) in ["2026-12-01", "2026-12-02", "2026-12-03"].iter().enumerate() {
-        out = out.replace(day, &d[k].strftime("%Y-%m-%d").to_string());
+    // In one pass: a date replaced is never read again (on 2026-12-04 the capture's
+    // 12-01 becomes 12-02, which a second pass would move on to 12-03).
+    let dates = ["2026-12-01", "2026-12-02", "2026-12-03"];
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some((at, k)) = dates.iter().enumerate().filter_map(|(k, day)| rest.find(day).map(|at| (at, k))).min() {
+        out.push_str(&rest[..at]);
+        out.push_str(&d[k].strftime("%Y-%m-%d").to_string());
+        rest = &rest[at + dates[k].len()..];
     }
+    out.push_str(rest);
     out
 }
 
