@@ -1,5 +1,6 @@
 //! One full scheduling pass (priority order, backfill plan, placement) on a large queue:
-//! `cargo bench -p drover-sched --bench pass [-- --quick | --medium]`. Prints the median of several passes, each on a
+//! `cargo bench -p drover-sched --bench pass [-- --quick | --medium]` (`POLICY=` one policy, `RUNS=`
+//! passes, `DEPTH=` bf_max_job_test). Prints the median of several passes, each on a
 //! fresh copy of the same state (a busy cluster with every pending job marked changed).
 //!
 //! Targets (issue 3): 10,000 pending on 1,000 nodes <= 10 ms; 100,000 on 10,000 nodes <= 200 ms.
@@ -77,9 +78,15 @@ fn main() {
         &[(1_000, 10_000, "<= 10"), (10_000, 100_000, "<= 200")]
     };
     for &(nodes, pending, target) in sizes {
+        // POLICY=fcfs|easy|conservative runs one; RUNS=N times it N times (for a profiler).
+        let only = std::env::var("POLICY").ok().and_then(|p| Policy::parse(&p));
         for policy in [Policy::Fcfs, Policy::Easy, Policy::Conservative] {
+            if only.is_some_and(|o| o != policy) {
+                continue;
+            }
             let base = state(nodes, pending, policy);
-            let runs = if nodes >= 10_000 { 3 } else { 7 };
+            let runs = std::env::var("RUNS").ok().and_then(|r| r.parse().ok());
+            let runs = runs.unwrap_or(if nodes >= 10_000 { 3 } else { 7 });
             let mut ms = Vec::new();
             let mut started = 0;
             for _ in 0..runs {

@@ -7,7 +7,11 @@ use drover_model::array::TaskSet;
 use drover_model::duration::TimeLimit;
 use drover_model::job::{Constraint, Dependencies, Dependency, DependencyKind, JobId};
 use drover_model::state::PendingReason;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The core's hash maps: a fast hasher with a fixed seed (job ids are not adversarial, and
+/// iteration order is the same on every run).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
 
 /// A node as the scheduler sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -416,6 +420,40 @@ pub enum SubmitCheck {
     PartitionLimit(PendingReason),
 }
 
+/// What a plain job asks for (no node, feature, GRES or exclusivity request, a fixed node
+/// count), for the pass's memo of shapes that found no room.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Shape {
+    part: usize,
+    nodes: u32,
+    tasks: u32,
+    cpt: u32,
+    mem_node: u64,
+    mem_cpu: u64,
+    end: i64,
+    /// The asking user, where some node is held by an `--exclusive=user` job.
+    user: Option<u32>,
+}
+
+impl Shape {
+    /// Whether a job of this shape can fit nowhere `o`'s did not: it asks for as much or
+    /// more of everything, for as long or longer, on as many nodes.
+    fn no_easier_than(&self, o: &Shape) -> bool {
+        let more = if self.nodes == 1 {
+            // On one node only the totals count.
+            let (c, oc) = (self.tasks * self.cpt, o.tasks * o.cpt);
+            c >= oc && self.mem_node.max(self.mem_cpu * u64::from(c)) >= o.mem_node.max(o.mem_cpu * u64::from(oc))
+        } else {
+            self.tasks >= o.tasks && self.cpt >= o.cpt && self.mem_node >= o.mem_node && self.mem_cpu >= o.mem_cpu
+        };
+        self.part == o.part
+            && self.nodes == o.nodes
+            && self.end >= o.end
+            && more
+            && (o.user.is_none() || o.user == self.user)
+    }
+}
+
 #[derive(Default, Clone)]
 pub struct Core {
     nodes: Vec<NodeRes>,
@@ -450,9 +488,14 @@ pub struct Core {
     next_plan: i64,
     /// Per partition (same order as `partitions`): its node indices in placement order.
     part_nodes: Vec<Vec<usize>>,
-    /// Plain one-node shapes that found no room now in this pass: (partition, cores, memory,
-    /// end).
-    no_room: std::cell::RefCell<Vec<(usize, u32, u64, i64)>>,
+    /// Shapes of plain jobs that found no room now in this pass.
+    no_room: std::cell::RefCell<Vec<Shape>>,
+    /// Scratch for `reserve`: each node's first fit for the job at hand.
+    first_fit_at: std::cell::RefCell<Vec<i64>>,
+    /// Nodes where an `--exclusive=user` job runs (other users' jobs may not share them).
+    excl_user_nodes: usize,
+    /// Tests: every job placed in full (no memo of shapes that found no room).
+    no_memo: bool,
     /// Per (partition, advance reservations met): whether maintenance covers the partition,
     /// and its nodes and cores left open — within a pass.
     reserved_left: std::cell::RefCell<HashMap<(usize, u64), ReservedLeft>>,
@@ -805,6 +848,9 @@ impl Core {
                 None => n.users.push((uid, 1)),
             }
             if excl {
+                if n.excl_user.is_none() {
+                    self.excl_user_nodes += 1;
+                }
                 let e = n.excl_user.get_or_insert((uid, 0));
                 e.1 += 1;
             }
@@ -825,6 +871,7 @@ impl Core {
                     e.1 -= 1;
                     if e.1 == 0 {
                         n.excl_user = None;
+                        self.excl_user_nodes -= 1;
                     }
                 }
             }
@@ -1124,9 +1171,9 @@ impl Core {
         for r in kept {
             tl.add(r.clone());
         }
-        let mut planned: HashMap<JobId, Reservation> = HashMap::new();
+        let mut planned: HashMap<JobId, Reservation> = HashMap::default();
         // bf_max_job_user: reservations made per user in this pass.
-        let mut per_user: HashMap<u32, usize> = HashMap::new();
+        let mut per_user: HashMap<u32, usize> = HashMap::default();
         let order: Vec<JobId> = self.queue.iter().map(|(_, id)| *id).collect();
         for id in order {
             let Some((job, old_reason)) = self.pending.get(&id) else {
@@ -1147,7 +1194,11 @@ impl Core {
                 self.wake_at = Some(self.wake_at.map_or(until, |w| w.min(until)));
             }
             // Its own reservation is what it may use; the others it must not delay.
-            tl.remove(id);
+            // Room given back (this reservation may be made again elsewhere, or not at all):
+            // what found no room before may find some now.
+            if tl.remove(id) {
+                self.no_room.borrow_mut().clear();
+            }
             // A member of an advance reservation runs on its nodes, inside its window.
             let within = match self.within(job, now) {
                 Ok(w) => w,
@@ -1167,7 +1218,9 @@ impl Core {
                 }
             };
             if let Some((k, _)) = &within {
-                tl.remove(ADVANCE_RESV_BASE - *k as JobId);
+                if tl.remove(ADVANCE_RESV_BASE - *k as JobId) {
+                    self.no_room.borrow_mut().clear();
+                }
             }
             let inside = within.as_ref().map(|(_, w)| w);
             let how = Eval { strict: depth == 0, reserved: old.contains_key(&id), within: inside };
@@ -1301,7 +1354,7 @@ impl Core {
         // Report expected starts within bf_window (Slurm shows N/A beyond it); wake up
         // when a reservation further out comes within it.
         let horizon = now.saturating_add(self.config.window);
-        let mut shown: HashMap<JobId, (i64, Vec<String>)> = HashMap::new();
+        let mut shown: HashMap<JobId, (i64, Vec<String>)> = HashMap::default();
         let mut ids: Vec<JobId> = planned.keys().copied().collect();
         ids.sort_unstable();
         for id in ids {
@@ -1421,7 +1474,7 @@ impl Core {
 
     /// Whether `job` would fit now if `victims` were gone.
     fn fits_without(&self, job: &SchedJob, victims: &[JobId]) -> bool {
-        let mut freed: HashMap<usize, (Res, u32)> = HashMap::new();
+        let mut freed: HashMap<usize, (Res, u32)> = HashMap::default();
         for v in victims {
             for na in self.running.get(v).map(|a| a.nodes.as_slice()).unwrap_or_default() {
                 if let Some(&i) = self.node_idx.get(&na.node) {
@@ -1517,28 +1570,38 @@ impl Core {
                 }
             } else {
                 // What the timeline allows, and never more than the node has free now.
+                let cpt = job.cpus_per_task.max(1);
                 let free = |i: usize| {
+                    const NONE: Free = Free { cpus: 0, mem: 0, gpus: 0, idle: false };
                     if within.is_some_and(|w| !w.nodes[i]) {
-                        return Free { cpus: 0, mem: 0, gpus: 0, idle: false };
+                        return NONE;
+                    }
+                    // A node that cannot hold one task now has no room whatever the timeline
+                    // says (on a busy cluster, most nodes: the timeline is not asked).
+                    let n = &self.nodes[i];
+                    if (job.exclusive && n.jobs > 0) || (!job.exclusive && n.cpus - n.alloc_cpus() < cpt) {
+                        return NONE;
                     }
                     self.free_within(job, tl, i, now, end)
                 };
-                // A plain one-node job no smaller and no shorter than one that already found
-                // no room in this pass finds none either (room only shrinks within a pass).
-                // (Not for a job with a reservation: the room it reserved was held against the others.)
-                let shape = self.plain_shape(job, part).filter(|_| !reserved && within.is_none());
-                let dominated = shape.is_some_and(|(p, c, m)| {
-                    self.no_room.borrow().iter().any(|&(fp, fc, fm, fd)| fp == p && c >= fc && m >= fm && end >= fd)
-                });
+                // A plain job no easier to place than one that already found no room in this
+                // pass finds none either (room only shrinks within a pass). (Not for a job with
+                // a reservation: the room it reserved was held against the others.)
+                let shape = self.plain_shape(job, part, end).filter(|_| !reserved && within.is_none() && !self.no_memo);
+                let dominated =
+                    shape.as_ref().is_some_and(|sh| self.no_room.borrow().iter().any(|o| sh.no_easier_than(o)));
                 let placed = if dominated {
                     Err(PendingReason::Resources)
                 } else {
                     self.place(job, part, &free, job.switch_limit(now))
                 };
-                if let (Err(PendingReason::Resources), Some((p, c, m)), false) = (&placed, shape, dominated) {
+                if let (Err(PendingReason::Resources), Some(sh), false) = (&placed, shape, dominated) {
+                    // The least shapes that found no room: one that this one is no easier
+                    // than says more than this one would.
                     let mut nr = self.no_room.borrow_mut();
-                    if nr.len() < 32 {
-                        nr.push((p, c, m, end));
+                    nr.retain(|o| !o.no_easier_than(&sh));
+                    if nr.len() < 64 {
+                        nr.push(sh);
                     }
                 }
                 match placed {
@@ -1579,7 +1642,12 @@ impl Core {
             let d = job.effective_limit(part).map_or(i64::MAX, |l| l as i64);
             // Each node's earliest moment for its least share of the job (all of it for a
             // one-node job) bounds when the job can start: only later release times are tried.
-            let Some((lower, single)) = self.earliest_bound(job, part, now, d, tl) else { continue };
+            let mut first = std::mem::take(&mut *self.first_fit_at.borrow_mut());
+            let bound = self.earliest_bound(job, part, now, d, tl, &mut first);
+            let Some((lower, single)) = bound else {
+                *self.first_fit_at.borrow_mut() = first;
+                continue;
+            };
             let mut times = tl.release_times(now);
             times.retain(|&t| t >= lower);
             if single {
@@ -1588,43 +1656,67 @@ impl Core {
             }
             let cpt = u64::from(job.cpus_per_task.max(1));
             let need = u64::from(job.ntasks) * cpt;
-            let order = self
-                .partitions
-                .iter()
-                .position(|p| std::ptr::eq(p, part))
-                .and_then(|k| self.part_nodes.get(k))
-                .map_or(&[][..], |v| v.as_slice());
+            let order = self.part_order(part);
             for t in times {
                 if best.as_ref().is_some_and(|b| b.start <= t) {
                     break;
                 }
-                // Cheap first: enough cores free at that moment in the partition at all.
+                // Cheap first: enough cores free at that moment in the partition at all, on
+                // the nodes that could hold a share of it by then.
                 if !job.exclusive && !single {
-                    let at: u64 = order.iter().map(|&i| u64::from(tl.free_at(i, t).cpus)).sum();
+                    let at: u64 =
+                        order.iter().filter(|&&i| first[i] <= t).map(|&i| u64::from(tl.free_at(i, t).cpus)).sum();
                     if at < need {
                         continue;
                     }
                 }
-                let free = |i: usize| tl.free_over(i, t, t.saturating_add(d));
+                // A node holds no share of the job before its first fit (the timeline is not asked).
+                let free = |i: usize| {
+                    if first[i] > t {
+                        return Free { cpus: 0, mem: 0, gpus: 0, idle: false };
+                    }
+                    tl.free_over(i, t, t.saturating_add(d))
+                };
                 if let Ok(picks) = self.place(job, part, &free, job.switch_limit(t)) {
                     let claims = picks.iter().map(|&(i, tasks)| (i, self.claim(job, i, tasks))).collect();
                     best = Some(Reservation { job: job.id, start: t, end: t.saturating_add(d), claims });
                     break;
                 }
             }
+            *self.first_fit_at.borrow_mut() = first;
         }
         best
     }
 
-    /// A one-node job with no node, feature or exclusivity request: (partition, cores, memory).
-    fn plain_shape(&self, job: &SchedJob, part: &PartitionRes) -> Option<(usize, u32, u64)> {
-        if job.more.is_some() || job.exclusive || job.max_nodes != Some(1) {
+    /// The partition's node indices in placement order (`part` is one of `self.partitions`).
+    fn part_order(&self, part: &PartitionRes) -> &[usize] {
+        self.partitions
+            .iter()
+            .position(|p| std::ptr::eq(p, part))
+            .and_then(|k| self.part_nodes.get(k))
+            .map_or(&[][..], |v| v.as_slice())
+    }
+
+    /// The shape of a job on a fixed number of nodes with no node, feature, GRES or
+    /// exclusivity request, ending at `end` if it started now.
+    fn plain_shape(&self, job: &SchedJob, part: &PartitionRes, end: i64) -> Option<Shape> {
+        let nodes = job.min_nodes.max(1);
+        if job.more.is_some() || job.exclusive || job.max_nodes != Some(nodes) {
             return None;
         }
-        let p = self.partitions.iter().position(|q| std::ptr::eq(q, part))?;
-        let cpus = job.ntasks * job.cpus_per_task.max(1);
-        let mem = job.mem_per_node_mb.unwrap_or(0).max(job.mem_per_cpu_mb.unwrap_or(0) * u64::from(cpus));
-        Some((p, cpus, mem))
+        let part = self.partitions.iter().position(|q| std::ptr::eq(q, part))?;
+        let cpt = job.cpus_per_task.max(1);
+        Some(Shape {
+            part,
+            nodes,
+            tasks: job.ntasks,
+            cpt,
+            mem_node: job.mem_per_node_mb.unwrap_or(0),
+            mem_cpu: job.mem_per_cpu_mb.unwrap_or(0),
+            end,
+            // Beside another user's `--exclusive=user` job, room depends on who asks.
+            user: (self.excl_user_nodes > 0).then_some(job.uid),
+        })
     }
 
     /// Whether the job needs more cores than the cluster has free now (in all, or on one
@@ -1646,7 +1738,9 @@ impl Core {
     }
 
     /// The earliest `job` could start in `part` by its nodes' free-space profiles (each node
-    /// asked for its least share), and whether that bound is exact (a one-node job).
+    /// asked for its least share), and whether that bound is exact (a one-node job). `first`
+    /// gets, by node index, the moment each node could first hold that share (`i64::MAX`:
+    /// never, or not a node for this job); no start before it fits there.
     fn earliest_bound(
         &self,
         job: &SchedJob,
@@ -1654,14 +1748,16 @@ impl Core {
         now: i64,
         d: i64,
         tl: &Timeline,
+        first: &mut Vec<i64>,
     ) -> Option<(i64, bool)> {
+        first.clear();
+        first.resize(self.nodes.len(), i64::MAX);
         let cpt = job.cpus_per_task.max(1);
         let single = job.max_nodes == Some(1) && job.more().nodelist.len() <= 1;
         let tasks = if single { job.ntasks } else { job.more().ntasks_per_node.unwrap_or(1) };
         let k = job.min_nodes.max(job.more().nodelist.len() as u32).max(1) as usize;
         let mut starts: Vec<i64> = Vec::new();
-        for name in &part.nodes {
-            let Some(&i) = self.node_idx.get(name) else { continue };
+        for &i in self.part_order(part) {
             let n = &self.nodes[i];
             if !n.schedulable
                 || job.more().exclude.contains(&n.name)
@@ -1681,6 +1777,7 @@ impl Core {
             }
             if let Some(t) = tl.earliest(i, now, Free { cpus, mem, gpus, idle: job.exclusive }, d) {
                 starts.push(t);
+                first[i] = t;
             }
         }
         if starts.len() < k {
@@ -1775,12 +1872,7 @@ impl Core {
         free: &dyn Fn(usize) -> Free,
         max_leaves: Option<u32>,
     ) -> Result<Vec<(usize, u32)>, PendingReason> {
-        let order = self
-            .partitions
-            .iter()
-            .position(|p| std::ptr::eq(p, part))
-            .and_then(|k| self.part_nodes.get(k))
-            .map_or(&[][..], |v| v.as_slice());
+        let order = self.part_order(part);
         let more = job.more.as_deref();
         let cands: Vec<usize> = match more {
             // The common request: the partition's nodes as they are.
@@ -1855,13 +1947,23 @@ impl Core {
         match self.pick(job, cands, k_min, k_max, free) {
             Err(true) if (k_max as usize) < cands.len() => {
                 // First fit ran out of nodes before tasks: with a node limit, the nodes with
-                // the most room go first (required ones still before all).
-                let mut by_room: Vec<(usize, u32)> =
-                    cands.iter().map(|&i| (i, self.capacity(job, &self.nodes[i], free(i)))).collect();
-                by_room.sort_by_key(|&(i, cap)| {
-                    (!job.more().nodelist.contains(&self.nodes[i].name), std::cmp::Reverse(cap))
-                });
-                let cands: Vec<usize> = by_room.into_iter().map(|(i, _)| i).collect();
+                // the most room go first (required ones still before all, ties in preference
+                // order). Only the first k_max can be taken, so only they are ordered.
+                let mut by_room: Vec<(bool, std::cmp::Reverse<u32>, usize)> = cands
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &i)| {
+                        let required = job.more().nodelist.contains(&self.nodes[i].name);
+                        (!required, std::cmp::Reverse(self.capacity(job, &self.nodes[i], free(i))), k)
+                    })
+                    .collect();
+                let keep = (k_max as usize).min(by_room.len());
+                if keep < by_room.len() {
+                    by_room.select_nth_unstable(keep);
+                    by_room.truncate(keep);
+                }
+                by_room.sort_unstable();
+                let cands: Vec<usize> = by_room.into_iter().map(|(.., k)| cands[k]).collect();
                 self.pick(job, &cands, k_min, k_max, free).map_err(|_| PendingReason::Resources)
             }
             r => r.map_err(|_| PendingReason::Resources),
@@ -2414,9 +2516,20 @@ impl Core {
     }
 
     /// Checks the core's bookkeeping; tests call it after every step.
+    /// For tests: place every job in full, as if no shape had found no room before it
+    /// (decisions must not change).
+    #[doc(hidden)]
+    pub fn without_memo(&mut self) {
+        self.no_memo = true;
+    }
+
     pub fn check_invariants(&self) -> Result<(), String> {
-        let mut cpu_owner: HashMap<(String, u32), JobId> = HashMap::new();
-        let mut mem: HashMap<String, u64> = HashMap::new();
+        let excl = self.nodes.iter().filter(|n| n.excl_user.is_some()).count();
+        if excl != self.excl_user_nodes {
+            return Err(format!("{excl} nodes hold --exclusive=user jobs, counted {}", self.excl_user_nodes));
+        }
+        let mut cpu_owner: HashMap<(String, u32), JobId> = HashMap::default();
+        let mut mem: HashMap<String, u64> = HashMap::default();
         for (job, alloc) in &self.running {
             for na in &alloc.nodes {
                 for &c in &na.cpu_ids {
@@ -2451,7 +2564,7 @@ impl Core {
                 }
             }
         }
-        let mut dev_owner: HashMap<(String, String, u32), JobId> = HashMap::new();
+        let mut dev_owner: HashMap<(String, String, u32), JobId> = HashMap::default();
         for (job, alloc) in &self.running {
             for na in &alloc.nodes {
                 for g in &na.gres {

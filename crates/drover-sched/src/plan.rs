@@ -119,6 +119,8 @@ pub struct Timeline {
     node_resv: Vec<Vec<NodeClaim>>,
     /// Ends of running jobs, sorted (built on first use).
     ends: std::cell::OnceCell<Vec<i64>>,
+    /// The jobs with a reservation, and how many each has (most jobs a pass looks at have none).
+    resv_jobs: std::collections::BTreeMap<JobId, u32>,
     /// Ends of reservations, counted.
     resv_ends: std::collections::BTreeMap<i64, u32>,
     /// Per node, what it has free as a step function of time: (from, free), built on first
@@ -135,6 +137,7 @@ impl Timeline {
             total,
             releases,
             resv: Vec::new(),
+            resv_jobs: std::collections::BTreeMap::new(),
             node_resv,
             ends: std::cell::OnceCell::new(),
             resv_ends: std::collections::BTreeMap::new(),
@@ -151,12 +154,20 @@ impl Timeline {
             self.dirty(i);
         }
         *self.resv_ends.entry(r.end).or_default() += 1;
+        *self.resv_jobs.entry(r.job).or_default() += 1;
         self.resv.push(r);
     }
 
-    /// Drops `job`'s reservation.
-    pub fn remove(&mut self, job: JobId) {
-        let Some(k) = self.resv.iter().position(|r| r.job == job) else { return };
+    /// Drops `job`'s reservation; whether it had one.
+    pub fn remove(&mut self, job: JobId) -> bool {
+        match self.resv_jobs.get_mut(&job) {
+            None => return false,
+            Some(1) => {
+                self.resv_jobs.remove(&job);
+            }
+            Some(n) => *n -= 1,
+        }
+        let Some(k) = self.resv.iter().position(|r| r.job == job) else { return false };
         let r = self.resv.swap_remove(k);
         if let Some(n) = self.resv_ends.get_mut(&r.end) {
             *n -= 1;
@@ -170,6 +181,7 @@ impl Timeline {
             }
             self.dirty(i);
         }
+        true
     }
 
     pub fn reservations(&self) -> &[Reservation] {

@@ -1529,6 +1529,80 @@ fn exclusive_user_nodes_take_only_their_users_jobs() {
     c.check_invariants().unwrap();
 }
 
+#[test]
+fn a_job_that_found_no_room_speaks_only_for_its_own_user_beside_an_exclusive_user_job() {
+    let mut c = with_policy(cluster(2, 4, 1000), drover_sched::Policy::Conservative);
+    // Alice's --exclusive=user job holds one core of node1; Bob's job fills node2.
+    let mut a = limited(1, 1, 1000);
+    a.uid = 1001;
+    a.more_mut().exclusive_user = true;
+    a.more_mut().nodelist = vec!["node1".into()];
+    c.handle(Event::Submitted(a));
+    let mut b = limited(2, 4, 100);
+    b.uid = 1002;
+    c.handle(Event::Submitted(b));
+    let d = c.schedule(0, &mut no_ids);
+    assert_eq!((nodes_of(&d, 1), nodes_of(&d, 2)), (vec!["node1".to_string()], vec!["node2".to_string()]));
+    // Bob's one-core job finds no room now; Alice's larger one still fits beside her first:
+    // Bob's failure says nothing of where Alice may go.
+    let mut b2 = limited(3, 1, 100);
+    b2.uid = 1002;
+    b2.max_nodes = Some(1);
+    let mut a2 = limited(4, 2, 100);
+    a2.uid = 1001;
+    a2.max_nodes = Some(1);
+    c.handle(Event::Submitted(b2));
+    c.handle(Event::Submitted(a2));
+    let d = c.schedule(1, &mut no_ids);
+    assert_eq!(reason(&d, 3), Some(PendingReason::Resources));
+    assert_eq!(nodes_of(&d, 4), ["node1"]);
+    c.check_invariants().unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// The pass's memo of shapes that found no room never changes a decision: random plain
+    /// jobs of several sizes, lengths and users (beside `--exclusive=user` ones), scheduled
+    /// with and without it, decide the same.
+    #[test]
+    fn the_no_room_memo_never_changes_a_decision(
+        ops in proptest::collection::vec((0u8..4, 1u32..3, 1u32..6, 1u64..4, 0u32..2, 0u8..5), 1..50),
+        policy in prop_oneof![Just(drover_sched::Policy::Conservative), Just(drover_sched::Policy::Easy), Just(drover_sched::Policy::Fcfs)],
+    ) {
+        let mut c = with_policy(cluster(3, 4, 1000), policy);
+        let mut plain = c.clone();
+        plain.without_memo();
+        let mut next = 1u32;
+        let mut running: Vec<u32> = Vec::new();
+        for (t, (op, nodes, tasks, hours, uid, kind)) in ops.into_iter().enumerate() {
+            if op < 3 {
+                let mut j = limited(next, tasks.max(nodes), hours * 3600);
+                j.min_nodes = nodes;
+                j.max_nodes = Some(nodes);
+                j.uid = 1000 + uid;
+                match kind {
+                    0 => j.more_mut().exclusive_user = true,
+                    1 => j.mem_per_cpu_mb = Some(200),
+                    2 => j.cpus_per_task = 2,
+                    _ => {}
+                }
+                c.handle(Event::Submitted(j.clone()));
+                plain.handle(Event::Submitted(j));
+                next += 1;
+            } else if !running.is_empty() {
+                let id = running.remove(t % running.len());
+                c.handle(Event::Ended { job: id, outcome: Outcome::Succeeded });
+                plain.handle(Event::Ended { job: id, outcome: Outcome::Succeeded });
+            }
+            let now = t as i64 * 600;
+            let d = c.schedule(now, &mut no_ids);
+            prop_assert_eq!(&d, &plain.schedule(now, &mut no_ids));
+            running.extend(started(&d));
+            c.check_invariants().map_err(TestCaseError::fail)?;
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
     /// Random jobs of three users, some `--exclusive=user`: a node never runs another user's
