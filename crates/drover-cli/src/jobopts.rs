@@ -105,6 +105,8 @@ pub struct JobArgs {
     pub priority: Option<String>,
     #[arg(long = "switches")]
     pub switches: Option<String>,
+    #[arg(long = "segment")]
+    pub segment: Option<String>,
     #[arg(short = 'I', long = "immediate", num_args = 0..=1, default_missing_value = "0", require_equals = true)]
     pub immediate: Option<String>,
     #[arg(long = "array", short = 'a')]
@@ -431,6 +433,9 @@ impl JobArgs {
         spec.contiguous = self.contiguous;
         spec.spread_job = self.spread_job;
         spec.use_min_nodes = self.use_min_nodes;
+        if let Some(s) = &self.segment {
+            spec.segment = Some(num(s, "segment")?);
+        }
         if let Some(sw) = &self.switches {
             let (n, wait) = sw.split_once('@').map_or((sw.as_str(), None), |(n, w)| (n, Some(w)));
             spec.switches = Some(num(n, "switches")?);

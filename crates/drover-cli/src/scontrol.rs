@@ -392,6 +392,37 @@ fn show(rest: &[String], o: &Opts) -> i32 {
 
 /// Memory of the smallest node of the job's partition (what Slurm shows for a pending job
 /// that asked for no memory).
+/// `scontrol show topology [BLOCK|NODES]` with `topology/block`: the base blocks, then the
+/// aggregated ones; a block by name, or every block holding all the nodes named.
+fn show_blocks(t: &drover_model::topology::Topology, name: Option<&str>) -> i32 {
+    let lines = t.block_lines();
+    let shown: Vec<&String> = match name {
+        None => lines.iter().map(|l| &l.0).collect(),
+        Some(n) => match lines
+            .iter()
+            .find(|l| l.0.split_whitespace().next().and_then(|w| w.split_once('=')).is_some_and(|(_, v)| v == n))
+        {
+            Some(l) => vec![&l.0],
+            None => {
+                let within = Hostlist::parse(n).map(|h| h.names()).unwrap_or_default();
+                lines
+                    .iter()
+                    .filter(|l| !within.is_empty() && within.iter().all(|w| l.1.contains(w)))
+                    .map(|l| &l.0)
+                    .collect()
+            }
+        },
+    };
+    if shown.is_empty() {
+        eprintln!("scontrol: error: Topology information contains no block or node named {}", name.unwrap_or(""));
+        return 0;
+    }
+    for l in shown {
+        println!("{l}");
+    }
+    0
+}
+
 /// `scontrol show topology [SWITCH|NODE]`: the switches of topology.conf, as the daemons
 /// read it beside slurm.conf; for a node, every switch above it.
 fn show_topology(name: Option<&str>) -> i32 {
@@ -399,6 +430,9 @@ fn show_topology(name: Option<&str>) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if let Some(t) = cfg.topology.as_ref().filter(|t| !t.blocks.is_empty()) {
+        return show_blocks(t, name);
+    }
     let Some(t) = cfg.topology.as_ref().filter(|t| !t.switches.is_empty()) else {
         eprintln!("scontrol: error: No topology information available");
         return 0;

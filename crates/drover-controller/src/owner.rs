@@ -1136,6 +1136,7 @@ impl Owner {
                 contiguous: s.contiguous,
                 spread: s.spread_job,
                 use_min_nodes: s.use_min_nodes,
+                segment: s.segment,
             }
             .boxed(),
         }
@@ -1276,6 +1277,14 @@ impl Owner {
         }
         if let Some(r) = &spec.reservation {
             self.resv_admits(r, &spec.user, spec.account.as_deref())?;
+        }
+        if let Some(seg) = spec.segment {
+            // A segment must divide the job's nodes (one larger than the job is ignored, as
+            // Slurm ignores it).
+            let nodes = spec.min_nodes.unwrap_or(1).max(1);
+            if seg == 0 || (seg <= nodes && !nodes.is_multiple_of(seg)) {
+                return Err(Status::invalid_argument("Requested topology configuration is not available"));
+            }
         }
         if spec.switches.is_some() {
             // Waited for at most max_switch_wait (without a time given, that long).

@@ -126,7 +126,9 @@ pub struct Config {
     pub enable_user_top: bool,
     /// `TopologyPlugin=topology/tree`: place jobs by `topology.conf`'s switches.
     pub topology_tree: bool,
-    /// `topology.conf` (beside slurm.conf), read with `topology/tree`.
+    /// `TopologyPlugin=topology/block`: place jobs by `topology.conf`'s blocks.
+    pub topology_block: bool,
+    /// `topology.conf` (beside slurm.conf), read with `topology/tree` or `topology/block`.
     pub topology: Option<crate::topology::Topology>,
     /// `SchedulerParameters=bf_max_job_user=N` (0: no limit) and `bf_min_age_reserve=N`
     /// (seconds): see the scheduler's `SchedConfig`.
@@ -288,6 +290,7 @@ impl Default for Config {
             kill_invalid_depend: false,
             enable_user_top: false,
             topology_tree: false,
+            topology_block: false,
             topology: None,
             max_switch_wait: 300,
             bf_max_job_user: 0,
@@ -472,15 +475,21 @@ pub fn parse_file(path: &Path) -> Result<Config, ConfError> {
     collect_lines(path, &text, &mut lines, 0)?;
     let mut cfg = parse_lines(&lines)?;
     cfg.path = path.display().to_string();
-    if cfg.topology_tree {
+    if cfg.topology_tree || cfg.topology_block {
+        let plugin = if cfg.topology_block { "topology/block" } else { "topology/tree" };
         let tpath = path.parent().unwrap_or(Path::new(".")).join("topology.conf");
         let file = tpath.display().to_string();
         let text = std::fs::read_to_string(&tpath).map_err(|e| ConfError {
             file: file.clone(),
             line: 0,
-            msg: format!("cannot read (TopologyPlugin=topology/tree needs it): {e}"),
+            msg: format!("cannot read (TopologyPlugin={plugin} needs it): {e}"),
         })?;
-        cfg.topology = Some(crate::topology::Topology::parse(&text).map_err(|msg| ConfError { file, line: 0, msg })?);
+        let parsed = if cfg.topology_block {
+            crate::topology::Topology::parse_blocks(&text)
+        } else {
+            crate::topology::Topology::parse(&text)
+        };
+        cfg.topology = Some(parsed.map_err(|msg| ConfError { file, line: 0, msg })?);
     }
     Ok(cfg)
 }
@@ -756,15 +765,18 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                         }
                     }
                 }
-                "topologyplugin" => match v.to_ascii_lowercase().as_str() {
-                    "topology/tree" => cfg.topology_tree = true,
-                    "topology/none" | "" => cfg.topology_tree = false,
-                    _ => {
-                        return Err(err(format!(
-                            "TopologyPlugin: expected topology/tree or topology/none, found `{v}`"
-                        )))
+                "topologyplugin" => {
+                    (cfg.topology_tree, cfg.topology_block) = match v.to_ascii_lowercase().as_str() {
+                        "topology/tree" => (true, false),
+                        "topology/block" => (false, true),
+                        "topology/none" | "" => (false, false),
+                        _ => {
+                            return Err(err(format!(
+                                "TopologyPlugin: expected topology/tree, topology/block or topology/none, found `{v}`"
+                            )))
+                        }
                     }
-                },
+                }
                 "grestypes" => {
                     cfg.gres_types = v.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect()
                 }

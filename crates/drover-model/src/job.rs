@@ -438,6 +438,8 @@ pub struct JobSpec {
     /// `--exclusive=user`: its nodes run no other user's jobs while it runs (it does not take
     /// them whole).
     pub exclusive_user: bool,
+    /// `--segment=N` (`topology/block`): its nodes in groups of N, each group in one block.
+    pub segment: Option<u32>,
 }
 
 /// Licenses as `-L` and `Licenses=` write them: `name[:count]` (or `name*count`), comma

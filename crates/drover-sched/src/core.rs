@@ -174,6 +174,8 @@ pub struct SchedMore {
     pub reservation: Option<std::sync::Arc<str>>,
     /// `--switches=N@wait`: at most N leaf switches, until this moment (then any number).
     pub switches: Option<(u32, i64)>,
+    /// `--segment=N` (`topology/block`): nodes in groups of N, each group in one block.
+    pub segment: Option<u32>,
     /// `--exclusive=user`: its nodes run no other user's jobs while it runs.
     pub exclusive_user: bool,
     /// `--contiguous`, `--spread-job`, `--use-min-nodes`.
@@ -279,6 +281,7 @@ impl SchedJob {
             preempt: None,
             reservation: None,
             switches: None,
+            segment: None,
             exclusive_user: false,
             contiguous: false,
             spread: false,
@@ -539,6 +542,8 @@ struct TopoIndex {
     switches: Vec<(u32, bool, Vec<bool>)>,
     /// Per node index: its leaf switch.
     leaf: Vec<Option<usize>>,
+    /// Per node index: its base block (`topology/block`).
+    block: Vec<Option<usize>>,
 }
 
 /// What a dependency's target is doing, over all its jobs when it is an array.
@@ -594,7 +599,8 @@ impl Core {
                 })
                 .collect();
             let leaf = self.nodes.iter().map(|nd| t.leaf_of(&nd.name)).collect();
-            TopoIndex { switches, leaf }
+            let block = self.nodes.iter().map(|nd| t.block_of(&nd.name)).collect();
+            TopoIndex { switches, leaf, block }
         });
     }
 
@@ -2037,6 +2043,9 @@ impl Core {
         free: &dyn Fn(usize) -> Free,
         max_leaves: Option<u32>,
     ) -> Option<Result<Vec<(usize, u32)>, bool>> {
+        if self.topology.as_ref().is_some_and(|t| !t.blocks.is_empty()) {
+            return self.place_blocks(job, cands, k_min, free);
+        }
         let t = self.topo.as_ref()?;
         let usable: Vec<bool> = {
             let mut u = vec![false; self.nodes.len()];
@@ -2074,6 +2083,74 @@ impl Core {
         }
         // Nothing under one switch: the job waits for its leaf limit, or goes where it fits.
         max_leaves.map(|_| Err(false))
+    }
+
+    /// Block placement (`topology/block`): the job's nodes (its least count, as Slurm uses)
+    /// within one block of the smallest level that holds them — a base block, or an aggregate
+    /// of 2, 4, ... consecutive ones as `BlockSizes` allows — the block with the fewest usable
+    /// nodes that suffices (larger ones stay whole for larger jobs); within it, base blocks
+    /// that hold the rest best (the fewest usable nodes that suffice, else the most). With
+    /// `--segment=N`, each group of N nodes is placed so in turn. `None` when none of the
+    /// candidates is in a block (plain placement).
+    fn place_blocks(
+        &self,
+        job: &SchedJob,
+        cands: &[usize],
+        k_min: u32,
+        free: &dyn Fn(usize) -> Free,
+    ) -> Option<Result<Vec<(usize, u32)>, bool>> {
+        let t = self.topology.as_ref()?;
+        let ti = self.topo.as_ref()?;
+        let in_blocks: Vec<usize> = cands.iter().copied().filter(|&i| ti.block[i].is_some()).collect();
+        if in_blocks.is_empty() {
+            return None;
+        }
+        let k = k_min.max(1);
+        if k == 1 && job.wanted_nodes() <= 1 {
+            return Some(self.best_fit(job, &in_blocks, free).map(|i| vec![(i, job.ntasks)]).ok_or(false));
+        }
+        // A node is usable when it holds its share of the tasks.
+        let share = job.more().ntasks_per_node.unwrap_or(job.ntasks.div_ceil(k)).max(1);
+        let mut usable: Vec<Vec<usize>> = vec![Vec::new(); t.blocks.len()];
+        for &i in &in_blocks {
+            if let Some(b) = ti.block[i] {
+                if self.capacity(job, &self.nodes[i], free(i)) >= share {
+                    usable[b].push(i);
+                }
+            }
+        }
+        // A segment larger than the job is ignored, as Slurm does; one that does not divide
+        // it was refused at submit.
+        let seg = job.more().segment.filter(|&s| s > 0 && s <= k).unwrap_or(k);
+        if !k.is_multiple_of(seg) {
+            return Some(Err(false));
+        }
+        let groups = match t.level_for(seg) {
+            Some(l) => t.groups(l),
+            None => vec![drover_model::topology::BlockGroup { blocks: 0..t.blocks.len(), level: 0 }],
+        };
+        let mut chosen: Vec<usize> = Vec::with_capacity(k as usize);
+        for _ in 0..k / seg {
+            let room = |g: &drover_model::topology::BlockGroup| -> usize {
+                usable[g.blocks.clone()].iter().map(Vec::len).sum()
+            };
+            let Some(g) = groups.iter().filter(|g| room(g) >= seg as usize).min_by_key(|g| (room(g), g.blocks.start))
+            else {
+                return Some(Err(false));
+            };
+            let mut rest = seg as usize;
+            while rest > 0 {
+                let blocks = g.blocks.clone().filter(|&b| !usable[b].is_empty());
+                let best = blocks
+                    .map(|b| (usable[b].len() >= rest, usable[b].len(), b))
+                    .min_by_key(|&(fits, n, b)| (!fits, if fits { n } else { usize::MAX - n }, b));
+                let Some((_, n, b)) = best else { return Some(Err(false)) };
+                let take = n.min(rest);
+                chosen.extend(usable[b].drain(..take));
+                rest -= take;
+            }
+        }
+        Some(self.pick(job, &chosen, k, k, free))
     }
 
     /// Best fit for a job one node can hold: of the lowest weight's nodes that can take all

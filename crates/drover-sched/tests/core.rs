@@ -1185,6 +1185,114 @@ fn nodes_job(id: u32, n: u32) -> SchedJob {
     j
 }
 
+/// Four base blocks of four nodes (node1-4 in b1, ... node13-16 in b4), jobs of two-core nodes.
+fn blocks(c: &mut Core) {
+    let t = drover_model::topology::Topology::parse_blocks(
+        "BlockName=b1 Nodes=node[1-4]\nBlockName=b2 Nodes=node[5-8]\nBlockName=b3 Nodes=node[9-12]\n\
+         BlockName=b4 Nodes=node[13-16]\nBlockSizes=4,8,16\n",
+    )
+    .unwrap();
+    c.handle(Event::TopologyDefined(Some(t)));
+}
+
+#[test]
+fn jobs_stay_within_one_block_of_the_smallest_size_that_holds_them() {
+    let mut c = cluster(16, 2, 1000);
+    blocks(&mut c);
+    busy(&mut c, 1, "node1", 0);
+    // Three nodes: the block with the least room that holds them (b1, three left), so the
+    // whole blocks stay whole.
+    c.handle(Event::Submitted(nodes_job(2, 3)));
+    assert_eq!(nodes_of(&c.schedule(1, &mut no_ids), 2), ["node2", "node3", "node4"]);
+    // Four nodes: a whole base block (b2), never parts of two.
+    busy(&mut c, 3, "node9", 2);
+    c.handle(Event::Submitted(nodes_job(4, 4)));
+    assert_eq!(nodes_of(&c.schedule(3, &mut no_ids), 4), ["node5", "node6", "node7", "node8"]);
+    // Six whole nodes need a pair of blocks (b1-b2 or b3-b4, never b2-b3): b1-b2 has no
+    // whole node left, b3-b4 seven.
+    let mut six = nodes_job(5, 6);
+    six.ntasks = 12;
+    c.handle(Event::Submitted(six));
+    let d = c.schedule(4, &mut no_ids);
+    let got = nodes_of(&d, 5);
+    assert_eq!(got.len(), 6);
+    assert!(got.iter().all(|n| n.trim_start_matches("node").parse::<u32>().unwrap() >= 10), "{got:?}");
+    c.check_invariants().unwrap();
+}
+
+#[test]
+fn a_job_waits_for_room_in_one_block_even_with_enough_nodes_free_across_them() {
+    let mut c = cluster(16, 2, 1000);
+    blocks(&mut c);
+    // Two nodes busy in each block: eight free nodes, but no block with four.
+    for (k, n) in ["node1", "node2", "node5", "node6", "node9", "node10", "node13", "node14"].iter().enumerate() {
+        busy(&mut c, k as u32 + 1, n, k as i64);
+    }
+    let segmented = c.clone();
+    c.handle(Event::Submitted(nodes_job(20, 4)));
+    let d = c.schedule(10, &mut no_ids);
+    assert_eq!(nodes_of(&d, 20), Vec::<String>::new());
+    assert_eq!(reason(&d, 20), Some(PendingReason::Resources));
+    c.check_invariants().unwrap();
+    // With --segment=2 the same job runs at once as two pairs, each pair within a block.
+    let mut c = segmented;
+    let mut j = nodes_job(21, 4);
+    j.more_mut().segment = Some(2);
+    c.handle(Event::Submitted(j));
+    let got = nodes_of(&c.schedule(11, &mut no_ids), 21);
+    assert_eq!(got.len(), 4, "{got:?}");
+    let block = |n: &String| (n.trim_start_matches("node").parse::<u32>().unwrap() - 1) / 4;
+    assert_eq!(block(&got[0]), block(&got[1]));
+    assert_eq!(block(&got[2]), block(&got[3]));
+    c.check_invariants().unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Random jobs on four blocks of four nodes: nothing is oversubscribed, and a job without
+    /// segments lies within one block of the smallest size that holds it.
+    #[test]
+    fn block_jobs_never_straddle_blocks_of_their_size(
+        ops in proptest::collection::vec((0u8..4, 1u32..9, 1u32..3, any::<bool>()), 1..40),
+    ) {
+        let mut c = cluster(16, 2, 1000);
+        blocks(&mut c);
+        let mut next = 1u32;
+        let mut running: Vec<u32> = Vec::new();
+        let mut asked: std::collections::HashMap<u32, (u32, bool)> = Default::default();
+        for (t, (op, nodes, per_node, segmented)) in ops.into_iter().enumerate() {
+            if op < 3 {
+                let mut j = nodes_job(next, nodes);
+                j.ntasks = nodes * per_node;
+                if segmented && nodes % 2 == 0 {
+                    j.more_mut().segment = Some(2);
+                }
+                asked.insert(next, (nodes, j.more().segment.is_some()));
+                c.handle(Event::Submitted(j));
+                next += 1;
+            } else if !running.is_empty() {
+                let id = running.remove(t % running.len());
+                c.handle(Event::Ended { job: id, outcome: Outcome::Succeeded });
+            }
+            for d in c.schedule(t as i64, &mut no_ids) {
+                if let Decision::Start { job, alloc, .. } = d {
+                    running.push(job);
+                    let (n, seg) = asked[&job];
+                    let names = alloc.node_names();
+                    prop_assert_eq!(names.len() as u32, n);
+                    if !seg {
+                        // Levels 1, 2 and 4 blocks of four nodes; aligned from the first.
+                        let level = [1u32, 2, 4].into_iter().find(|l| l * 4 >= n).unwrap();
+                        let group = |s: &String| (s.trim_start_matches("node").parse::<u32>().unwrap() - 1) / (4 * level);
+                        prop_assert!(names.iter().all(|s| group(s) == group(&names[0])), "{} nodes on {:?}", n, names);
+                    }
+                }
+            }
+            c.check_invariants().map_err(TestCaseError::fail)?;
+        }
+    }
+}
+
 #[test]
 fn jobs_land_under_the_lowest_switch_that_holds_them() {
     // As real Slurm 22.05 placed them on the lab with the same tree: node2 busy, a 2-node

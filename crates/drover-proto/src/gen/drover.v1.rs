@@ -146,6 +146,9 @@ pub struct JobSpec {
     /// --exclusive=user: its nodes run no other user's jobs.
     #[prost(bool, tag = "62")]
     pub exclusive_user: bool,
+    /// --segment=N (topology/block): its nodes in groups of N, each group in one block.
+    #[prost(uint32, optional, tag = "63")]
+    pub segment: ::core::option::Option<u32>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SubmitRequest {
