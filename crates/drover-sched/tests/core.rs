@@ -399,6 +399,112 @@ fn a_dependency_on_an_array_waits_for_every_task_and_fails_with_any() {
     assert_eq!(started(&d), [4]);
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Random jobs depending on earlier ones (`after`, `afterany`, `afterok`, `afternotok`),
+    /// random ends: a job never starts before its dependency allows, and one whose
+    /// dependency can no longer be met never starts.
+    #[test]
+    fn a_job_never_starts_before_its_dependency_allows(
+        ops in proptest::collection::vec((0u8..4, 0u8..5, 0u32..8, 1u32..3, any::<bool>()), 1..60),
+    ) {
+        let mut c = cluster(2, 2, 1000);
+        let mut next = 1u32;
+        // Per job: what it waits for (kind, target); whether it started; how it ended.
+        let mut waits: std::collections::HashMap<u32, (u8, u32)> = Default::default();
+        let mut began: std::collections::HashSet<u32> = Default::default();
+        let mut ended: std::collections::HashMap<u32, bool> = Default::default();
+        let mut running: Vec<u32> = Vec::new();
+        for (t, (op, kind, back, tasks, ok)) in ops.into_iter().enumerate() {
+            if op < 2 {
+                let mut j = job(next);
+                j.ntasks = tasks;
+                if kind < 4 && next > 1 {
+                    let target = next - 1 - back.min(next - 2);
+                    let word = ["after", "afterany", "afterok", "afternotok"][kind as usize];
+                    j.more_mut().dependency = drover_model::job::parse_dependency(&format!("{word}:{target}")).unwrap();
+                    waits.insert(next, (kind, target));
+                }
+                c.handle(Event::Submitted(j));
+                next += 1;
+            } else if !running.is_empty() {
+                let id = running.remove(t % running.len());
+                end(&mut c, id, ok);
+                ended.insert(id, ok);
+            }
+            for d in c.schedule(t as i64, &mut no_ids) {
+                if let Decision::Start { job, .. } = d {
+                    if let Some(&(kind, target)) = waits.get(&job) {
+                        let allowed = match kind {
+                            0 => began.contains(&target),
+                            1 => ended.contains_key(&target),
+                            2 => ended.get(&target) == Some(&true),
+                            _ => ended.get(&target) == Some(&false),
+                        };
+                        prop_assert!(allowed, "job {} started; it waits for {:?}", job, (kind, target));
+                    }
+                    began.insert(job);
+                    running.push(job);
+                }
+            }
+            c.check_invariants().map_err(TestCaseError::fail)?;
+        }
+    }
+
+    /// The same events give the same decisions: two cores built apart (not cloned) from one
+    /// random history of submits (arrays, dependencies, several nodes, two partitions), ends
+    /// and node changes, under each policy, decide alike at every pass.
+    #[test]
+    fn the_pass_is_deterministic(
+        ops in proptest::collection::vec((0u8..6, 1u32..6, 1u32..3, 0u64..500, 0u8..4), 1..60),
+        policy in prop_oneof![Just(drover_sched::Policy::Conservative), Just(drover_sched::Policy::Easy), Just(drover_sched::Policy::Fcfs)],
+    ) {
+        let build = || {
+            let mut c = with_policy(cluster(4, 2, 1000), policy);
+            c.handle(Event::PartitionDefined(PartitionRes::open("half", vec!["node3".into(), "node4".into()])));
+            c
+        };
+        let (mut a, mut b) = (build(), build());
+        let (mut ids_a, mut ids_b) = (ids(), ids());
+        let mut next = 1u32;
+        let mut running: Vec<u32> = Vec::new();
+        for (t, (op, tasks, nodes, limit, kind)) in ops.into_iter().enumerate() {
+            let events: Vec<Event> = match op {
+                0..=2 => {
+                    let mut j = match kind {
+                        0 => array(next, "0-3%2"),
+                        _ => limited(next, tasks, 60 + limit),
+                    };
+                    j.min_nodes = nodes.min(j.ntasks);
+                    j.max_nodes = Some(j.min_nodes);
+                    if kind == 1 && next > 1 {
+                        j.more_mut().dependency = drover_model::job::parse_dependency(&format!("afterany:{}", next - 1)).unwrap();
+                    }
+                    if kind == 2 {
+                        j.partitions = vec!["half".into(), "cpu".into()];
+                    }
+                    next += 1;
+                    vec![Event::Submitted(j)]
+                }
+                3 | 4 if !running.is_empty() => {
+                    let id = running.remove(t % running.len());
+                    vec![Event::Ended { job: id, outcome: if op == 3 { Outcome::Succeeded } else { Outcome::Failed } }]
+                }
+                5 => vec![Event::NodeSchedulable { node: format!("node{}", 1 + t % 4), schedulable: kind != 0 }],
+                _ => Vec::new(),
+            };
+            for e in events {
+                a.handle(e.clone());
+                b.handle(e);
+            }
+            let now = t as i64 * 30;
+            let da = a.schedule(now, &mut ids_a);
+            prop_assert_eq!(&da, &b.schedule(now, &mut ids_b));
+            running.extend(started(&da));
+        }
+    }
+}
+
 #[test]
 fn aftercorr_pairs_tasks_and_any_of_needs_one() {
     let mut c = cluster(4, 1, 1000);
