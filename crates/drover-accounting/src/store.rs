@@ -235,6 +235,11 @@ pub struct Store {
     pub(crate) cal: crate::rollup::Calendar,
     /// Woken when records change hours already rolled up (or a cluster has none yet).
     pub(crate) rollup_wanted: tokio::sync::Notify,
+    /// Held by `record` over its transaction and by the rollup from reading an hour chunk's
+    /// jobs and events to writing its rows: a record can never land between the two (it
+    /// would be in neither the rolled-up hours nor, its hours being ahead of the mark then,
+    /// a reason to roll them up again).
+    pub(crate) rollup_lock: tokio::sync::Mutex<()>,
 }
 
 const JOB_COLS: &[&str] = &[
@@ -429,7 +434,13 @@ impl Store {
             });
         }
         let pool = opts.connect(url).await.map_err(|source| StoreError::Connect { url: shown, source })?;
-        let s = Store { pool, dialect, cal: crate::rollup::Calendar::local(), rollup_wanted: Default::default() };
+        let s = Store {
+            pool,
+            dialect,
+            cal: crate::rollup::Calendar::local(),
+            rollup_wanted: Default::default(),
+            rollup_lock: Default::default(),
+        };
         s.migrate().await?;
         Ok(s)
     }
@@ -554,6 +565,7 @@ impl Store {
         for c in clusters {
             self.ensure_cluster(c).await?;
         }
+        let _rollup = self.rollup_lock.lock().await;
         let mut tx = self.write_tx().await?;
         let (mut reroll, fresh) = self.reroll_points(&mut tx, recs).await?;
         for chunk in recs.jobs.chunks(ROWS_PER_STATEMENT) {

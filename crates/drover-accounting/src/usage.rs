@@ -110,6 +110,31 @@ impl Store {
         rows.iter().map(|r| Ok((r.try_get::<String, _>(0)?, r.try_get::<i64, _>(1)?))).collect()
     }
 
+    /// Moves a mark from `from` to `to` (sets it where there was none): false, changing
+    /// nothing, when a record moved it back meanwhile — what was rolled up from `from` may
+    /// be stale, and is done again on the next round.
+    async fn move_mark(
+        &self,
+        tx: &mut Tx,
+        cluster: &str,
+        period: &str,
+        from: Option<i64>,
+        to: i64,
+    ) -> Result<bool, StoreError> {
+        let Some(from) = from else {
+            self.set_mark(tx, cluster, period, to).await?;
+            return Ok(true);
+        };
+        let moved = self
+            .tx_run(
+                tx,
+                "UPDATE rollup_state SET last_end = ? WHERE cluster = ? AND period = ? AND last_end = ?",
+                vec![i(to), Arg::S(cluster.into()), Arg::S(period.into()), i(from)],
+            )
+            .await?;
+        Ok(moved == 1)
+    }
+
     async fn set_mark(&self, tx: &mut Tx, cluster: &str, period: &str, end: i64) -> Result<(), StoreError> {
         let sql = self.upsert_sql("rollup_state", &["cluster", "period", "last_end"], &["cluster", "period"], 1);
         Self::bind(sqlx::query(&sql), vec![Arg::S(cluster.into()), Arg::S(period.into()), i(end)])
@@ -351,7 +376,7 @@ impl Store {
         };
         let mut rolled = 0;
         if first < to {
-            rolled = self.roll_hours(cluster, first, to).await?;
+            rolled = self.roll_hours(cluster, first, to, marks.get("h").copied()).await?;
         } else if !marks.contains_key("h") {
             // Nothing ended yet: marked all the same, so that new records do not wake the
             // rollup for a cluster it has never seen.
@@ -359,30 +384,76 @@ impl Store {
             self.set_mark(&mut tx, cluster, "h", first).await?;
             tx.commit().await?;
         }
-        // Days complete in hours, then months complete in days.
-        let day_to = self.cal.day(to);
-        let day_from = marks.get("d").copied().unwrap_or_else(|| self.cal.day(first));
-        self.roll_sums(cluster, "h", "d", day_from, day_to, |t| self.cal.next_day(t)).await?;
-        let month_to = self.cal.month(day_to);
-        let month_from = marks.get("m").copied().unwrap_or_else(|| self.cal.month(first));
-        self.roll_sums(cluster, "d", "m", month_from, month_to, |t| self.cal.next_month(t)).await?;
+        // Days complete in the hours rolled up (a record may have stopped them short, or
+        // moved marks back meanwhile: read them again), then months complete in days.
+        let marks = self.marks(None, cluster).await?;
+        let day_to = self.cal.day(marks.get("h").copied().unwrap_or(first).min(to));
+        let day_from = marks.get("d").copied();
+        let start = day_from.unwrap_or_else(|| self.cal.day(first));
+        self.roll_sums(cluster, "h", "d", (start, day_from.is_some()), day_to, |t| self.cal.next_day(t)).await?;
+        let marks = self.marks(None, cluster).await?;
+        let month_to = self.cal.month(marks.get("d").copied().unwrap_or(start).min(day_to));
+        let month_from = marks.get("m").copied();
+        let start = month_from.unwrap_or_else(|| self.cal.month(first));
+        self.roll_sums(cluster, "d", "m", (start, month_from.is_some()), month_to, |t| self.cal.next_month(t)).await?;
         Ok(rolled)
     }
 
     /// Hours in [from, to): jobs that became eligible before `from` and were still there,
     /// then the rest a day of eligibility at a time; each day's hours written as they become
-    /// final (no run eligible later can touch them).
-    async fn roll_hours(&self, cluster: &str, from: i64, to: i64) -> Result<u64, StoreError> {
+    /// final (no run eligible later can touch them). `mark` is where the hours' mark stands
+    /// (none: never rolled up). Stops, to go on at the next round, where a record moved the
+    /// mark back meanwhile.
+    async fn roll_hours(&self, cluster: &str, from: i64, to: i64, mark: Option<i64>) -> Result<u64, StoreError> {
         let c = || Arg::S(cluster.into());
+        let mut hours = Hours::new(from, to);
+        let mut mark = mark;
+        let mut a = from;
+        let mut count = 0;
+        while a < to {
+            let b = (a + CHUNK_SECS).min(to);
+            // No record lands from these reads to the write (see `rollup_lock`).
+            let _records = self.rollup_lock.lock().await;
+            if a == from {
+                let earlier = [
+                    ("time_end > ? AND time_eligible > 0 AND time_eligible < ?", vec![c(), i(from), i(from)]),
+                    ("time_end = 0 AND time_eligible > 0 AND time_eligible < ?", vec![c(), i(from)]),
+                ];
+                for (cond, args) in earlier {
+                    let q = format!("SELECT {JOB_SPAN_COLS} FROM jobs WHERE cluster = ? AND {cond}");
+                    for r in self.fetch(&q, args).await? {
+                        hours.add_job(&job_span(&r)?);
+                    }
+                }
+            }
+            let q = format!(
+                "SELECT {JOB_SPAN_COLS} FROM jobs WHERE cluster = ? AND time_eligible >= ? AND time_eligible < ?"
+            );
+            for r in self.fetch(&q, vec![c(), i(a), i(b)]).await? {
+                hours.add_job(&job_span(&r)?);
+            }
+            let done: BTreeMap<i64, HourAcc> = hours.take_before(b).into_iter().collect();
+            let events = self.events_over(cluster, a, b).await?;
+            match self.write_hours(cluster, (a, mark), b, &done, &events).await? {
+                Some(n) => count += n,
+                None => break,
+            }
+            mark = Some(b);
+            a = b;
+        }
+        Ok(count)
+    }
+
+    /// The node and resources events that overlap [a, b).
+    async fn events_over(&self, cluster: &str, a: i64, b: i64) -> Result<Vec<EventSpan>, StoreError> {
         let ev = self
             .fetch(
                 "SELECT node_name, time_start, time_end, tres FROM events \
                  WHERE cluster = ? AND time_start < ? AND (time_end = 0 OR time_end > ?)",
-                vec![c(), i(to), i(from)],
+                vec![Arg::S(cluster.into()), i(b), i(a)],
             )
             .await?;
-        let events: Vec<EventSpan> = ev
-            .iter()
+        ev.iter()
             .map(|r| {
                 Ok(EventSpan {
                     node: r.try_get(0)?,
@@ -391,45 +462,20 @@ impl Store {
                     tres: rollup::parse_tres(&r.try_get::<String, _>(3)?),
                 })
             })
-            .collect::<Result<_, StoreError>>()?;
-        let mut hours = Hours::new(from, to);
-        let earlier = [
-            ("time_end > ? AND time_eligible > 0 AND time_eligible < ?", vec![c(), i(from), i(from)]),
-            ("time_end = 0 AND time_eligible > 0 AND time_eligible < ?", vec![c(), i(from)]),
-        ];
-        for (cond, args) in earlier {
-            let q = format!("SELECT {JOB_SPAN_COLS} FROM jobs WHERE cluster = ? AND {cond}");
-            for r in self.fetch(&q, args).await? {
-                hours.add_job(&job_span(&r)?);
-            }
-        }
-        let mut a = from;
-        let mut count = 0;
-        while a < to {
-            let b = (a + CHUNK_SECS).min(to);
-            let q = format!(
-                "SELECT {JOB_SPAN_COLS} FROM jobs WHERE cluster = ? AND time_eligible >= ? AND time_eligible < ?"
-            );
-            for r in self.fetch(&q, vec![c(), i(a), i(b)]).await? {
-                hours.add_job(&job_span(&r)?);
-            }
-            let done: BTreeMap<i64, HourAcc> = hours.take_before(b).into_iter().collect();
-            count += self.write_hours(cluster, a, b, &done, &events).await?;
-            a = b;
-        }
-        Ok(count)
+            .collect()
     }
 
-    /// Replaces the hourly rows of [a, b) (whole hours) and moves the hours' mark to `b`,
-    /// in one transaction.
+    /// Replaces the hourly rows of [a, b) (whole hours) and moves the hours' mark from
+    /// `mark` to `b`, in one transaction: the hours written, or `None`, writing nothing,
+    /// where a record moved the mark back meanwhile.
     async fn write_hours(
         &self,
         cluster: &str,
-        a: i64,
+        (a, mark): (i64, Option<i64>),
         b: i64,
         done: &BTreeMap<i64, HourAcc>,
         events: &[EventSpan],
-    ) -> Result<u64, StoreError> {
+    ) -> Result<Option<u64>, StoreError> {
         let empty = HourAcc::default();
         let mut crows = Vec::new();
         let mut arows = Vec::new();
@@ -454,22 +500,27 @@ impl Store {
         }
         self.tx_insert(&mut tx, "usage_cluster", CLUSTER_COLS, crows).await?;
         self.tx_insert(&mut tx, "usage_assoc", ASSOC_COLS, arows).await?;
-        self.set_mark(&mut tx, cluster, "h", b).await?;
+        if !self.move_mark(&mut tx, cluster, "h", mark, b).await? {
+            return Ok(None);
+        }
         tx.commit().await?;
-        Ok(n)
+        Ok(Some(n))
     }
 
     /// Sums rows of period `from_p` into rows of period `to_p` for the periods starting in
-    /// [from, to) (`next` gives a period's end), moving `to_p`'s mark as they are written.
+    /// [from, to) (`next` gives a period's end), moving `to_p`'s mark as they are written
+    /// (`from.1`: the mark stands at `from`; else there is none yet). Stops, to go on at the
+    /// next round, where a record moved the mark back meanwhile.
     async fn roll_sums(
         &self,
         cluster: &str,
         from_p: &str,
         to_p: &str,
-        from: i64,
+        (from, marked): (i64, bool),
         to: i64,
         next: impl Fn(i64) -> i64,
     ) -> Result<(), StoreError> {
+        let mut mark = marked.then_some(from);
         let mut starts = Vec::new();
         let mut t = from;
         while t < to {
@@ -481,9 +532,18 @@ impl Store {
                 .map(|c| self.sum(c))
                 .join(", ");
         for batch in starts.chunks(SUMS_PER_TX) {
+            // No record moves marks back between reading the rows summed and writing the sums.
+            let _records = self.rollup_lock.lock().await;
             let mut tx = self.write_tx().await?;
+            // Only periods whose every finer row is rolled up (a record may have sent the
+            // finer mark back since the caller looked).
+            let ready = self.marks(Some(&mut tx), cluster).await?.get(from_p).copied().unwrap_or(i64::MIN);
             for &p in batch {
                 let end = next(p);
+                if end > ready {
+                    tx.commit().await?;
+                    return Ok(());
+                }
                 let args = || vec![Arg::S(cluster.into()), Arg::S(from_p.into()), i(p), i(end)];
                 let q = format!(
                     "SELECT tres, {sums} FROM usage_cluster \
@@ -532,7 +592,10 @@ impl Store {
                 }
                 self.tx_insert(&mut tx, "usage_cluster", CLUSTER_COLS, crows).await?;
                 self.tx_insert(&mut tx, "usage_assoc", ASSOC_COLS, arows).await?;
-                self.set_mark(&mut tx, cluster, to_p, end).await?;
+                if !self.move_mark(&mut tx, cluster, to_p, mark, end).await? {
+                    return Ok(());
+                }
+                mark = Some(end);
             }
             tx.commit().await?;
         }

@@ -444,3 +444,51 @@ async fn mariadb_conforms() {
         conformance(&db.url).await;
     }
 }
+
+/// Records that land while the hours they fall in are being rolled up are never lost: a
+/// writer records 600 jobs over thirty days while rollups work through those days again and
+/// again; in the end the hours hold every job's allocation.
+async fn records_mid_rollup(url: &str) {
+    let s = std::sync::Arc::new(Store::open(url).await.unwrap());
+    s.record(&lab_state(Y - 2 * 86400, &[])).await.unwrap();
+    const DAYS: i64 = 30;
+    const JOBS: u32 = 600;
+    let now = Y + DAYS * 86400 + H;
+    let writer = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            for k in 0..JOBS {
+                let t = Y + i64::from(k) * (DAYS * 86400 / i64::from(JOBS));
+                let j = lab_job(k + 1, ("alice", "physics"), [t, t, t + 1800], (1, 1));
+                s.record(&v1::AcctRecords { jobs: vec![j], ..Default::default() }).await.unwrap();
+            }
+        })
+    };
+    while !writer.is_finished() {
+        s.rollup(now).await.unwrap();
+    }
+    writer.await.unwrap();
+    s.rollup(now).await.unwrap();
+    let all = v1::AcctUsageQuery { clusters: vec!["lab".into()], start: Y, end: Y + DAYS * 86400, assocs: false };
+    assert_eq!(cpu(&s.usage(&all).await.unwrap()).0, u64::from(JOBS) * 1800);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_keeps_records_that_land_mid_rollup() {
+    let db = sqlite_db();
+    records_mid_rollup(&db.url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_keeps_records_that_land_mid_rollup() {
+    if let Some(db) = server_db("DROVER_TEST_POSTGRES", "PostgreSQL").await {
+        records_mid_rollup(&db.url).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_keeps_records_that_land_mid_rollup() {
+    if let Some(db) = server_db("DROVER_TEST_MARIADB", "MariaDB").await {
+        records_mid_rollup(&db.url).await;
+    }
+}
