@@ -123,3 +123,32 @@ fn a_large_array_is_one_record_and_survives_a_controller_kill() {
         c.ok("squeue", &["-h"]).trim().is_empty()
     });
 }
+
+#[test]
+fn ten_thousand_tasks_all_run_and_never_more_than_the_throttle_at_once() {
+    let c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 4,
+            cpus: 16,
+            extra_conf: "MaxArraySize=10000\nMaxJobCount=30000\nMinJobAge=5\n".into(),
+            ..Default::default()
+        },
+    );
+    let log = c.path().join("done");
+    let script = format!("echo $SLURM_ARRAY_TASK_ID >> {}", log.display());
+    let id = c.submit(&["--array=0-9999%40", "-o", "/dev/null", "--wrap", &script]);
+    let mut most = 0;
+    c.wait_until("all 10,000 tasks to end", Duration::from_secs(600), || {
+        let q = c.ok("squeue", &["-h", "-j", &id.to_string(), "-t", "PD,R,CG", "-o", "%t"]);
+        most = most.max(q.lines().filter(|l| *l == "R").count());
+        q.trim().is_empty()
+    });
+    // The throttle was reached, never passed (64 cores could have run more).
+    assert!(most <= 40, "{most} tasks ran at once under %40");
+    assert!(most > 1, "the array never ran more than one task at once");
+    let done = std::fs::read_to_string(&log).unwrap();
+    let mut ids: Vec<u32> = done.lines().map(|l| l.parse().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..10_000).collect::<Vec<u32>>());
+}
