@@ -65,6 +65,22 @@ fn fetch_blockers(cfg: &drover_model::conf::Config, id: u32) -> Result<v1::Expla
     })
 }
 
+/// With `scontrol -d show job`: a waiting job's blockers, a `Blocker=` line each, and the
+/// time limit that would start it now (`SoonerTimeLimit=`). Nothing where it does not wait
+/// or the controller cannot say.
+pub fn detail_lines(id: u32) -> Vec<String> {
+    let Ok(cfg) = common::config_for("scontrol") else { return Vec::new() };
+    let Ok(e) = fetch_blockers(&cfg, id) else { return Vec::new() };
+    if !e.waiting {
+        return Vec::new();
+    }
+    let mut lines: Vec<String> = e.blockers.iter().map(|b| format!("Blocker={}", blocker_text(b))).collect();
+    if let Some(secs) = e.sooner_limit_secs {
+        lines.push(format!("SoonerTimeLimit={}", drover_model::duration::fmt_long(secs)));
+    }
+    lines
+}
+
 /// One blocker in words.
 pub fn blocker_text(b: &v1::Blocker) -> String {
     let part = if b.partition.is_empty() { String::new() } else { format!(" in partition {}", b.partition) };

@@ -45,7 +45,6 @@ pub fn main(args: Vec<String>) -> i32 {
         return 1;
     };
     let rest = &words[1..];
-    let _ = opts.details;
     match cmd.as_str() {
         "show" => show(rest, &opts),
         "version" => {
@@ -273,7 +272,10 @@ fn show(rest: &[String], o: &Opts) -> i32 {
             }
             let mut out = String::new();
             for j in &reply.jobs {
-                out.push_str(&job_text(j, &reply, o.oneliner));
+                // -d: a waiting job's blockers too (Drover's; Slurm's layout otherwise).
+                let extra =
+                    if o.details && j.state == "PENDING" { crate::explain::detail_lines(j.job_id) } else { Vec::new() };
+                out.push_str(&job_text(j, &reply, o.oneliner, extra));
             }
             print!("{out}");
             0
@@ -477,7 +479,7 @@ fn partition_node_mem(j: &v1::JobInfo, reply: &v1::StateReply) -> u64 {
         .unwrap_or(0)
 }
 
-fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
+fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool, extra: Vec<String>) -> String {
     let s = spec(j);
     let pending = jobview::is_pending(j);
     let held = pending && (j.reason == "JobHeldUser" || j.reason == "JobHeldAdmin");
@@ -651,6 +653,7 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool) -> String {
     if let Some(m) = &s.mail_user {
         let _ = m;
     }
+    lines.extend(extra);
     block(&lines, oneliner, "   \n\n")
 }
 

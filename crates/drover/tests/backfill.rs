@@ -65,5 +65,15 @@ fn explain_names_every_blocker_and_the_time_limit_that_would_backfill() {
     assert!(v["blockers"].as_array().unwrap().iter().any(|b| b["kind"] == "backfill"), "{json}");
     let secs = v["sooner_time_limit_secs"].as_u64().unwrap();
     assert!((60..=20 * 60).contains(&secs), "{json}");
+    // scontrol -d show job lists them too, after Slurm's lines; without -d, Slurm's layout.
+    let show = c.ok("scontrol", &["-d", "show", "job", &hour.to_string()]);
+    assert!(show.contains("\n   Blocker=") && show.contains("\n   SoonerTimeLimit=00:1"), "{show}");
+    let plain = c.ok("scontrol", &["show", "job", &hour.to_string()]);
+    assert!(!plain.contains("Blocker="), "{plain}");
+    let show = c.ok("scontrol", &["-d", "show", "job", &wide.to_string()]);
+    assert!(
+        show.contains("\n   Blocker=not enough free in partition debug: 2 of 4 cores, 1 of 2 nodes with room\n"),
+        "{show}"
+    );
     c.ok("scancel", &[&long.to_string(), &wide.to_string(), &held.to_string(), &hour.to_string()]);
 }
