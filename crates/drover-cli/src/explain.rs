@@ -99,6 +99,17 @@ pub fn blocker_text(b: &v1::Blocker) -> String {
         "reservation" => format!("its reservation {} is gone", b.name),
         "partition" => format!("partition {}: {}", b.partition, b.reason),
         "reserved" => format!("{} nodes{part} are in advance reservations over the time it would run", b.nodes_have),
+        "topology" if b.name == "switches" => format!(
+            "no {} leaf switch(es) hold its {} nodes now (--switches; it waits until {}, then takes what there is)",
+            b.need,
+            b.nodes_need,
+            common::fmt_time(b.at)
+        ),
+        "topology" if b.have > 1 => format!(
+            "no room for {} groups of {} nodes, each within one block (topology/block, --segment)",
+            b.have, b.nodes_need
+        ),
+        "topology" => format!("no block has {} nodes with room (topology/block)", b.nodes_need),
         "resources" => {
             let mut t = format!("not enough free{part}: {} of {} cores", b.have, b.need);
             if b.gpus_need > 0 {

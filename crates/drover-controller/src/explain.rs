@@ -53,6 +53,18 @@ fn blocker(b: &Blocker) -> v1::Blocker {
             ..kind("resources")
         },
         Blocker::Backfill { partition } => v1::Blocker { partition: partition.clone(), ..kind("backfill") },
+        Blocker::Topology { nodes, segments, switches } => match switches {
+            Some((n, until)) => v1::Blocker {
+                name: "switches".into(),
+                need: u64::from(*n),
+                nodes_need: *nodes,
+                at: *until,
+                ..kind("topology")
+            },
+            None => {
+                v1::Blocker { name: "block".into(), have: u64::from(*segments), nodes_need: *nodes, ..kind("topology") }
+            }
+        },
         Blocker::Priority { partition, ahead } => {
             v1::Blocker { partition: partition.clone(), have: u64::from(*ahead), ..kind("priority") }
         }

@@ -497,6 +497,8 @@ pub struct Core {
     first_fit_at: std::cell::RefCell<Vec<i64>>,
     /// Nodes where an `--exclusive=user` job runs (other users' jobs may not share them).
     excl_user_nodes: usize,
+    /// Set by `explain` while it asks whether a job would fit were it not for the topology.
+    without_topology: std::cell::Cell<bool>,
     /// Tests: every job placed in full (no memo of shapes that found no room).
     no_memo: bool,
     /// Per (partition, advance reservations met): whether maintenance covers the partition,
@@ -2043,6 +2045,9 @@ impl Core {
         free: &dyn Fn(usize) -> Free,
         max_leaves: Option<u32>,
     ) -> Option<Result<Vec<(usize, u32)>, bool>> {
+        if self.without_topology.get() {
+            return None;
+        }
         if self.topology.as_ref().is_some_and(|t| !t.blocks.is_empty()) {
             return self.place_blocks(job, cands, k_min, free);
         }
@@ -2424,13 +2429,50 @@ impl Core {
         Free { cpus: f.cpus.min(n.cpus), mem: f.mem.min(n.mem), gpus: f.gpus.min(n.gpus), idle: f.idle && n.idle }
     }
 
-    /// Placement as the pass tries it, inside a member's reservation where there is one.
+    /// Whether `job` would fit in `part` by `free` were it not for the network topology (a
+    /// block, or a `--switches` leaf limit, that has no room): what the topology blocker
+    /// says. False without a topology.
+    pub(crate) fn fits_but_for_topology(
+        &self,
+        job: &SchedJob,
+        part: &PartitionRes,
+        free: &dyn Fn(usize) -> Free,
+    ) -> bool {
+        if self.topology.is_none() {
+            return false;
+        }
+        self.without_topology.set(true);
+        let fits = self.place(job, part, free, None).is_ok();
+        self.without_topology.set(false);
+        fits
+    }
+
+    /// What the topology asks of `job`: (nodes in one block, or leaf switches at most, and
+    /// the segment size with blocks).
+    pub(crate) fn topology_ask(&self, job: &SchedJob, now: i64) -> Option<crate::explain::Blocker> {
+        let t = self.topology.as_ref()?;
+        let k = job.min_nodes.max(1);
+        if !t.blocks.is_empty() {
+            let seg = job.more().segment.filter(|&s| s > 0 && s <= k);
+            return Some(crate::explain::Blocker::Topology {
+                nodes: seg.unwrap_or(k),
+                segments: seg.map_or(1, |s| k / s),
+                switches: None,
+            });
+        }
+        let (n, until) = job.more().switches.filter(|s| now < s.1)?;
+        Some(crate::explain::Blocker::Topology { nodes: k, segments: 1, switches: Some((n, until)) })
+    }
+
+    /// Placement as the pass tries it at `now`, inside a member's reservation where there is
+    /// one, within its leaf-switch limit while that lasts.
     pub(crate) fn place_for_explain(
         &self,
         job: &SchedJob,
         part: &PartitionRes,
         free: &dyn Fn(usize) -> Free,
         within: Option<&Within>,
+        now: i64,
     ) -> Result<Vec<(usize, u32)>, PendingReason> {
         let f = |i: usize| {
             if within.is_some_and(|w| !w.nodes[i]) {
@@ -2439,7 +2481,7 @@ impl Core {
                 free(i)
             }
         };
-        self.place(job, part, &f, None)
+        self.place(job, part, &f, job.switch_limit(now))
     }
 
     /// How short a partition is of what the job needs now.

@@ -58,6 +58,14 @@ pub enum Blocker {
         nodes_with_room: u32,
         nodes_needed: u32,
     },
+    /// There would be room, but not as the network topology asks: no block holds `nodes`
+    /// nodes with room (`segments` times over, with `--segment`), or (`switches`) no such
+    /// number of leaf switches does before the wait ends.
+    Topology {
+        nodes: u32,
+        segments: u32,
+        switches: Option<(u32, i64)>,
+    },
     /// Room exists now, but starting would delay jobs ahead of it (their planned starts).
     Backfill {
         partition: String,
@@ -131,24 +139,24 @@ impl Core {
             // Room now, ignoring everything planned: resources in the plain sense.
             let now_free = |i: usize| self.free_now_on(job, i);
             let inside = within.as_ref().map(|w| &w.1);
-            let fits_now = self.place_for_explain(job, part, &now_free, inside).is_ok();
+            let fits_now = self.place_for_explain(job, part, &now_free, inside, now).is_ok();
             if !fits_now {
-                let r = self.resource_shortfall(job, part, &now_free);
-                b.push(r);
+                let topo = self.topology_ask(job, now).filter(|_| self.fits_but_for_topology(job, part, &now_free));
+                b.push(topo.unwrap_or_else(|| self.resource_shortfall(job, part, &now_free)));
                 continue;
             }
             if let Some(n) = self.reserved_nodes(job, part, now, end).filter(|_| within.is_none()) {
                 b.push(Blocker::Reserved { partition: pname.to_string(), nodes: n });
             }
             let over = |i: usize| self.free_within(job, &tl, i, now, end);
-            if self.place_for_explain(job, part, &over, inside).is_err() {
+            if self.place_for_explain(job, part, &over, inside, now).is_err() {
                 b.push(Blocker::Backfill { partition: pname.to_string() });
                 // The longest limit that would start now on the room there is.
                 let top = limit.unwrap_or(FAR as u64);
                 let fits = |secs: u64| {
                     let e = now.saturating_add(secs as i64);
                     let f = |i: usize| self.free_within(job, &tl, i, now, e);
-                    self.place_for_explain(job, part, &f, inside).is_ok()
+                    self.place_for_explain(job, part, &f, inside, now).is_ok()
                 };
                 if fits(60) {
                     let (mut lo, mut hi) = (60u64, top);

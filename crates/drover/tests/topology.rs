@@ -90,6 +90,8 @@ fn a_four_node_job_lands_under_one_leaf_switch_when_one_is_free() {
     let show = c.ok("scontrol", &["show", "job", &waiting.to_string()]);
     assert!(show.contains("\n   Switches=1@00:00:04\n"), "{show}");
     assert_eq!(c.ok("squeue", &["-h", "-j", &waiting.to_string(), "-o", "%t %r"]), "PD Resources\n");
+    let why = c.ok("drover", &["explain", &waiting.to_string()]);
+    assert!(why.contains("  - no 1 leaf switch(es) hold its 4 nodes now (--switches; it waits until "), "{why}");
     c.wait_state(waiting, &["COMPLETED"], Duration::from_secs(20));
     let show = c.ok("scontrol", &["show", "job", &waiting.to_string()]);
     let nodes = show.split("\n   NodeList=").nth(1).unwrap().split('\n').next().unwrap();
@@ -141,6 +143,9 @@ fn jobs_stay_within_a_block_and_segments_each_within_one() {
     assert_eq!(got, ["node1", "node3", "node5", "node7"]);
     let waiting = c.submit(&["-N4", "-t", "1", "--wrap", "true"]);
     assert_eq!(c.ok("squeue", &["-h", "-j", &waiting.to_string(), "-o", "%t %r"]), "PD Resources\n");
+    // Six nodes are free, but no block has four: explain says so, not that nodes are short.
+    let why = c.ok("drover", &["explain", &waiting.to_string()]);
+    assert!(why.contains("  - no block has 4 nodes with room (topology/block)\n"), "{why}");
     // A segment must divide the job's nodes.
     let o = c.run("sbatch", &["-N3", "--segment=2", "--wrap", "true"]);
     assert_eq!(

@@ -733,7 +733,7 @@ pub struct ExplainRequest {
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct Blocker {
     /// held, dependency, begin_time, array_throttle, licenses, limit, reservation, partition,
-    /// reserved, resources, backfill, priority
+    /// reserved, resources, topology (name: block or switches), backfill, priority
     #[prost(string, tag = "1")]
     pub kind: ::prost::alloc::string::String,
     /// A Slurm reason name where one applies (limit, partition).
