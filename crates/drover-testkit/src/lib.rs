@@ -147,7 +147,19 @@ impl Cluster {
             c.start_node(n);
         }
         c.wait_nodes_up(Duration::from_secs(30));
+        if c.dbd_conf.is_some() {
+            c.wait_registered();
+        }
         c
+    }
+
+    /// Until the controller has registered its cluster with accounting: accounts added
+    /// before get no association on it (as in Slurm), so tests add them after.
+    fn wait_registered(&self) {
+        self.wait_until("the cluster to be registered with accounting", Duration::from_secs(30), || {
+            let out = self.run("sacctmgr", &["-n", "-P", "show", "cluster", "format=cluster"]);
+            String::from_utf8_lossy(&out.stdout).lines().any(|l| l == self.cluster)
+        });
     }
 
     fn log(&self, name: &str) -> std::fs::File {
@@ -607,7 +619,8 @@ impl Cluster {
         Ok(())
     }
 
-    /// Adds the lab's accounts and users with sacctmgr.
+    /// Adds the lab's accounts and users with sacctmgr (the cluster is registered by then:
+    /// see `wait_registered`).
     pub fn add_lab_accounts(&self) {
         for cmd in LAB_ACCOUNTS {
             let mut args = vec!["-i"];
