@@ -68,9 +68,8 @@ fn fetch_blockers(cfg: &drover_model::conf::Config, id: u32) -> Result<v1::Expla
 /// With `scontrol -d show job`: a waiting job's blockers, a `Blocker=` line each, and the
 /// time limit that would start it now (`SoonerTimeLimit=`). Nothing where it does not wait
 /// or the controller cannot say.
-pub fn detail_lines(id: u32) -> Vec<String> {
-    let Ok(cfg) = common::config_for("scontrol") else { return Vec::new() };
-    let Ok(e) = fetch_blockers(&cfg, id) else { return Vec::new() };
+pub fn detail_lines(cfg: &drover_model::conf::Config, id: u32) -> Vec<String> {
+    let Ok(e) = fetch_blockers(cfg, id) else { return Vec::new() };
     if !e.waiting {
         return Vec::new();
     }

@@ -271,10 +271,13 @@ fn show(rest: &[String], o: &Opts) -> i32 {
                 return 0;
             }
             let mut out = String::new();
+            // -d: a waiting job's blockers too (Drover's; Slurm's layout otherwise).
+            let cfg = if o.details { common::config_for("scontrol").ok() } else { None };
             for j in &reply.jobs {
-                // -d: a waiting job's blockers too (Drover's; Slurm's layout otherwise).
-                let extra =
-                    if o.details && j.state == "PENDING" { crate::explain::detail_lines(j.job_id) } else { Vec::new() };
+                let extra = match &cfg {
+                    Some(cfg) if j.state == "PENDING" => crate::explain::detail_lines(cfg, j.job_id),
+                    _ => Vec::new(),
+                };
                 out.push_str(&job_text(j, &reply, o.oneliner, extra));
             }
             print!("{out}");
@@ -392,39 +395,6 @@ fn show(rest: &[String], o: &Opts) -> i32 {
     }
 }
 
-/// Memory of the smallest node of the job's partition (what Slurm shows for a pending job
-/// that asked for no memory).
-/// `scontrol show topology [BLOCK|NODES]` with `topology/block`: the base blocks, then the
-/// aggregated ones; a block by name, or every block holding all the nodes named.
-fn show_blocks(t: &drover_model::topology::Topology, name: Option<&str>) -> i32 {
-    let lines = t.block_lines();
-    let shown: Vec<&String> = match name {
-        None => lines.iter().map(|l| &l.0).collect(),
-        Some(n) => match lines
-            .iter()
-            .find(|l| l.0.split_whitespace().next().and_then(|w| w.split_once('=')).is_some_and(|(_, v)| v == n))
-        {
-            Some(l) => vec![&l.0],
-            None => {
-                let within = Hostlist::parse(n).map(|h| h.names()).unwrap_or_default();
-                lines
-                    .iter()
-                    .filter(|l| !within.is_empty() && within.iter().all(|w| l.1.contains(w)))
-                    .map(|l| &l.0)
-                    .collect()
-            }
-        },
-    };
-    if shown.is_empty() {
-        eprintln!("scontrol: error: Topology information contains no block or node named {}", name.unwrap_or(""));
-        return 0;
-    }
-    for l in shown {
-        println!("{l}");
-    }
-    0
-}
-
 /// `scontrol show topology [SWITCH|NODE]`: the switches of topology.conf, as the daemons
 /// read it beside slurm.conf; for a node, every switch above it.
 fn show_topology(name: Option<&str>) -> i32 {
@@ -463,6 +433,36 @@ fn show_topology(name: Option<&str>) -> i32 {
     0
 }
 
+/// `scontrol show topology [BLOCK|NODES]` with `topology/block`: the base blocks, then the
+/// aggregated ones; a block by name, or every block holding all the nodes named.
+fn show_blocks(t: &drover_model::topology::Topology, name: Option<&str>) -> i32 {
+    let lines = t.block_lines();
+    let shown: Vec<&String> = match name {
+        None => lines.iter().map(|l| &l.line).collect(),
+        Some(n) => match lines.iter().find(|l| l.name == n) {
+            Some(l) => vec![&l.line],
+            None => {
+                let within = Hostlist::parse(n).map(|h| h.names()).unwrap_or_default();
+                lines
+                    .iter()
+                    .filter(|l| !within.is_empty() && within.iter().all(|w| l.nodes.contains(w)))
+                    .map(|l| &l.line)
+                    .collect()
+            }
+        },
+    };
+    if shown.is_empty() {
+        eprintln!("scontrol: error: Topology information contains no block or node named {}", name.unwrap_or(""));
+        return 0;
+    }
+    for l in shown {
+        println!("{l}");
+    }
+    0
+}
+
+/// Memory of the smallest node of the job's partition (what Slurm shows for a pending job
+/// that asked for no memory).
 fn partition_node_mem(j: &v1::JobInfo, reply: &v1::StateReply) -> u64 {
     reply
         .partitions

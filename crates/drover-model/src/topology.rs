@@ -43,8 +43,16 @@ pub struct Topology {
     pub block_levels: Vec<u32>,
 }
 
-/// A block as `scontrol show topology` lists it: a base block, or an aggregate of
-/// consecutive base blocks at a level.
+/// A block as `scontrol show topology` lists it: its name (a base block's, or the hostlist
+/// of an aggregate's), its line, and its nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockLine {
+    pub name: String,
+    pub line: String,
+    pub nodes: Vec<String>,
+}
+
+/// Consecutive base blocks at a level: one base block, or an aggregate of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockGroup {
     /// The base blocks in it (indices, consecutive).
@@ -256,33 +264,32 @@ impl Topology {
 
     /// The blocks as `scontrol show topology` prints them: base blocks, then the aggregates
     /// of each level above.
-    pub fn block_lines(&self) -> Vec<(String, Vec<String>)> {
+    pub fn block_lines(&self) -> Vec<BlockLine> {
         let mut out = Vec::new();
         for (k, b) in self.blocks.iter().enumerate() {
-            out.push((
-                format!(
+            out.push(BlockLine {
+                name: b.name.clone(),
+                line: format!(
                     "BlockName={} BlockIndex={k} Nodes={} BlockSize={}",
                     b.name,
                     Hostlist::from_iter(&b.nodes).ranged(),
                     self.base_size
                 ),
-                b.nodes.clone(),
-            ));
+                nodes: b.nodes.clone(),
+            });
         }
         let mut index = self.blocks.len();
         for &level in self.block_levels.iter().filter(|&&l| l > 1) {
             for g in self.groups(level) {
                 let names: Vec<&String> = self.blocks[g.blocks.clone()].iter().map(|b| &b.name).collect();
+                let name = Hostlist::from_iter(names).ranged();
                 let nodes: Vec<String> = self.blocks[g.blocks.clone()].iter().flat_map(|b| b.nodes.clone()).collect();
-                out.push((
-                    format!(
-                        "AggregatedBlock={} BlockIndex={index} Nodes={} BlockSize={}",
-                        Hostlist::from_iter(names).ranged(),
-                        Hostlist::from_iter(&nodes).ranged(),
-                        self.base_size * level
-                    ),
-                    nodes,
-                ));
+                let line = format!(
+                    "AggregatedBlock={name} BlockIndex={index} Nodes={} BlockSize={}",
+                    Hostlist::from_iter(&nodes).ranged(),
+                    self.base_size * level
+                );
+                out.push(BlockLine { name, line, nodes });
                 index += 1;
             }
         }
@@ -369,7 +376,7 @@ mod tests {
         // Pairs from the first block: b3 alone is no longer than a base block, so no pair.
         assert_eq!(t.groups(2), [BlockGroup { blocks: 0..2, level: 2 }]);
         assert_eq!(t.groups(4), [BlockGroup { blocks: 0..3, level: 4 }]);
-        let lines: Vec<String> = t.block_lines().into_iter().map(|l| l.0).collect();
+        let lines: Vec<String> = t.block_lines().into_iter().map(|l| l.line).collect();
         assert_eq!(
             lines,
             [

@@ -493,8 +493,6 @@ pub struct Core {
     part_nodes: Vec<Vec<usize>>,
     /// Shapes of plain jobs that found no room now in this pass.
     no_room: std::cell::RefCell<Vec<Shape>>,
-    /// Scratch for `reserve`: each node's first fit for the job at hand.
-    first_fit_at: std::cell::RefCell<Vec<i64>>,
     /// Nodes where an `--exclusive=user` job runs (other users' jobs may not share them).
     excl_user_nodes: usize,
     /// Set by `explain` while it asks whether a job would fit were it not for the topology.
@@ -1650,12 +1648,8 @@ impl Core {
             let d = job.effective_limit(part).map_or(i64::MAX, |l| l as i64);
             // Each node's earliest moment for its least share of the job (all of it for a
             // one-node job) bounds when the job can start: only later release times are tried.
-            let mut first = std::mem::take(&mut *self.first_fit_at.borrow_mut());
-            let bound = self.earliest_bound(job, part, now, d, tl, &mut first);
-            let Some((lower, single)) = bound else {
-                *self.first_fit_at.borrow_mut() = first;
-                continue;
-            };
+            let mut first = Vec::new();
+            let Some((lower, single)) = self.earliest_bound(job, part, now, d, tl, &mut first) else { continue };
             let mut times = tl.release_times(now);
             times.retain(|&t| t >= lower);
             if single {
@@ -1691,18 +1685,18 @@ impl Core {
                     break;
                 }
             }
-            *self.first_fit_at.borrow_mut() = first;
         }
         best
     }
 
-    /// The partition's node indices in placement order (`part` is one of `self.partitions`).
+    /// Where `part` (one of `self.partitions`) stands among them.
+    fn part_index(&self, part: &PartitionRes) -> Option<usize> {
+        self.partitions.iter().position(|p| std::ptr::eq(p, part))
+    }
+
+    /// The partition's node indices in placement order.
     fn part_order(&self, part: &PartitionRes) -> &[usize] {
-        self.partitions
-            .iter()
-            .position(|p| std::ptr::eq(p, part))
-            .and_then(|k| self.part_nodes.get(k))
-            .map_or(&[][..], |v| v.as_slice())
+        self.part_index(part).and_then(|k| self.part_nodes.get(k)).map_or(&[][..], |v| v.as_slice())
     }
 
     /// The shape of a job on a fixed number of nodes with no node, feature, GRES or
@@ -1712,7 +1706,7 @@ impl Core {
         if job.more.is_some() || job.exclusive || job.max_nodes != Some(nodes) {
             return None;
         }
-        let part = self.partitions.iter().position(|q| std::ptr::eq(q, part))?;
+        let part = self.part_index(part)?;
         let cpt = job.cpus_per_task.max(1);
         Some(Shape {
             part,
@@ -2618,7 +2612,7 @@ impl Core {
                 .collect();
             (all_maint, open.len() as u32, open.iter().map(|n| u64::from(n.cpus)).sum::<u64>())
         };
-        let p = self.partitions.iter().position(|q| std::ptr::eq(q, part)).unwrap_or(usize::MAX);
+        let p = self.part_index(part).unwrap_or(usize::MAX);
         let (all_maint, open_nodes, open_cpus) = if self.resvs.len() <= 64 {
             *self.reserved_left.borrow_mut().entry((p, mask)).or_insert_with(summary)
         } else {
@@ -2634,7 +2628,6 @@ impl Core {
         (open_nodes < job.min_nodes || open_cpus < need).then_some(PendingReason::ReqNodeNotAvailReserved)
     }
 
-    /// Checks the core's bookkeeping; tests call it after every step.
     /// For tests: place every job in full, as if no shape had found no room before it
     /// (decisions must not change).
     #[doc(hidden)]
@@ -2642,6 +2635,7 @@ impl Core {
         self.no_memo = true;
     }
 
+    /// Checks the core's bookkeeping; tests call it after every step.
     pub fn check_invariants(&self) -> Result<(), String> {
         let excl = self.nodes.iter().filter(|n| n.excl_user.is_some()).count();
         if excl != self.excl_user_nodes {
