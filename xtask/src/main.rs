@@ -1,15 +1,19 @@
 //! Developer tasks. `cargo xtask codegen` regenerates the committed gRPC code from
 //! `crates/drover-proto/proto/*.proto` with protox (no system `protoc`); `cargo xtask codegen
-//! --check` fails when the committed code is stale (CI runs it).
+//! --check` fails when the committed code is stale (CI runs it). `cargo xtask link-order`
+//! regenerates the release link's function order (see `link_order.rs`).
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
+
+mod link_order;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("codegen") => codegen(args.iter().any(|a| a == "--check")),
-        _ => bail!("usage: cargo xtask codegen [--check]"),
+        Some("link-order") => link_order::main(&args[1..]),
+        _ => bail!("usage: cargo xtask codegen [--check] | link-order [--check]"),
     }
 }
 

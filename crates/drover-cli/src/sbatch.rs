@@ -118,9 +118,11 @@ pub fn main(args: Vec<String>) -> i32 {
             return 1;
         }
     };
-    let job_from_directives = loop {
+    // Directives are parsed alone first, to pass over the options this build does not know
+    // (none to check without directives: a `--wrap` submit skips a parse).
+    while !dir_args.is_empty() {
         match JobArgs::try_parse_from(std::iter::once("sbatch".to_string()).chain(dir_args.iter().cloned())) {
-            Ok(j) => break j,
+            Ok(_) => break,
             Err(e) if e.kind() == ErrorKind::UnknownArgument => {
                 let bad = match e.get(ContextKind::InvalidArg) {
                     Some(ContextValue::String(s)) => s.clone(),
@@ -143,8 +145,7 @@ pub fn main(args: Vec<String>) -> i32 {
                 return 1;
             }
         }
-    };
-    let _ = job_from_directives;
+    }
     let cmdline_opts: Vec<String> = {
         // The command line up to the script path.
         let n = args.len() - cli.script.len();

@@ -283,6 +283,11 @@ impl Group {
         self.dir("memory").or_else(|| self.dir("unified"))
     }
 
+    /// Whether the group holds every process of the step (then [`Group::pids`] lists them all).
+    pub fn tracks(&self) -> bool {
+        self.tracking().is_some()
+    }
+
     /// Every process of the step.
     pub fn pids(&self) -> Vec<i32> {
         self.tracking()

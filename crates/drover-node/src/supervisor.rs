@@ -903,12 +903,20 @@ impl Supervisor<'_> {
         for &pid in self.main.keys() {
             let _ = kill(Pid::from_raw(-pid), sig);
         }
-        for pid in Self::descendants() {
-            let _ = kill(Pid::from_raw(pid), sig);
-        }
-        // And whatever else is in the step's cgroup.
-        for pid in self.cgroup.as_ref().map(|g| g.pids()).unwrap_or_default() {
-            let _ = kill(Pid::from_raw(pid), sig);
+        // Every process of the step is in its cgroup, whatever session or parent it took;
+        // without one, its descendants are found by walking /proc (every process's stat:
+        // milliseconds on a busy node, so not when the cgroup already knows).
+        match self.cgroup.as_ref().filter(|g| g.tracks()) {
+            Some(g) => {
+                for pid in g.pids() {
+                    let _ = kill(Pid::from_raw(pid), sig);
+                }
+            }
+            None => {
+                for pid in Self::descendants() {
+                    let _ = kill(Pid::from_raw(pid), sig);
+                }
+            }
         }
     }
 
