@@ -56,7 +56,7 @@ pub fn clap_error(prog: &str, e: &clap::Error) -> String {
 const USAGE: &str = "Usage: sbatch [OPTIONS(0)...] [ : [OPTIONS(N)...]] script(0) [args(0)...]";
 
 pub fn main(args: Vec<String>) -> i32 {
-    let cli = match SbatchArgs::try_parse_from(std::iter::once("sbatch".to_string()).chain(args.iter().cloned())) {
+    let mut cli = match SbatchArgs::try_parse_from(std::iter::once("sbatch".to_string()).chain(args.iter().cloned())) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("{}", clap_error("sbatch", &e));
@@ -151,16 +151,22 @@ pub fn main(args: Vec<String>) -> i32 {
         let n = args.len() - cli.script.len();
         args[..n].to_vec()
     };
-    let all: Vec<String> = std::iter::once("sbatch".to_string())
-        .chain(dir_args)
-        .chain(env_args("SBATCH_"))
-        .chain(strip_wrap(&cmdline_opts))
-        .collect();
-    let merged = match SbatchArgs::try_parse_from(&all) {
-        Ok(m) => m.job,
-        Err(e) => {
-            eprintln!("{}", clap_error("sbatch", &e));
-            return 1;
+    let from_env = env_args("SBATCH_");
+    let merged = if dir_args.is_empty() && from_env.is_empty() {
+        // The command line alone: its parse above is the merged one.
+        std::mem::take(&mut cli.job)
+    } else {
+        let all: Vec<String> = std::iter::once("sbatch".to_string())
+            .chain(dir_args)
+            .chain(from_env)
+            .chain(strip_wrap(&cmdline_opts))
+            .collect();
+        match SbatchArgs::try_parse_from(&all) {
+            Ok(m) => m.job,
+            Err(e) => {
+                eprintln!("{}", clap_error("sbatch", &e));
+                return 1;
+            }
         }
     };
     let validated = match merged.validate(true) {
