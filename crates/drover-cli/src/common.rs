@@ -5,9 +5,10 @@ use drover_model::conf::Config;
 use drover_proto::v1;
 use drover_proto::v1::controller_client::ControllerClient;
 use std::path::PathBuf;
-use tonic::transport::Channel;
 
-pub type Client = ControllerClient<Channel>;
+/// The controller, over its local socket (a bare HTTP/2 connection: see
+/// [`drover_proto::LocalChannel`]).
+pub type Client = ControllerClient<drover_proto::LocalChannel>;
 
 /// The flags every command has: `-V/--version`, `--help`, `--usage` (flattened into each
 /// command's arguments).
@@ -74,7 +75,7 @@ pub fn runtime() -> tokio::runtime::Runtime {
 }
 
 pub async fn connect(cfg: &Config) -> Result<Client, String> {
-    let ch = drover_proto::connect_unix(&cfg.controller_socket())
+    let ch = drover_proto::connect_local(&cfg.controller_socket())
         .await
         .map_err(|_| "Unable to contact slurm controller (connect failure)".to_string())?;
     Ok(ControllerClient::new(ch).max_decoding_message_size(512 << 20).max_encoding_message_size(64 << 20))

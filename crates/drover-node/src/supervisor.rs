@@ -900,19 +900,26 @@ impl Supervisor<'_> {
     }
 
     fn signal_all(&self, sig: Signal) {
-        for &pid in self.main.keys() {
-            let _ = kill(Pid::from_raw(-pid), sig);
-        }
-        // Every process of the step is in its cgroup, whatever session or parent it took;
-        // without one, its descendants are found by walking /proc (every process's stat:
-        // milliseconds on a busy node, so not when the cgroup already knows).
         match self.cgroup.as_ref().filter(|g| g.tracks()) {
+            // Every process of the step is in its cgroup, whatever session or parent it took:
+            // each gets the signal once (a second one a moment later would run a shell's trap
+            // twice). A task not yet in it (between its fork and joining) gets it through its
+            // process group.
             Some(g) => {
-                for pid in g.pids() {
+                let members = g.pids();
+                for &pid in &members {
                     let _ = kill(Pid::from_raw(pid), sig);
                 }
+                for &pid in self.main.keys().filter(|p| !members.contains(p)) {
+                    let _ = kill(Pid::from_raw(-pid), sig);
+                }
             }
+            // Without one: the tasks' process groups, then their descendants found by walking
+            // /proc (every process's stat: milliseconds on a busy node).
             None => {
+                for &pid in self.main.keys() {
+                    let _ = kill(Pid::from_raw(-pid), sig);
+                }
                 for pid in Self::descendants() {
                     let _ = kill(Pid::from_raw(pid), sig);
                 }
