@@ -443,6 +443,13 @@ impl Agent {
             Some(t) => t.address(&self.name),
             None => (self.name.clone(), "node".into()),
         };
+        // The user, resolved here once the name service is loaded (the supervisor then need
+        // not load it: ~a tenth of its start), unless this agent cannot switch users anyway.
+        if let Some(spec) = l.job.as_ref().and_then(|j| j.spec.as_ref()) {
+            if nix::unistd::getuid().is_root() {
+                l.user = resolve_user(spec.uid, spec.gid);
+            }
+        }
         l.prolog = self.cfg.prolog.clone().unwrap_or_default();
         l.task_prolog = self.cfg.task_prolog.clone().unwrap_or_default();
         l.task_epilog = self.cfg.task_epilog.clone().unwrap_or_default();
@@ -544,4 +551,16 @@ fn free_mem_mb() -> u64 {
         })
         .map(|kb| kb / 1024)
         .unwrap_or(0)
+}
+
+/// A user's name, home and supplementary groups (what `initgroups` would set), for a launch.
+fn resolve_user(uid: u32, gid: u32) -> Option<v1::LaunchUser> {
+    let u = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok()??;
+    let name = std::ffi::CString::new(u.name.clone()).ok()?;
+    let gids = nix::unistd::getgrouplist(&name, nix::unistd::Gid::from_raw(gid)).ok()?;
+    Some(v1::LaunchUser {
+        name: u.name,
+        home: u.dir.display().to_string(),
+        gids: gids.into_iter().map(|g| g.as_raw()).collect(),
+    })
 }

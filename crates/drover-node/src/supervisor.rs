@@ -74,6 +74,8 @@ struct User {
     gid: u32,
     name: CString,
     home: String,
+    /// Supplementary groups as the node agent resolved them (None: `initgroups` here).
+    gids: Option<Vec<u32>>,
 }
 
 /// Entry point of `drover supervise JOBDIR`. Never returns.
@@ -126,7 +128,16 @@ fn run(dir: &Path) -> Result<(), Failure> {
     let listener = UnixListener::bind(&sock_path).map_err(|e| format!("binding {}: {e}", sock_path.display()))?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
 
-    let user = lookup_user(spec.uid, spec.gid)?;
+    let user = match &launch.user {
+        Some(u) => User {
+            uid: spec.uid,
+            gid: spec.gid,
+            name: CString::new(u.name.clone()).map_err(|e| e.to_string())?,
+            home: u.home.clone(),
+            gids: Some(u.gids.clone()),
+        },
+        None => lookup_user(spec.uid, spec.gid)?,
+    };
     let node = spool::node_name(dir);
     let (cgroup, gpus_isolated) = match confine(&launch, &job, &node, dir.parent().unwrap_or(dir)) {
         Ok(Some((g, iso))) => (Some(g), iso),
@@ -283,6 +294,7 @@ fn lookup_user(uid: u32, gid: u32) -> Result<User, String> {
             gid,
             name: CString::new(u.name).map_err(|e| e.to_string())?,
             home: u.dir.display().to_string(),
+            gids: None,
         }),
         None => Err(format!("uid {uid} is not a user on this node")),
     }
@@ -437,8 +449,14 @@ fn env_c(env: &[(String, String)]) -> Vec<CString> {
 fn drop_privileges(user: &User) -> Result<(), String> {
     let me = nix::unistd::getuid().as_raw();
     if me == 0 {
-        nix::unistd::initgroups(&user.name, nix::unistd::Gid::from_raw(user.gid))
-            .map_err(|e| format!("initgroups: {e}"))?;
+        match &user.gids {
+            Some(gids) => {
+                let gids: Vec<nix::unistd::Gid> = gids.iter().map(|g| nix::unistd::Gid::from_raw(*g)).collect();
+                nix::unistd::setgroups(&gids).map_err(|e| format!("setgroups: {e}"))?;
+            }
+            None => nix::unistd::initgroups(&user.name, nix::unistd::Gid::from_raw(user.gid))
+                .map_err(|e| format!("initgroups: {e}"))?,
+        }
         nix::unistd::setgid(nix::unistd::Gid::from_raw(user.gid)).map_err(|e| format!("setgid: {e}"))?;
         nix::unistd::setuid(nix::unistd::Uid::from_raw(user.uid)).map_err(|e| format!("setuid: {e}"))?;
     } else if me != user.uid && me != 0 {

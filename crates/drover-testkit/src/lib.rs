@@ -399,6 +399,33 @@ impl Drop for TestUser {
     }
 }
 
+/// A Unix group added for a test (its members given at creation), removed when dropped.
+/// Needs root.
+pub struct TestGroup {
+    pub name: String,
+    pub gid: u32,
+}
+
+impl TestGroup {
+    pub fn create(name: &str, members: &[&str]) -> TestGroup {
+        let _ = Command::new("groupdel").arg(name).output();
+        let st = Command::new("groupadd").arg(name).status().expect("groupadd");
+        assert!(st.success(), "groupadd {name}");
+        for m in members {
+            let st = Command::new("usermod").args(["-a", "-G", name, m]).status().expect("usermod");
+            assert!(st.success(), "usermod -a -G {name} {m}");
+        }
+        let g = nix::unistd::Group::from_name(name).expect("getgrnam").expect("the group just added");
+        TestGroup { name: name.into(), gid: g.gid.as_raw() }
+    }
+}
+
+impl Drop for TestGroup {
+    fn drop(&mut self) {
+        let _ = Command::new("groupdel").arg(&self.name).output();
+    }
+}
+
 /// A Unix user with this name and GECOS ("Proper Name"), added if there is none (and then
 /// removed when dropped); an existing one is used as it is. Needs root.
 pub struct NamedUser {

@@ -1,7 +1,7 @@
 //! Jobs run as the submitting user; only the owner (or root) may cancel. Needs root: the test
 //! creates two users and removes them afterwards.
 
-use drover_testkit::{Cluster, Options, TestUser};
+use drover_testkit::{Cluster, Options, TestGroup, TestUser};
 use std::time::Duration;
 
 const EXE: &str = env!("CARGO_BIN_EXE_drover");
@@ -15,6 +15,9 @@ fn jobs_run_as_the_submitter_and_other_users_cannot_cancel_them() {
     let pid = std::process::id() % 10000;
     let alice = TestUser::create(&format!("drva{pid}"));
     let bob = TestUser::create(&format!("drvb{pid}"));
+    // A supplementary group of alice's: her jobs have it (the node agent resolves the groups
+    // and the supervisor sets them, as initgroups would).
+    let lab = TestGroup::create(&format!("drvg{pid}"), &[&alice.name]);
     let c = Cluster::start(
         EXE,
         Options {
@@ -31,13 +34,27 @@ fn jobs_run_as_the_submitter_and_other_users_cannot_cancel_them() {
     nix::unistd::chown(&work, Some(nix::unistd::Uid::from_raw(alice.uid)), Some(nix::unistd::Gid::from_raw(alice.gid)))
         .unwrap();
 
-    let out = c.run_as(&alice, "sbatch", &["--parsable", "--wrap", "id -u; id -g; echo $SLURM_JOB_USER; pwd"], &work);
+    let out = c.run_as(
+        &alice,
+        "sbatch",
+        &[
+            "--parsable",
+            "--wrap",
+            "id -u; id -g; echo $SLURM_JOB_USER; pwd; id -G | tr ' ' '\\n' | sort -n | paste -sd,",
+        ],
+        &work,
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let id: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
     let path = work.join(format!("slurm-{id}.out"));
     let body = std::fs::read_to_string(&path).unwrap();
-    assert_eq!(body, format!("{}\n{}\n{}\n{}\n", alice.uid, alice.gid, alice.name, work.display()));
+    let mut groups = [alice.gid, lab.gid];
+    groups.sort();
+    assert_eq!(
+        body,
+        format!("{}\n{}\n{}\n{}\n{},{}\n", alice.uid, alice.gid, alice.name, work.display(), groups[0], groups[1])
+    );
     let meta = std::fs::metadata(&path).unwrap();
     use std::os::unix::fs::MetadataExt;
     assert_eq!(meta.uid(), alice.uid, "output file is created as the user");

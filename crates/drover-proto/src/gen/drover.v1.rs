@@ -1098,6 +1098,20 @@ pub struct Launch {
     pub topology_addr: ::prost::alloc::string::String,
     #[prost(string, tag = "15")]
     pub topology_pattern: ::prost::alloc::string::String,
+    /// The job's user as the node agent resolved it, so that the supervisor need not load the
+    /// name service (NSS modules) itself: as Slurm's send_gids. Absent: it looks the user up.
+    #[prost(message, optional, tag = "16")]
+    pub user: ::core::option::Option<LaunchUser>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LaunchUser {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub home: ::prost::alloc::string::String,
+    /// Supplementary groups (what initgroups would set).
+    #[prost(uint32, repeated, tag = "3")]
+    pub gids: ::prost::alloc::vec::Vec<u32>,
 }
 /// The controller tells each node of a job that it starts (PrologFlags=Alloc: run the
 /// prolog now) or that it is over (run the epilog).
