@@ -447,7 +447,7 @@ impl Agent {
         // not load it: ~a tenth of its start), unless this agent cannot switch users anyway.
         if let Some(spec) = l.job.as_ref().and_then(|j| j.spec.as_ref()) {
             if nix::unistd::getuid().is_root() {
-                l.user = resolve_user(spec.uid, spec.gid);
+                l.user = resolve_user(spec.uid, spec.gid).ok();
             }
         }
         l.prolog = self.cfg.prolog.clone().unwrap_or_default();
@@ -553,12 +553,17 @@ fn free_mem_mb() -> u64 {
         .unwrap_or(0)
 }
 
-/// A user's name, home and supplementary groups (what `initgroups` would set), for a launch.
-fn resolve_user(uid: u32, gid: u32) -> Option<v1::LaunchUser> {
-    let u = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok()??;
-    let name = std::ffi::CString::new(u.name.clone()).ok()?;
-    let gids = nix::unistd::getgrouplist(&name, nix::unistd::Gid::from_raw(gid)).ok()?;
-    Some(v1::LaunchUser {
+/// A user's name, home and supplementary groups (what `initgroups` would set), for a launch:
+/// the agent resolves them (its name service is loaded), the supervisor only when a launch
+/// comes without them.
+pub(crate) fn resolve_user(uid: u32, gid: u32) -> Result<v1::LaunchUser, String> {
+    let u = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .map_err(|e| format!("looking up uid {uid}: {e}"))?
+        .ok_or_else(|| format!("uid {uid} is not a user on this node"))?;
+    let name = std::ffi::CString::new(u.name.clone()).map_err(|e| e.to_string())?;
+    let gids = nix::unistd::getgrouplist(&name, nix::unistd::Gid::from_raw(gid))
+        .map_err(|e| format!("looking up the groups of {}: {e}", u.name))?;
+    Ok(v1::LaunchUser {
         name: u.name,
         home: u.dir.display().to_string(),
         gids: gids.into_iter().map(|g| g.as_raw()).collect(),

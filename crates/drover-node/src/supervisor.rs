@@ -74,8 +74,8 @@ struct User {
     gid: u32,
     name: CString,
     home: String,
-    /// Supplementary groups as the node agent resolved them (None: `initgroups` here).
-    gids: Option<Vec<u32>>,
+    /// Supplementary groups (what `initgroups` would set).
+    gids: Vec<u32>,
 }
 
 /// Entry point of `drover supervise JOBDIR`. Never returns.
@@ -128,15 +128,18 @@ fn run(dir: &Path) -> Result<(), Failure> {
     let listener = UnixListener::bind(&sock_path).map_err(|e| format!("binding {}: {e}", sock_path.display()))?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
 
-    let user = match &launch.user {
-        Some(u) => User {
-            uid: spec.uid,
-            gid: spec.gid,
-            name: CString::new(u.name.clone()).map_err(|e| e.to_string())?,
-            home: u.home.clone(),
-            gids: Some(u.gids.clone()),
-        },
-        None => lookup_user(spec.uid, spec.gid)?,
+    // As the node agent resolved the user, or (an agent not running as root, an older one)
+    // looked up here.
+    let resolved = match launch.user.clone() {
+        Some(u) => u,
+        None => crate::resolve_user(spec.uid, spec.gid)?,
+    };
+    let user = User {
+        uid: spec.uid,
+        gid: spec.gid,
+        name: CString::new(resolved.name).map_err(|e| e.to_string())?,
+        home: resolved.home,
+        gids: resolved.gids,
     };
     let node = spool::node_name(dir);
     let (cgroup, gpus_isolated) = match confine(&launch, &job, &node, dir.parent().unwrap_or(dir)) {
@@ -282,21 +285,6 @@ fn notify_agent(dir: &Path) {
         if let Ok(mut s) = std::os::unix::net::UnixStream::connect(spool_dir.join(spool::AGENT_SOCK)) {
             let _ = writeln!(s, "{}", dir.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default());
         }
-    }
-}
-
-fn lookup_user(uid: u32, gid: u32) -> Result<User, String> {
-    let u = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .map_err(|e| format!("looking up uid {uid}: {e}"))?;
-    match u {
-        Some(u) => Ok(User {
-            uid,
-            gid,
-            name: CString::new(u.name).map_err(|e| e.to_string())?,
-            home: u.dir.display().to_string(),
-            gids: None,
-        }),
-        None => Err(format!("uid {uid} is not a user on this node")),
     }
 }
 
@@ -449,14 +437,8 @@ fn env_c(env: &[(String, String)]) -> Vec<CString> {
 fn drop_privileges(user: &User) -> Result<(), String> {
     let me = nix::unistd::getuid().as_raw();
     if me == 0 {
-        match &user.gids {
-            Some(gids) => {
-                let gids: Vec<nix::unistd::Gid> = gids.iter().map(|g| nix::unistd::Gid::from_raw(*g)).collect();
-                nix::unistd::setgroups(&gids).map_err(|e| format!("setgroups: {e}"))?;
-            }
-            None => nix::unistd::initgroups(&user.name, nix::unistd::Gid::from_raw(user.gid))
-                .map_err(|e| format!("initgroups: {e}"))?,
-        }
+        let gids: Vec<nix::unistd::Gid> = user.gids.iter().map(|g| nix::unistd::Gid::from_raw(*g)).collect();
+        nix::unistd::setgroups(&gids).map_err(|e| format!("setgroups: {e}"))?;
         nix::unistd::setgid(nix::unistd::Gid::from_raw(user.gid)).map_err(|e| format!("setgid: {e}"))?;
         nix::unistd::setuid(nix::unistd::Uid::from_raw(user.uid)).map_err(|e| format!("setuid: {e}"))?;
     } else if me != user.uid && me != 0 {
