@@ -60,6 +60,7 @@ fn log(msg: &str) {
 
 /// Runs the controller for the given `slurm.conf` until SIGTERM/SIGINT or a Shutdown call.
 pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
+    return_large_frees();
     let cfg = drover_model::conf::parse_file(conf_path)?;
     if let Some(path) = &cfg.slurmctld_log_file {
         log_to(path).map_err(|source| ControllerError::StateDir { path: path.clone(), source })?;
@@ -155,6 +156,22 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
     let _ = std::fs::remove_file(&sock);
     drop(lock);
     Ok(())
+}
+
+/// Makes every allocation of 128 KiB or more a mapping of its own, unmapped when it is freed.
+///
+/// glibc starts with that threshold but raises it to the size of each mapped block freed
+/// (up to 32 MiB). The controller's large blocks are transient: a snapshot's encoding, a
+/// group commit's buffer, a listing's batches, a job table while it is rehashed. Once the
+/// threshold has risen, the next ones come from the heap, and when they are freed their pages
+/// stay with the process. With 100,000 pending jobs that was 0.4 KB of resident memory per
+/// job on top of the 0.7 KB the jobs hold (`drover bench --only mem-per-job`: 1.2 -> 0.7 KB).
+fn return_large_frees() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets a parameter of the allocator, under the allocator's own lock.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
 }
 
 /// Where the controller keeps its last read of accounting's associations and QoS.
