@@ -17,6 +17,7 @@ mod acct;
 mod explain;
 mod fairshare;
 mod intern;
+mod jobtable;
 mod owner;
 mod policy;
 mod rpc;

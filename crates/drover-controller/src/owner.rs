@@ -3262,7 +3262,7 @@ impl Owner {
         let view = View {
             written: t,
             cfg: self.cfg.clone(),
-            jobs: self.durable.jobs.values().cloned().collect(),
+            jobs: self.durable.jobs.publish(),
             nodes,
             licenses: self.core.licenses(),
             configuring: self.ctld_prolog.clone(),

@@ -362,7 +362,7 @@ pub enum Gone {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Durable {
     pub next_job_id: JobId,
-    pub jobs: BTreeMap<JobId, Arc<Job>>,
+    pub jobs: crate::jobtable::JobTable,
     pub nodes: BTreeMap<String, NodeAdmin>,
     /// `None`: slurm.conf keeps no accounting.
     pub acct: Option<AcctOutbox>,
@@ -478,11 +478,14 @@ impl Durable {
                 self.jobs.remove(&id);
             }
             Record::ArrayThrottle { array, throttle } => {
-                for j in self.jobs.values_mut().filter(|j| j.in_array(array)) {
-                    if let Some(a) = Arc::make_mut(j).array.as_mut() {
-                        a.throttle = throttle;
-                    }
-                }
+                self.jobs.update_where(
+                    |j| j.in_array(array),
+                    |j| {
+                        if let Some(a) = Arc::make_mut(j).array.as_mut() {
+                            a.throttle = throttle;
+                        }
+                    },
+                );
             }
             Record::ArraySplit { array, task, id } => {
                 self.next_job_id = self.next_job_id.max(id + 1);

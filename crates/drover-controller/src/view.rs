@@ -31,7 +31,7 @@ pub struct NodeLiveView {
 pub struct View {
     pub written: i64,
     pub cfg: Arc<Config>,
-    pub jobs: Vec<Arc<Job>>,
+    pub jobs: crate::jobtable::JobList,
     pub nodes: Vec<NodeLiveView>,
     /// Cluster licenses: (name, total, in use).
     pub licenses: Vec<(String, u32, u32)>,
@@ -50,7 +50,7 @@ impl Default for View {
         View {
             written: 0,
             cfg: Arc::new(Config::default()),
-            jobs: Vec::new(),
+            jobs: Default::default(),
             nodes: Vec::new(),
             licenses: Vec::new(),
             configuring: Default::default(),
@@ -162,12 +162,8 @@ pub fn encode_record(j: &Job, configuring: bool, out: &mut drover_proto::bytes::
     out.extend_from_slice(spec);
 }
 
-/// The encoded records of the jobs a request selects among `view.jobs[range]`.
-pub fn job_records(
-    view: &View,
-    req: &v1::StateRequest,
-    range: std::ops::Range<usize>,
-) -> Vec<drover_proto::bytes::Bytes> {
+/// The encoded records of the jobs a request selects among `chunks` (of `view.jobs`).
+pub fn job_records(view: &View, req: &v1::StateRequest, chunks: &[Arc<[Arc<Job>]>]) -> Vec<drover_proto::bytes::Bytes> {
     let wanted = |j: &Job| {
         if req.job_ids.is_empty() {
             !req.active_only || !j.status.state.is_finished()
@@ -175,9 +171,11 @@ pub fn job_records(
             req.job_ids.contains(&j.id) || j.array.as_ref().is_some_and(|a| req.job_ids.contains(&a.array_job_id))
         }
     };
-    let mut buf = drover_proto::bytes::BytesMut::with_capacity(range.len() * 192);
-    view.jobs[range]
+    let n: usize = chunks.iter().map(|c| c.len()).sum();
+    let mut buf = drover_proto::bytes::BytesMut::with_capacity(n * 192);
+    chunks
         .iter()
+        .flat_map(|c| c.iter())
         .filter(|j| wanted(j))
         .map(|j| {
             encode_record(j, !view.configuring.is_empty() && view.configuring.contains(&j.id), &mut buf);
@@ -195,13 +193,11 @@ pub fn job_batches(
     req: v1::StateRequest,
     now: i64,
 ) -> impl Iterator<Item = v1::StateReply> + Send {
-    let n = view.jobs.len();
-    let batches = n.div_ceil(LIST_BATCH).max(1);
-    (0..batches).map(move |i| v1::StateReply {
+    view.jobs.parts(LIST_BATCH).into_iter().map(move |p| v1::StateReply {
         now,
         cluster_name: view.cfg.cluster_name.clone(),
         last_update: view.written,
-        job_records: job_records(&view, &req, i * LIST_BATCH..((i + 1) * LIST_BATCH).min(n)),
+        job_records: job_records(&view, &req, view.jobs.part(p)),
         ..Default::default()
     })
 }
@@ -216,7 +212,7 @@ pub fn state_reply(view: &View, req: &v1::StateRequest, now: i64) -> v1::StateRe
         ..Default::default()
     };
     if everything || req.jobs {
-        reply.job_records = job_records(view, req, 0..view.jobs.len());
+        reply.job_records = job_records(view, req, view.jobs.part(..));
     }
     if everything || req.config {
         reply.licenses = view
