@@ -504,13 +504,14 @@ pub fn parse_str(name: &str, text: &str) -> Result<Config, ConfError> {
 }
 
 struct Line {
-    file: String,
+    /// Shared by the lines of one file.
+    file: std::rc::Rc<str>,
     line: usize,
     pairs: Vec<(String, String)>,
 }
 
 fn collect_lines(path: &Path, text: &str, out: &mut Vec<Line>, depth: usize) -> Result<(), ConfError> {
-    let file = path.display().to_string();
+    let file: std::rc::Rc<str> = path.display().to_string().into();
     let mut pending = String::new();
     let mut start_line = 0;
     for (idx, raw) in text.lines().enumerate() {
@@ -525,13 +526,19 @@ fn collect_lines(path: &Path, text: &str, out: &mut Vec<Line>, depth: usize) -> 
             pending.push(' ');
             continue;
         }
-        pending.push_str(trimmed);
-        let full = std::mem::take(&mut pending);
-        let full = full.trim();
+        // A line without continuation is read in place.
+        let joined;
+        let full = if pending.is_empty() {
+            trimmed.trim()
+        } else {
+            pending.push_str(trimmed);
+            joined = std::mem::take(&mut pending);
+            joined.trim()
+        };
         if full.is_empty() {
             continue;
         }
-        let err = |msg: String| ConfError { file: file.clone(), line: start_line, msg };
+        let err = |msg: String| ConfError { file: file.to_string(), line: start_line, msg };
         // `Include FILE` (no '=').
         let mut words = full.split_whitespace();
         if let Some(first) = words.next() {
@@ -556,14 +563,19 @@ fn collect_lines(path: &Path, text: &str, out: &mut Vec<Line>, depth: usize) -> 
     }
     if !pending.trim().is_empty() {
         let pairs =
-            split_pairs(pending.trim()).map_err(|msg| ConfError { file: file.clone(), line: start_line, msg })?;
+            split_pairs(pending.trim()).map_err(|msg| ConfError { file: file.to_string(), line: start_line, msg })?;
         out.push(Line { file, line: start_line, pairs });
     }
     Ok(())
 }
 
-fn strip_comment(line: &str) -> String {
-    let mut out = String::new();
+/// A line up to its comment (`#`; `\#` is a literal `#`).
+fn strip_comment(line: &str) -> std::borrow::Cow<'_, str> {
+    let Some(hash) = line.find('#') else { return line.into() };
+    if !line[..hash].ends_with('\\') {
+        return line[..hash].into();
+    }
+    let mut out = String::with_capacity(line.len());
     let mut chars = line.chars().peekable();
     while let Some(c) = chars.next() {
         if c == '\\' && chars.peek() == Some(&'#') {
@@ -575,56 +587,33 @@ fn strip_comment(line: &str) -> String {
             out.push(c);
         }
     }
-    out
+    out.into()
 }
 
 /// Splits `A=1 B="x y" C=z` into pairs; a word without `=` is an error.
 fn split_pairs(s: &str) -> Result<Vec<(String, String)>, String> {
     let mut pairs = Vec::new();
-    let mut chars = s.chars().peekable();
-    loop {
-        while chars.peek().is_some_and(|c| c.is_whitespace()) {
-            chars.next();
-        }
-        if chars.peek().is_none() {
-            break;
-        }
-        let mut key = String::new();
-        while let Some(&c) = chars.peek() {
-            if c == '=' || c.is_whitespace() {
-                break;
-            }
-            key.push(c);
-            chars.next();
-        }
-        if chars.peek() != Some(&'=') {
+    let mut rest = s.trim_start();
+    while !rest.is_empty() {
+        let key_end = rest.find(|c: char| c == '=' || c.is_whitespace()).unwrap_or(rest.len());
+        let key = &rest[..key_end];
+        let Some(after) = rest[key_end..].strip_prefix('=') else {
             return Err(format!("expected Key=Value, found `{key}`"));
-        }
-        chars.next();
-        let mut val = String::new();
-        if chars.peek() == Some(&'"') {
-            chars.next();
-            let mut closed = false;
-            for c in chars.by_ref() {
-                if c == '"' {
-                    closed = true;
-                    break;
-                }
-                val.push(c);
+        };
+        let (val, next) = match after.strip_prefix('"') {
+            Some(quoted) => {
+                let Some(close) = quoted.find('"') else {
+                    return Err(format!("unterminated quote in value of {key}"));
+                };
+                (&quoted[..close], &quoted[close + 1..])
             }
-            if !closed {
-                return Err(format!("unterminated quote in value of {key}"));
+            None => {
+                let end = after.find(char::is_whitespace).unwrap_or(after.len());
+                (&after[..end], &after[end..])
             }
-        } else {
-            while let Some(&c) = chars.peek() {
-                if c.is_whitespace() {
-                    break;
-                }
-                val.push(c);
-                chars.next();
-            }
-        }
-        pairs.push((key, val));
+        };
+        pairs.push((key.to_string(), val.to_string()));
+        rest = next.trim_start();
     }
     Ok(pairs)
 }
@@ -645,7 +634,7 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
     let mut raw_parts: Vec<(&Line, Vec<(String, String)>)> = Vec::new();
     let (mut accounting_on, mut accounting_host) = (None, None);
     for l in lines {
-        let err = |msg: String| ConfError { file: l.file.clone(), line: l.line, msg };
+        let err = |msg: String| ConfError { file: l.file.to_string(), line: l.line, msg };
         let (k0, v0) = &l.pairs[0];
         let k0l = k0.to_ascii_lowercase();
         if k0l == "nodename" {
@@ -658,14 +647,14 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
             for (k, _) in &l.pairs[1..] {
                 if !NODE_KEYS.contains(&k.to_ascii_lowercase().as_str()) {
                     cfg.unsupported.push(Unsupported {
-                        file: l.file.clone(),
+                        file: l.file.to_string(),
                         line: l.line,
                         key: format!("NodeName {k}"),
                     });
                 }
             }
             let nodes = parse_nodes(v0, &attrs, cfg.slurmd_port).map_err(err)?;
-            gres_lines.push((l.file.clone(), l.line, nodes.len()));
+            gres_lines.push((l.file.to_string(), l.line, nodes.len()));
             cfg.nodes.extend(nodes);
             continue;
         }
@@ -679,7 +668,7 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
             for (k, _) in &l.pairs[1..] {
                 if !PART_KEYS.contains(&k.to_ascii_lowercase().as_str()) {
                     cfg.unsupported.push(Unsupported {
-                        file: l.file.clone(),
+                        file: l.file.to_string(),
                         line: l.line,
                         key: format!("PartitionName {k}"),
                     });
@@ -758,7 +747,7 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                             "bf_window" => cfg.bf_window_min = n("bf_window")?.max(1),
                             "bf_interval" => cfg.bf_interval = n("bf_interval")?,
                             _ => cfg.unsupported.push(Unsupported {
-                                file: l.file.clone(),
+                                file: l.file.to_string(),
                                 line: l.line,
                                 key: format!("SchedulerParameters={opt}"),
                             }),
@@ -817,7 +806,7 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                         "preempt/none" => (false, false),
                         _ => {
                             cfg.unsupported.push(Unsupported {
-                                file: l.file.clone(),
+                                file: l.file.to_string(),
                                 line: l.line,
                                 key: format!("PreemptType={v}"),
                             });
@@ -834,7 +823,7 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                 p if crate::priority_conf::KEYS.contains(&p) => {
                     for flag in cfg.priority.set(p, v).map_err(|e| err(format!("{k}: {e}")))? {
                         cfg.unsupported.push(Unsupported {
-                            file: l.file.clone(),
+                            file: l.file.to_string(),
                             line: l.line,
                             key: format!("PriorityFlags={flag}"),
                         });
@@ -855,7 +844,7 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                             "contain" => cfg.prolog_flags.contain = true,
                             "nohold" => cfg.prolog_flags.nohold = true,
                             _ => cfg.unsupported.push(Unsupported {
-                                file: l.file.clone(),
+                                file: l.file.to_string(),
                                 line: l.line,
                                 key: format!("PrologFlags={f}"),
                             }),
@@ -883,7 +872,7 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                 }
                 _ => {
                     debug_assert!(!SUPPORTED.contains(&kl.as_str()));
-                    cfg.unsupported.push(Unsupported { file: l.file.clone(), line: l.line, key: k.clone() })
+                    cfg.unsupported.push(Unsupported { file: l.file.to_string(), line: l.line, key: k.clone() })
                 }
             }
         }
@@ -907,7 +896,7 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
     }
     let all_nodes: Vec<String> = cfg.nodes.iter().map(|n| n.name.clone()).collect();
     for (l, attrs) in raw_parts {
-        let err = |msg: String| ConfError { file: l.file.clone(), line: l.line, msg };
+        let err = |msg: String| ConfError { file: l.file.to_string(), line: l.line, msg };
         let p = parse_partition(&l.pairs[0].1, &attrs, &all_nodes).map_err(err)?;
         cfg.partitions.push(p);
     }
@@ -1158,6 +1147,26 @@ mod tests {
         assert_eq!(unsupported, ["SchedulerParameters=bf_busy_nodes"]);
         let bad = text.replace("bf_resolution=300", "bf_resolution=soon");
         assert!(parse_str("slurm.conf", &bad).unwrap_err().msg.contains("bf_resolution expects a number"));
+    }
+
+    #[test]
+    fn lines_split_into_pairs_as_slurm_reads_them() {
+        let pairs = |t: &str| split_pairs(t).unwrap();
+        let p = |k: &str, v: &str| (k.to_string(), v.to_string());
+        assert_eq!(pairs("  A=1   B=\"x y\"\tC=z "), [p("A", "1"), p("B", "x y"), p("C", "z")]);
+        assert_eq!(pairs("A=\"q\"B=2 E="), [p("A", "q"), p("B", "2"), p("E", "")]);
+        assert_eq!(pairs(""), []);
+        assert_eq!(split_pairs("A=1 bogus").unwrap_err(), "expected Key=Value, found `bogus`");
+        assert_eq!(split_pairs("A=\"open").unwrap_err(), "unterminated quote in value of A");
+        assert_eq!(strip_comment("A=1 # note"), "A=1 ");
+        assert_eq!(strip_comment("Features=a\\#b # c"), "Features=a#b ");
+        assert_eq!(strip_comment("no comment"), "no comment");
+        let mut lines = Vec::new();
+        collect_lines(Path::new("s.conf"), "# top\n\nNodeName=n[1-2] \\\n  CPUs=4 # four\nX=\"a b\"\n", &mut lines, 0)
+            .unwrap();
+        let got: Vec<_> = lines.iter().map(|l| (l.line, l.pairs.clone())).collect();
+        assert_eq!(got, [(3, vec![p("NodeName", "n[1-2]"), p("CPUs", "4")]), (5, vec![p("X", "a b")])]);
+        assert_eq!(&*lines[0].file, "s.conf");
     }
 
     #[test]
