@@ -210,8 +210,8 @@ impl Cgroups {
         for (ctrl, root) in &self.roots {
             let job_dir = self.make_path(ctrl, root, &[base.as_slice(), &[job_part.as_str()]].concat())?;
             self.apply(ctrl, &job_dir, limits)?;
-            let leaf =
-                self.make_path(ctrl, root, &[base.as_slice(), &[job_part.as_str(), step_part.as_str()]].concat())?;
+            // Below the job's group just made: its parents need no second walk.
+            let leaf = self.make_path(ctrl, &job_dir, &[step_part.as_str()])?;
             if ctrl == "unified" && self.devices_confined() && !limits.deny.is_empty() {
                 // On the step's group, which is made once: programs on the job's would pile up.
                 crate::devbpf::deny_devices(&leaf, &limits.deny)?;
@@ -297,6 +297,13 @@ impl Group {
 
     /// Kills every process of the step, frozen first on v1 so none can fork away.
     pub fn kill_all(&self) {
+        // An empty group has nothing to kill and nothing that could fork into it (a process
+        // joins only from inside or by being written in, and the step's own tasks write
+        // themselves in before they exec). Freezing it anyway is not free: on v1 each freeze
+        // and thaw flips a kernel static key, patching kernel text on every CPU.
+        if self.tracks() && self.pids().is_empty() {
+            return;
+        }
         match self.version {
             Version::V2 => {
                 if let Some(d) = self.dir("unified") {
