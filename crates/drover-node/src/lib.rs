@@ -455,24 +455,47 @@ impl Agent {
         l.task_epilog = self.cfg.task_epilog.clone().unwrap_or_default();
         std::fs::write(&tmp, l.encode_to_vec()).map_err(|e| e.to_string())?;
         std::fs::rename(&tmp, dir.join(spool::LAUNCH)).map_err(|e| e.to_string())?;
-        let mut cmd = std::process::Command::new(&self.exe);
-        cmd.arg("supervise").arg(dir).stdin(std::process::Stdio::null());
-        let log_path = dir.join("supervisor.log");
-        let f = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
-        cmd.stdout(f.try_clone().map_err(|e| e.to_string())?).stderr(f);
-        use std::os::unix::process::CommandExt;
-        // SAFETY: setsid(2) is async-signal-safe; the supervisor gets its own session so
-        // signals aimed at the agent never reach it.
-        unsafe {
-            cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
-        }
-        let mut child = cmd.spawn().map_err(|e| format!("starting the supervisor: {e}"))?;
+        let pid = spawn_supervisor(&self.exe, dir).map_err(|e| format!("starting the supervisor: {e}"))?;
         // Reap it when it ends; its result travels through the spool, not the exit code.
         std::thread::spawn(move || {
-            let _ = child.wait();
+            let _ = nix::sys::wait::waitpid(pid, None);
         });
         Ok(())
     }
+}
+
+/// Starts `drover supervise DIR` in a session of its own, so that signals aimed at the
+/// agent's process group (a terminal's Ctrl-C) never reach it.
+///
+/// With `posix_spawn` (`POSIX_SPAWN_SETSID`): a `fork` of this multi-threaded agent, which
+/// `std::process::Command` makes for a `pre_exec` hook, copied its page tables and then broke
+/// copy-on-write for every page the agent's threads touched until the child's exec. Standard
+/// input and output are /dev/null; standard error is the agent's own (the node's log file),
+/// where a supervisor's rare messages outlive the spool directory it is given.
+fn spawn_supervisor(exe: &Path, dir: &Path) -> Result<nix::unistd::Pid, String> {
+    use nix::spawn::{posix_spawn, PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let cstr = |b: &[u8]| std::ffi::CString::new(b).map_err(|e| e.to_string());
+    let args = [cstr(exe.as_os_str().as_bytes())?, cstr(b"supervise")?, cstr(dir.as_os_str().as_bytes())?];
+    let env: Vec<std::ffi::CString> = std::env::vars_os()
+        .filter_map(|(k, v)| {
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            std::ffi::CString::new(kv).ok()
+        })
+        .collect();
+    let null = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").map_err(|e| e.to_string())?;
+    let mut files = PosixSpawnFileActions::init().map_err(|e| e.to_string())?;
+    for fd in [0, 1] {
+        files.add_dup2(null.as_raw_fd(), fd).map_err(|e| e.to_string())?;
+    }
+    let mut attr = PosixSpawnAttr::init().map_err(|e| e.to_string())?;
+    attr.set_sigmask(&nix::sys::signal::SigSet::empty()).map_err(|e| e.to_string())?;
+    let setsid = PosixSpawnFlags::from_bits_retain(libc::c_int::from(libc::POSIX_SPAWN_SETSID));
+    attr.set_flags(PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK | setsid).map_err(|e| e.to_string())?;
+    posix_spawn(exe, &files, &attr, &args, &env).map_err(|e| e.to_string())
 }
 
 /// A message taking this node out of service, with why.

@@ -90,7 +90,7 @@ pub fn supervise(dir: &Path) -> ! {
             let _ =
                 spool::write_status(dir, &EndStatus { exit_status: 1 << 8, how: how.into(), end_time: now(), message });
             notify_agent(dir);
-            eprintln!("drover supervise: {e}");
+            eprintln!("drover supervise {}: {e}", dir.display());
             1
         }
     };
@@ -146,7 +146,7 @@ fn run(dir: &Path) -> Result<(), Failure> {
         Ok(Some((g, iso))) => (Some(g), iso),
         Ok(None) => (None, false),
         Err(e) => {
-            eprintln!("drover supervise: cgroup: {e}; this job runs without confinement");
+            eprintln!("drover supervise {}: cgroup: {e}; this job runs without confinement", dir.display());
             (None, false)
         }
     };
