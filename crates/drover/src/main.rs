@@ -62,8 +62,8 @@ fn runtime() -> tokio::runtime::Runtime {
 /// reads and `sscanf`s `/proc/self/maps`) to install its stack-overflow handler, plus the
 /// handler's alternate stack. This keeps the rest of what std's start-up does for us:
 /// closed standard descriptors reopened on `/dev/null`, `SIGPIPE` ignored (writes to a closed
-/// pipe fail with `EPIPE`, and std still restores the default in the processes it spawns),
-/// exit code 101 for a panic. `std::env::args` needs nothing here on glibc (std reads the
+/// pipe or socket fail with `EPIPE`, and std still restores the default in the processes it
+/// spawns), exit code 101 for a panic. `std::env::args` needs nothing here on glibc (std reads the
 /// arguments from `.init_array`), and `process::exit` flushes standard output. A stack
 /// overflow is now a plain SIGSEGV without std's message.
 #[no_mangle]
@@ -73,10 +73,32 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
+    quiet_on_closed_stdout();
     match std::panic::catch_unwind(run) {
         Ok(()) => 0,
         Err(_) => 101,
     }
+}
+
+/// `squeue | head`: once the reader has gone, a command's next line of output ends it as
+/// SIGPIPE ends Slurm's commands, silently and by that signal, instead of with a panic's
+/// message ("failed printing to stdout: Broken pipe") and a backtrace. SIGPIPE stays ignored
+/// for everything else, so a socket whose peer went away is an error the program handles.
+fn quiet_on_closed_stdout() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let p = info.payload();
+        let msg = p.downcast_ref::<String>().map(String::as_str).or_else(|| p.downcast_ref::<&str>().copied());
+        if msg.is_some_and(|m| m.starts_with("failed printing to stdout") && m.contains("Broken pipe")) {
+            // SAFETY: restoring the default disposition and raising the signal end the process
+            // as the C library's commands end; nothing runs after it.
+            unsafe {
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                libc::raise(libc::SIGPIPE);
+            }
+        }
+        report(info);
+    }));
 }
 
 /// Descriptors 0, 1 and 2 that are closed get `/dev/null`, so that a file or socket opened
