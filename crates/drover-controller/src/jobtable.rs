@@ -37,9 +37,6 @@ pub struct JobTable {
     /// Chunks changed since the last publish.
     #[serde(skip)]
     dirty: BTreeSet<JobId>,
-    /// Whether `published` was ever built (a table rebuilt from a snapshot has none).
-    #[serde(skip)]
-    built: bool,
 }
 
 impl PartialEq for JobTable {
@@ -108,10 +105,9 @@ impl JobTable {
     /// The readers' list as it is now: the chunks changed since the last call are rebuilt,
     /// the others shared with the list that call returned.
     pub fn publish(&mut self) -> JobList {
-        if !self.built {
-            self.published.clear();
-            self.dirty = self.map.keys().map(|id| chunk_of(*id)).collect();
-            self.built = true;
+        if self.published.is_empty() {
+            // Nothing published yet (a table read back from a snapshot): every chunk.
+            self.dirty.extend(self.map.keys().map(|id| chunk_of(*id)));
         }
         for c in std::mem::take(&mut self.dirty) {
             let ids = c * CHUNK..=c * CHUNK + (CHUNK - 1);
@@ -137,8 +133,8 @@ impl JobList {
         self.chunks.iter().flat_map(|c| c.iter())
     }
 
-    /// The list in consecutive parts of at least `n` jobs each (the last may have fewer;
-    /// an empty list has one, empty).
+    /// The list in consecutive parts (ranges of chunks) of at least `n` jobs each (the last
+    /// may have fewer; an empty list has one, empty).
     pub fn parts(&self, n: usize) -> Vec<std::ops::Range<usize>> {
         let mut parts = Vec::new();
         let (mut start, mut count) = (0, 0);
@@ -155,12 +151,9 @@ impl JobList {
         parts
     }
 
-    /// The chunks of a part [`JobList::parts`] gave (`..` for all).
-    pub fn part(
-        &self,
-        p: impl std::slice::SliceIndex<[Arc<[Arc<Job>]>], Output = [Arc<[Arc<Job>]>]>,
-    ) -> &[Arc<[Arc<Job>]>] {
-        &self.chunks[p]
+    /// The chunks, which [`JobList::parts`] index.
+    pub fn chunks(&self) -> &[Arc<[Arc<Job>]>] {
+        &self.chunks
     }
 }
 
@@ -232,11 +225,11 @@ mod tests {
         let parts = l.parts(1000);
         assert!(parts.len() > 1);
         let all: Vec<JobId> =
-            parts.iter().flat_map(|p| l.part(p.clone()).iter().flat_map(|c| c.iter().map(|j| j.id))).collect();
+            parts.iter().flat_map(|p| l.chunks()[p.clone()].iter().flat_map(|c| c.iter().map(|j| j.id))).collect();
         assert_eq!(all, ids(&l));
         assert!(parts[..parts.len() - 1]
             .iter()
-            .all(|p| l.part(p.clone()).iter().map(|c| c.len()).sum::<usize>() >= 1000));
+            .all(|p| l.chunks()[p.clone()].iter().map(|c| c.len()).sum::<usize>() >= 1000));
         assert_eq!(JobTable::default().publish().parts(1000), vec![0..0]);
     }
 }

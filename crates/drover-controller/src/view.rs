@@ -197,7 +197,7 @@ pub fn job_batches(
         now,
         cluster_name: view.cfg.cluster_name.clone(),
         last_update: view.written,
-        job_records: job_records(&view, &req, view.jobs.part(p)),
+        job_records: job_records(&view, &req, &view.jobs.chunks()[p]),
         ..Default::default()
     })
 }
@@ -212,7 +212,7 @@ pub fn state_reply(view: &View, req: &v1::StateRequest, now: i64) -> v1::StateRe
         ..Default::default()
     };
     if everything || req.jobs {
-        reply.job_records = job_records(view, req, view.jobs.part(..));
+        reply.job_records = job_records(view, req, view.jobs.chunks());
     }
     if everything || req.config {
         reply.licenses = view
