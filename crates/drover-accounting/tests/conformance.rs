@@ -1,8 +1,8 @@
 //! The store conformance suite: the same checks on SQLite (always), PostgreSQL and MariaDB.
 //! The servers come from `DROVER_TEST_POSTGRES` and `DROVER_TEST_MARIADB` (URLs of a user who
-//! may create databases; `.ci/run` starts both on loopback and sets them). Where one is not
-//! set the suite says so and checks the others, unless `DROVER_TEST_REQUIRE_SQL=1` (CI), which
-//! makes a missing server a failure.
+//! may create databases; `scripts/test` starts both on loopback with `scripts/sql-servers` and
+//! sets them). Where one is not set the suite says so and checks the others, unless
+//! `DROVER_TEST_STRICT=1` (`scripts/test`), which makes a missing server a failure.
 
 use drover_accounting::store::Store;
 use drover_proto::v1;
@@ -33,8 +33,9 @@ impl Drop for TestDb {
 
 async fn server_db(var: &str, name: &str) -> Option<TestDb> {
     let Ok(admin) = std::env::var(var) else {
-        if std::env::var("DROVER_TEST_REQUIRE_SQL").is_ok_and(|v| v == "1") {
-            panic!("{var} is not set and DROVER_TEST_REQUIRE_SQL=1");
+        // scripts/test starts both servers (scripts/sql-servers) and sets DROVER_TEST_STRICT=1.
+        if std::env::var("DROVER_TEST_STRICT").is_ok_and(|v| v == "1") {
+            panic!("{var} is not set and DROVER_TEST_STRICT=1 (eval \"$(scripts/sql-servers)\" sets it)");
         }
         eprintln!("{var} not set: the {name} conformance run is skipped");
         return None;

@@ -822,7 +822,7 @@ mod tests {
     fn helpformat_is_slurms() {
         let want = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/compat/slurm-22.05/sacct_helpformat.out"
+            "/../../testdata/compat/slurm-22.05/sacct_helpformat.out"
         ))
         .unwrap();
         assert_eq!(helpformat(), want);

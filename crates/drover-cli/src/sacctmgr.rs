@@ -1146,7 +1146,10 @@ fn is_empty(s: &v1::AdminState) -> bool {
 
 /// A client of the accounting service: over its local socket where it runs here (changes
 /// need it), else over TCP.
-async fn connect(cfg: &drover_model::conf::Config) -> Result<AccountingClient<tonic::transport::Channel>, String> {
+/// A client of the cluster's accounting: its local socket, else its TCP address.
+pub(crate) async fn connect(
+    cfg: &drover_model::conf::Config,
+) -> Result<AccountingClient<tonic::transport::Channel>, String> {
     let port = cfg.accounting_storage_port;
     let sock = drover_model::dbd_conf::local_socket(port);
     let ch = match drover_proto::connect_unix(&sock).await {

@@ -323,7 +323,10 @@ pub fn start_detached(a: &UpArgs) -> Result<drover_model::conf::Config, String> 
                 if let Ok(r) = c.get_state(v1::StateRequest { nodes: true, ..Default::default() }).await {
                     let r = r.into_inner();
                     let up = r.nodes.iter().filter(|n| !n.state_short.ends_with('*')).count();
-                    if up == r.nodes.len() {
+                    // With accounting, the cluster is up once the controller has registered
+                    // it there: accounts and users added before get no association on it
+                    // (as in Slurm), which the quick start's next lines would meet.
+                    if up == r.nodes.len() && (cfg.accounting_addr().is_none() || registered(&cfg).await) {
                         return Ok(up);
                     }
                 }
@@ -335,6 +338,14 @@ pub fn start_detached(a: &UpArgs) -> Result<drover_model::conf::Config, String> 
     say(&format!("cluster {} is up: {up} nodes", cfg.cluster_name));
     println!("export PATH={}:$PATH SLURM_CONF={}", dir.join("bin").display(), conf.display());
     Ok(cfg)
+}
+
+/// Whether accounting knows this cluster (the controller registers it when it starts).
+async fn registered(cfg: &drover_model::conf::Config) -> bool {
+    let Ok(mut c) = crate::sacctmgr::connect(cfg).await else {
+        return false;
+    };
+    c.admin_get(v1::Empty {}).await.is_ok_and(|st| st.get_ref().clusters.iter().any(|c| c.name == cfg.cluster_name))
 }
 
 pub fn down(a: DownArgs) -> i32 {

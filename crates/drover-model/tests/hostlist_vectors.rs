@@ -1,14 +1,12 @@
-//! The 93 hostlist expressions with real Slurm 22.05.8's answers (`../shared/data/hostlist/`).
+//! The 93 hostlist expressions with real Slurm 22.05.8's answers (`testdata/hostlist/`).
 
 use drover_model::hostlist::Hostlist;
 use serde_json::Value;
 use std::path::PathBuf;
 
-fn shared_dir() -> PathBuf {
-    if let Ok(d) = std::env::var("DROVER_SHARED") {
-        return PathBuf::from(d);
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared")
+/// The repository's `testdata/`.
+fn testdata() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata"))
 }
 
 fn check_names(expected: &Value, got: &[String]) -> Result<(), String> {
@@ -37,7 +35,7 @@ fn check_names(expected: &Value, got: &[String]) -> Result<(), String> {
 
 #[test]
 fn all_slurm_hostlist_vectors_pass() {
-    let path = shared_dir().join("data/hostlist/slurm-22.05.8-scontrol-hostlist-vectors.json");
+    let path = testdata().join("hostlist/slurm-22.05.8-scontrol-hostlist-vectors.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let doc: Value = serde_json::from_str(&text).unwrap();
     let vectors = doc["vectors"].as_array().unwrap();

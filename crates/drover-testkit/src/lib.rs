@@ -62,6 +62,16 @@ impl Default for Options {
     }
 }
 
+/// `exe` at `to`, readable and executable by everyone: a hard link where both are on one
+/// file system (free, and a link is checked by its own path's permissions), a copy otherwise.
+pub fn place_binary(exe: &Path, to: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if std::fs::hard_link(exe, to).is_err() {
+        std::fs::copy(exe, to).unwrap_or_else(|e| panic!("copy {} to {}: {e}", exe.display(), to.display()));
+    }
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).expect("chmod the binary");
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -120,18 +130,22 @@ impl Cluster {
         let bin = dir.path().join("bin");
         std::fs::create_dir_all(&bin).expect("bin dir");
         std::fs::create_dir_all(dir.path().join("log")).expect("log dir");
+        // The cluster runs its own copy of the binary: a checkout in a private home (0700)
+        // keeps `target/` out of the test users' reach, and their commands and jobs run it.
+        let own = bin.join("drover");
+        place_binary(Path::new(exe), &own);
         for c in [
             "sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat", "sattach", "sacct",
-            "sacctmgr", "sreport", "sshare", "sprio", "drover",
+            "sacctmgr", "sreport", "sshare", "sprio",
         ] {
-            std::os::unix::fs::symlink(exe, bin.join(c)).expect("command link");
+            std::os::unix::fs::symlink("drover", bin.join(c)).expect("command link");
         }
         let node_names: Vec<String> = (1..=o.nodes).map(|i| format!("node{i}")).collect();
         let mut c = Cluster {
             dir,
             conf,
             bin,
-            exe: PathBuf::from(exe),
+            exe: own,
             controller: None,
             nodes: BTreeMap::new(),
             node_names: node_names.clone(),
@@ -552,17 +566,42 @@ pub fn processes_named(name: &str) -> Vec<i32> {
         .collect()
 }
 
-/// A sample of real Slurm 22.05's output from `../shared/compat/slurm-22.05/` (or below
-/// `$DROVER_SHARED`), for golden tests.
+/// Whether a test that cannot run here must fail rather than skip: `DROVER_TEST_STRICT=1`,
+/// which `scripts/test` sets once it has installed what the suite needs.
+pub fn strict() -> bool {
+    std::env::var("DROVER_TEST_STRICT").is_ok_and(|v| v == "1")
+}
+
+/// A test that cannot run here says why and returns (the caller returns after it); under
+/// [`strict`] it fails instead, so that a missing package or privilege never reads as a pass.
+pub fn skip(why: &str) {
+    assert!(!strict(), "cannot run: {why} (DROVER_TEST_STRICT=1: scripts/test runs every test)");
+    eprintln!("skipped: {why}");
+}
+
+/// Whether this test runs as root; if not, it is [`skip`]ped with `why`.
+pub fn root_or_skip(why: &str) -> bool {
+    let root = nix::unistd::getuid().is_root();
+    if !root {
+        skip(why);
+    }
+    root
+}
+
+/// `rel` below the repository's `testdata/` (captured Slurm output, real job scripts,
+/// hostlist vectors, workload traces: `testdata/README.md`). Tests read no file outside the
+/// checkout.
+pub fn testdata(rel: &str) -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata")).join(rel)
+}
+
+/// A sample of real Slurm 22.05's output from `testdata/compat/slurm-22.05/`, for golden tests.
 pub fn compat(name: &str) -> String {
-    let base = std::env::var_os("DROVER_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
-    let p = base.join("compat/slurm-22.05").join(name);
+    let p = testdata("compat/slurm-22.05").join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-/// A capture of real Slurm's output (see `crates/drover/tests/captures/README.md`): the
+/// A capture of real Slurm's output (see `testdata/captures/README.md`): the
 /// command line, its exit status, stdout and stderr.
 #[derive(Debug, Clone)]
 pub struct Capture {

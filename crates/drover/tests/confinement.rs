@@ -23,13 +23,23 @@ fn out(c: &Cluster, id: u32) -> String {
     std::fs::read_to_string(c.path().join(format!("slurm-{id}.out"))).unwrap_or_default()
 }
 
-/// Two fake GPU device files, as real character devices the test makes.
+/// Two fake GPU device files, as real character devices the test makes. They go below
+/// `/dev` (devtmpfs honours device nodes; `$TMPDIR` is often mounted `nodev`, and a node
+/// there opens as "Permission denied" whatever the cgroup allows).
 fn fake_gpus() -> tempfile::TempDir {
-    let devdir = tempfile::Builder::new().prefix("drover-dev-").tempdir().unwrap();
+    let devdir = tempfile::Builder::new().prefix("drover-test-gpus-").tempdir_in("/dev").unwrap_or_else(|e| {
+        panic!("this test makes fake GPU device nodes below /dev and could not ({e}): run it as root")
+    });
+    let fs = nix::sys::statvfs::statvfs(devdir.path()).expect("statvfs /dev");
+    assert!(
+        !fs.flags().contains(nix::sys::statvfs::FsFlags::ST_NODEV),
+        "/dev is mounted nodev here: device nodes cannot be opened, so GPU confinement cannot be tested"
+    );
     for (i, minor) in [(0, 7), (1, 8)] {
         let p = devdir.path().join(format!("nvidia{i}"));
         let mode = nix::sys::stat::Mode::from_bits_truncate(0o666);
-        nix::sys::stat::mknod(&p, nix::sys::stat::SFlag::S_IFCHR, mode, nix::sys::stat::makedev(1, minor)).unwrap();
+        nix::sys::stat::mknod(&p, nix::sys::stat::SFlag::S_IFCHR, mode, nix::sys::stat::makedev(1, minor))
+            .unwrap_or_else(|e| panic!("mknod {}: {e}", p.display()));
     }
     devdir
 }
@@ -91,8 +101,7 @@ fn no_cgroup_left(c: &Cluster) {
 
 #[test]
 fn jobs_are_confined_to_their_cores_memory_and_gpus() {
-    if !nix::unistd::getuid().is_root() {
-        eprintln!("skipped: cgroups need root");
+    if !drover_testkit::root_or_skip("cgroups need root") {
         return;
     }
     let devdir = fake_gpus();

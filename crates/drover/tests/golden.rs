@@ -1,4 +1,4 @@
-//! Golden tests: Drover's output next to real Slurm 22.05's (`../shared/compat/slurm-22.05/`)
+//! Golden tests: Drover's output next to real Slurm 22.05's (`testdata/compat/slurm-22.05/`)
 //! on the same "lab" cluster shape. Only ids, times, dates, PIDs, ports and paths are
 //! normalised; everything else must match byte for byte.
 

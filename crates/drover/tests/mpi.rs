@@ -26,7 +26,7 @@ int main(int argc, char **argv) {
 fn open_mpi_mpirun_launches_its_daemons_through_srun() {
     let have = |p: &str| std::process::Command::new(p).arg("--version").output().is_ok_and(|o| o.status.success());
     if !have("mpicc") || !have("mpirun") {
-        eprintln!("skipped: Open MPI (mpicc, mpirun) is not installed");
+        drover_testkit::skip("Open MPI (mpicc, mpirun) is not installed: apt-get install openmpi-bin libopenmpi-dev");
         return;
     }
     let c = Cluster::start(EXE, Options { nodes: 2, cpus: 2, ..Default::default() });

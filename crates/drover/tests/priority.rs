@@ -48,8 +48,7 @@ fn order_file(c: &Cluster) -> std::path::PathBuf {
 
 #[test]
 fn nice_priority_and_top_reorder_the_queue() {
-    if !nix::unistd::getuid().is_root() {
-        eprintln!("skipped: needs root to create a test user");
+    if !drover_testkit::root_or_skip("needs root to create a test user") {
         return;
     }
     let user = TestUser::create(&format!("drvp{}", std::process::id() % 10000));
@@ -151,8 +150,7 @@ fn nice_priority_and_top_reorder_the_queue() {
 
 #[test]
 fn nice_counts_against_the_multifactor_priority_and_users_may_top_when_allowed() {
-    if !nix::unistd::getuid().is_root() {
-        eprintln!("skipped: needs root to create a test user");
+    if !drover_testkit::root_or_skip("needs root to create a test user") {
         return;
     }
     let user = TestUser::create(&format!("drvq{}", std::process::id() % 10000));

@@ -22,8 +22,7 @@ fn nodes(c: &Cluster, id: u32) -> String {
 
 #[test]
 fn a_reservation_keeps_its_nodes_for_its_users() {
-    if !nix::unistd::getuid().is_root() {
-        eprintln!("skipped: needs root to create a test user");
+    if !drover_testkit::root_or_skip("needs root to create a test user") {
         return;
     }
     let outsider = TestUser::create(&format!("drvr{}", std::process::id() % 10000));
@@ -232,7 +231,7 @@ fn a_window_that_closes_ends_its_jobs_and_a_daily_one_comes_back_tomorrow() {
 }
 
 fn captures() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/captures/slurm-22.05")
+    drover_testkit::testdata("captures/slurm-22.05")
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! sacctmgr against real Slurm 22.05's output (`tests/captures/slurm-22.05/`, captured with a
+//! sacctmgr against real Slurm 22.05's output (`testdata/captures/slurm-22.05/`, captured with a
 //! real slurmdbd): the same commands, in the same order, on a Drover cluster named `lab`
 //! print the same bytes and exit with the same status.
 
@@ -8,7 +8,7 @@ use std::path::PathBuf;
 const EXE: &str = env!("CARGO_BIN_EXE_drover");
 
 fn captures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/captures/slurm-22.05")
+    drover_testkit::testdata("captures/slurm-22.05")
 }
 
 /// The captured command line back into arguments (`Description=physics dept` was one).
@@ -102,8 +102,7 @@ fn sacctmgr_matches_slurm_command_by_command() {
 /// their own jobs.
 #[test]
 fn only_administrators_change_accounting() {
-    if !nix::unistd::getuid().is_root() {
-        eprintln!("skipped: needs root to create a test user");
+    if !drover_testkit::root_or_skip("needs root to create a test user") {
         return;
     }
     let u = drover_testkit::TestUser::create(&format!("drvm{}", std::process::id() % 10000));

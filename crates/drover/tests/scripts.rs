@@ -1,16 +1,10 @@
-//! Every real job script in `../shared/data/scripts/` is accepted (`sbatch --test-only`), and
+//! Every real job script in `testdata/scripts/` is accepted (`sbatch --test-only`), and
 //! the CLI calls workflow tools were seen making parse.
 
-use drover_testkit::{Cluster, Options};
+use drover_testkit::{testdata, Cluster, Options};
 use std::path::PathBuf;
 
 const EXE: &str = env!("CARGO_BIN_EXE_drover");
-
-fn shared() -> PathBuf {
-    std::env::var_os("DROVER_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"))
-}
 
 #[test]
 fn every_real_job_script_is_accepted() {
@@ -35,7 +29,7 @@ fn every_real_job_script_is_accepted() {
         },
     );
     let mut scripts: Vec<PathBuf> = Vec::new();
-    for dir in [shared().join("data/scripts"), shared().join("data/scripts/generated")] {
+    for dir in [testdata("scripts"), testdata("scripts/generated")] {
         for e in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).flatten() {
             let p = e.path();
             let name = p.file_name().unwrap().to_string_lossy().to_string();

@@ -6,7 +6,7 @@ use std::process::Command;
 const EXE: &str = env!("CARGO_BIN_EXE_drover");
 
 fn traces() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/traces")
+    drover_testkit::testdata("traces")
 }
 
 fn sim(args: &[&str]) -> serde_json::Value {

@@ -1,4 +1,4 @@
-//! sreport against real Slurm 22.05's output (`tests/captures/slurm-22.05/sreport_*`): the
+//! sreport against real Slurm 22.05's output (`testdata/captures/slurm-22.05/sreport_*`): the
 //! lab's day (its accounts, users, five jobs and a node down two hours, as the captures'
 //! README tells) is recorded into a Drover cluster named `lab` for yesterday, rolled up by
 //! `drover accounting`, and every captured sreport command prints the same bytes and exits
@@ -13,7 +13,7 @@ use std::time::Duration;
 const EXE: &str = env!("CARGO_BIN_EXE_drover");
 
 fn captures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/captures/slurm-22.05")
+    drover_testkit::testdata("captures/slurm-22.05")
 }
 
 /// Local midnights: the day before yesterday, yesterday, today.

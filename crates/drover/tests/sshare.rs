@@ -1,4 +1,4 @@
-//! sshare and fairshare: Slurm 22.05's output for the lab's tree (`captures/slurm-22.05/
+//! sshare and fairshare: Slurm 22.05's output for the lab's tree (`testdata/captures/slurm-22.05/
 //! sshare_mf_*`, alice having used 387 CPU-seconds) printed byte for byte from the
 //! controller's usage; and fairshare putting a user who has used nothing ahead of one who
 //! has, on a real cluster.
@@ -10,7 +10,7 @@ use std::time::Duration;
 const EXE: &str = env!("CARGO_BIN_EXE_drover");
 
 fn captures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/captures/slurm-22.05")
+    drover_testkit::testdata("captures/slurm-22.05")
 }
 
 fn check(c: &Cluster, name: &str) -> Result<(), String> {

@@ -1,6 +1,6 @@
 //! Job steps on real clusters: `srun` inside batch jobs and `salloc`, parallel steps sharing
 //! an allocation, step cancellation, and the environment every task sees (compared with real
-//! Slurm 22.05's, captured in `../shared/compat/`).
+//! Slurm 22.05's, captured in `testdata/compat/`).
 
 use drover_testkit::{compat, processes_named, Cluster, Options};
 use std::collections::BTreeMap;
@@ -12,7 +12,7 @@ fn cluster(nodes: u32, cpus: u32) -> Cluster {
     Cluster::start(EXE, Options { nodes, cpus, ..Default::default() })
 }
 
-/// The lab's shape (`../shared/compat/slurm-22.05/conf/slurm.conf`): four 2-CPU nodes with
+/// The lab's shape (`testdata/compat/slurm-22.05/conf/slurm.conf`): four 2-CPU nodes with
 /// two fake GPUs each, `cpu` the default partition and `gpu` the other.
 fn lab() -> Cluster {
     let c = Cluster::start(

@@ -9,7 +9,7 @@ use std::time::Duration;
 const EXE: &str = env!("CARGO_BIN_EXE_drover");
 
 fn captures() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/captures/slurm-22.05")
+    drover_testkit::testdata("captures/slurm-22.05")
 }
 
 fn with_topology(plugin: &str, nodes: u32, topology: &str) -> Cluster {

@@ -8,8 +8,7 @@ const EXE: &str = env!("CARGO_BIN_EXE_drover");
 
 #[test]
 fn jobs_run_as_the_submitter_and_other_users_cannot_cancel_them() {
-    if !nix::unistd::getuid().is_root() {
-        eprintln!("skipped: needs root to create test users");
+    if !drover_testkit::root_or_skip("needs root to create test users") {
         return;
     }
     let pid = std::process::id() % 10000;
