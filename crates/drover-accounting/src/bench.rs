@@ -255,22 +255,14 @@ async fn bench_store(db: &Db, a: &Args) -> Result<(), String> {
     // Queries: the real sacct against a real service.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-    let svc = crate::server::Service { store: store.clone(), host: "bench".into() };
-    let server = tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(
-                v1::accounting_server::AccountingServer::new(svc)
-                    .max_decoding_message_size(256 << 20)
-                    .max_encoding_message_size(256 << 20),
-            )
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-    );
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let conf = dir.path().join("slurm.conf");
+    drover_proto::auth::write_new_key(&dir.path().join("slurm.key")).map_err(|e| e.to_string())?;
     std::fs::write(
         &conf,
         format!(
             "ClusterName=bench\nSlurmctldHost=localhost(127.0.0.1)\nStateSaveLocation={}/state\n\
+             AuthType=auth/slurm\n\
              AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=127.0.0.1\n\
              AccountingStoragePort={port}\nNodeName=node[0000-1023] CPUs=4 RealMemory=16000\n\
              PartitionName=batch Nodes=ALL Default=YES\n",
@@ -278,6 +270,20 @@ async fn bench_store(db: &Db, a: &Args) -> Result<(), String> {
         ),
     )
     .map_err(|e| e.to_string())?;
+    let parsed = drover_model::conf::parse_file(&conf).map_err(|e| e.to_string())?;
+    let auth = std::sync::Arc::new(
+        drover_proto::auth::Auth::new(&parsed.auth, &parsed.path, true).map_err(|e| e.to_string())?,
+    );
+    let svc = crate::server::Service { store: store.clone(), host: "bench".into(), auth: auth.clone() };
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(
+                v1::accounting_server::AccountingServer::new(svc)
+                    .max_decoding_message_size(256 << 20)
+                    .max_encoding_message_size(256 << 20),
+            )
+            .serve_with_incoming(drover_proto::auth::accept_authenticated(listener, auth, "accounting", |_, _| {})),
+    );
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let ids: Vec<String> = (0..100u64).map(|k| (1 + k * (a.rows.max(100) / 100)).to_string()).collect();
     let uid = (10_000 + 7 % USERS).to_string();

@@ -57,6 +57,12 @@ pub async fn run(conf_path: &Path) -> Result<(), AccountingError> {
     if let Some(p) = &conf.pid_file {
         let _ = std::fs::write(p, format!("{}\n", std::process::id()));
     }
+    // Every TCP connection proves who opened it: records only from the cluster's daemons.
+    let auth = Arc::new(
+        drover_proto::auth::Auth::new(&conf.auth, &conf_path.display().to_string(), true)
+            .map_err(|e| AccountingError::Config(e.to_string()))?,
+    );
+    drover_proto::auth::self_check(&auth).map_err(|e| AccountingError::Config(e.to_string()))?;
     let url = conf.storage_url();
     let store = Arc::new(store::Store::open(&url).await?);
     let addr = format!("{}:{}", conf.addr, conf.port);
@@ -74,38 +80,39 @@ pub async fn run(conf_path: &Path) -> Result<(), AccountingError> {
     }
     tokio::spawn(rollup_hourly(store.clone()));
     let host = nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
-    let svc = server::Service { store, host };
-    // The local socket: where sacctmgr's changes come, with the caller's identity.
+    let svc = server::Service { store, host, auth: auth.clone() };
+    // The local socket: where local commands come, with their peer credentials (in root's
+    // /run/drover; where that cannot be made, they use TCP with credentials).
     let sock = drover_model::dbd_conf::local_socket(conf.port);
-    if let Some(dir) = sock.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    let _ = std::fs::remove_file(&sock);
-    let uds = tokio::net::UnixListener::bind(&sock)
-        .map_err(|source| AccountingError::Listen { addr: sock.display().to_string(), source })?;
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666));
-    }
+    let uds = match drover_proto::local_listener(&sock) {
+        Ok(l) => Some(l),
+        Err(e) => {
+            log(&format!("no local socket {} ({e}); commands connect over TCP with credentials", sock.display()));
+            None
+        }
+    };
     let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
     let mut s1 = stop_tx.subscribe();
     let mut s2 = stop_tx.subscribe();
     let service =
         || AccountingServer::new(svc.clone()).max_decoding_message_size(256 << 20).max_encoding_message_size(256 << 20);
-    let remote = tokio::spawn(
-        tonic::transport::Server::builder().tcp_nodelay(true).add_service(service()).serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            async move {
-                let _ = s1.recv().await;
-            },
-        ),
-    );
-    let local = tokio::spawn(tonic::transport::Server::builder().add_service(service()).serve_with_incoming_shutdown(
-        tokio_stream::wrappers::UnixListenerStream::new(uds),
+    let incoming = drover_proto::auth::accept_authenticated(listener, auth, "accounting", |addr, e| {
+        log(&format!("refused a connection from {addr}: {e}"))
+    });
+    let remote = tokio::spawn(tonic::transport::Server::builder().add_service(service()).serve_with_incoming_shutdown(
+        incoming,
         async move {
-            let _ = s2.recv().await;
+            let _ = s1.recv().await;
         },
     ));
+    let local = uds.map(|uds| {
+        tokio::spawn(tonic::transport::Server::builder().add_service(service()).serve_with_incoming_shutdown(
+            tokio_stream::wrappers::UnixListenerStream::new(uds),
+            async move {
+                let _ = s2.recv().await;
+            },
+        ))
+    });
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
@@ -115,7 +122,9 @@ pub async fn run(conf_path: &Path) -> Result<(), AccountingError> {
     let _ = stop_tx.send(());
     let _ = tokio::time::timeout(std::time::Duration::from_secs(2), async {
         let _ = remote.await;
-        let _ = local.await;
+        if let Some(local) = local {
+            let _ = local.await;
+        }
     })
     .await;
     let _ = std::fs::remove_file(&sock);

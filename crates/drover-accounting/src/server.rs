@@ -12,17 +12,17 @@ const JOBS_PER_REPLY: usize = 1000;
 pub struct Service {
     pub store: Arc<Store>,
     pub host: String,
+    /// Who speaks for the cluster's daemons (root, SlurmUser).
+    pub auth: Arc<drover_proto::auth::Auth>,
 }
 
 impl Service {
     /// Changes come from root, the service's own user, or an accounting Operator or
-    /// Administrator, over the local socket (whose peer credentials say who asks).
+    /// Administrator (the local socket's peer credentials, or a TCP connection's credential
+    /// say who asks).
     async fn authorize<T>(&self, req: &Request<T>) -> Result<(), Status> {
         let Some(c) = drover_proto::caller(req) else {
-            return Err(Status::permission_denied(
-                "Access/permission denied: changes to accounting come over its local socket \
-                 (cross-host authentication arrives with MUNGE)",
-            ));
+            return Err(Status::unauthenticated("Access/permission denied: no credentials"));
         };
         if c.uid == 0 || c.uid == nix::unistd::getuid().as_raw() {
             return Ok(());
@@ -49,6 +49,20 @@ fn internal(e: crate::store::StoreError) -> Status {
 #[tonic::async_trait]
 impl Accounting for Service {
     async fn record(&self, req: Request<v1::AcctRecords>) -> Result<Response<v1::Empty>, Status> {
+        // Job records, usage and the cluster's state come from a controller: a record of
+        // anyone else would forge usage, fairshare and reports.
+        let c = drover_proto::caller(&req).ok_or_else(|| Status::unauthenticated("Access/permission denied"))?;
+        if !self.auth.is_trusted(c.uid) && c.uid != nix::unistd::getuid().as_raw() {
+            crate::log(&format!(
+                "refused records of cluster {} from uid {} at {}: only a controller (root or SlurmUser) records",
+                req.get_ref().cluster,
+                c.uid,
+                drover_proto::origin(&req)
+            ));
+            return Err(Status::permission_denied(
+                "Access/permission denied: only the cluster's controller (root or SlurmUser) records jobs",
+            ));
+        }
         self.store.record(req.get_ref()).await.map_err(internal)?;
         Ok(Response::new(v1::Empty {}))
     }

@@ -74,11 +74,59 @@ pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("invariant: a runtime starts")
 }
 
+/// This process's credentials for TCP connections (made once; a command on the
+/// controller's host uses its local socket and never needs them).
+pub fn client_auth(cfg: &Config) -> Result<std::sync::Arc<drover_proto::auth::Auth>, String> {
+    static AUTH: std::sync::OnceLock<Result<std::sync::Arc<drover_proto::auth::Auth>, String>> =
+        std::sync::OnceLock::new();
+    AUTH.get_or_init(|| {
+        drover_proto::auth::Auth::new(&cfg.auth, &cfg.path, false).map(std::sync::Arc::new).map_err(|e| e.to_string())
+    })
+    .clone()
+}
+
+/// The controller: over its local socket on its own host, else over TCP with this user's
+/// credential. Errors are Slurm's one line (an authentication failure says what failed).
 pub async fn connect(cfg: &Config) -> Result<Client, String> {
-    let ch = drover_proto::connect_local(&cfg.controller_socket())
-        .await
-        .map_err(|_| "Unable to contact slurm controller (connect failure)".to_string())?;
+    let ch = match drover_proto::connect_local(&cfg.controller_socket()).await {
+        Ok(ch) => ch,
+        Err(_) => {
+            let auth = client_auth(cfg)?;
+            let target = drover_proto::Target::Tcp { addr: cfg.controller_addr(), auth, service: "controller" };
+            drover_proto::connect_target(target).await.map_err(|e| match e {
+                drover_proto::ConnectError::Unreachable(_) => {
+                    "Unable to contact slurm controller (connect failure)".to_string()
+                }
+                drover_proto::ConnectError::Auth(a) => a.to_string(),
+            })?
+        }
+    };
     Ok(ControllerClient::new(ch).max_decoding_message_size(512 << 20).max_encoding_message_size(64 << 20))
+}
+
+/// Accounting (`drover accounting`): over its local socket on its host, else over TCP with
+/// this user's credential.
+pub async fn accounting(
+    cfg: &Config,
+) -> Result<v1::accounting_client::AccountingClient<tonic::transport::Channel>, String> {
+    let sock = drover_model::dbd_conf::local_socket(cfg.accounting_storage_port);
+    let ch = match drover_proto::connect_unix(&sock).await {
+        Ok(ch) => ch,
+        Err(_) => {
+            let addr = cfg.accounting_addr().ok_or("Slurm accounting storage is disabled")?;
+            let auth = client_auth(cfg)?;
+            drover_proto::auth::connect_authenticated(&addr, &auth, "accounting").await.map_err(|e| {
+                if e.contains("Connection refused") {
+                    format!("Problem talking to the database: Connection refused ({addr})")
+                } else {
+                    format!("Problem talking to the database: {e}")
+                }
+            })?
+        }
+    };
+    Ok(v1::accounting_client::AccountingClient::new(ch)
+        .max_decoding_message_size(256 << 20)
+        .max_encoding_message_size(256 << 20))
 }
 
 /// Connects for command `prog`; failing, says so in Slurm's words and gives the exit code.

@@ -689,10 +689,10 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let Some(addr) = cfg.accounting_addr() else {
+    if cfg.accounting_addr().is_none() {
         eprintln!("sacct: error: Slurm accounting storage is disabled");
         return 1;
-    };
+    }
     let now = common::now();
     let me = nix::unistd::getuid().as_raw();
     let q = match query(&a, &cfg.cluster_name, now, me) {
@@ -704,7 +704,7 @@ pub fn main(args: Vec<String>) -> i32 {
     };
     let step_filter: Vec<(u32, Option<u32>, u32)> =
         q.jobs.iter().filter_map(|s| s.step_id.map(|st| (s.job_id, s.array_task_id, st))).collect();
-    let rows = match common::runtime().block_on(fetch(&addr, q)) {
+    let rows = match common::runtime().block_on(fetch(&cfg, q)) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("sacct: error: {e}");
@@ -797,11 +797,8 @@ pub fn main(args: Vec<String>) -> i32 {
     0
 }
 
-async fn fetch(addr: &str, q: v1::AcctQuery) -> Result<v1::AcctRows, String> {
-    let ch = drover_proto::connect_tcp(addr)
-        .await
-        .map_err(|_| format!("Problem talking to the database: Connection refused ({addr})"))?;
-    let mut c = v1::accounting_client::AccountingClient::new(ch).max_decoding_message_size(256 << 20);
+async fn fetch(cfg: &drover_model::conf::Config, q: v1::AcctQuery) -> Result<v1::AcctRows, String> {
+    let mut c = common::accounting(cfg).await?;
     let mut stream =
         c.jobs(q).await.map_err(|s| format!("Problem talking to the database: {}", s.message()))?.into_inner();
     let mut all = v1::AcctRows::default();

@@ -1150,18 +1150,7 @@ fn is_empty(s: &v1::AdminState) -> bool {
 pub(crate) async fn connect(
     cfg: &drover_model::conf::Config,
 ) -> Result<AccountingClient<tonic::transport::Channel>, String> {
-    let port = cfg.accounting_storage_port;
-    let sock = drover_model::dbd_conf::local_socket(port);
-    let ch = match drover_proto::connect_unix(&sock).await {
-        Ok(ch) => ch,
-        Err(_) => {
-            let addr = cfg.accounting_addr().ok_or("Slurm accounting storage is disabled")?;
-            drover_proto::connect_tcp(&addr)
-                .await
-                .map_err(|_| format!("Problem talking to the database: Connection refused ({addr})"))?
-        }
-    };
-    Ok(AccountingClient::new(ch).max_decoding_message_size(256 << 20).max_encoding_message_size(256 << 20))
+    common::accounting(cfg).await
 }
 
 pub fn main(args: Vec<String>) -> i32 {

@@ -86,10 +86,20 @@ pub fn main(args: Vec<String>) -> i32 {
             Ok(c) => c,
             Err(code) => return code,
         };
-        let req =
-            v1::AttachRequest { job_id, step_id, io_addr: io.as_ref().map(|i| i.addr.clone()).unwrap_or_default() };
+        let req = v1::AttachRequest {
+            job_id,
+            step_id,
+            io_addr: io.as_ref().map(|i| i.addr.clone()).unwrap_or_default(),
+            ..Default::default()
+        };
         let step = match client.attach_step(req).await {
-            Ok(r) => r.into_inner().step.unwrap_or_default(),
+            Ok(r) => {
+                let r = r.into_inner();
+                if let Some(io) = &io {
+                    io.set_key(&r.io_key);
+                }
+                r.step.unwrap_or_default()
+            }
             Err(s) => {
                 eprintln!("sattach: error: Could not get job step info: {}", status_msg(&s));
                 return 1;

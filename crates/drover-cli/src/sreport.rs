@@ -1390,11 +1390,7 @@ async fn command(
         let Some(report) = rest.first() else { return too_few() };
         let args = &rest[1..];
         if src.is_none() {
-            let addr = cfg.accounting_addr().ok_or("Slurm accounting storage is disabled")?;
-            let ch = drover_proto::connect_tcp(&addr)
-                .await
-                .map_err(|_| format!("Problem talking to the database: Connection refused ({addr})"))?;
-            *src = Some(Source { client: AccountingClient::new(ch).max_decoding_message_size(256 << 20) });
+            *src = Some(Source { client: common::accounting(cfg).await? });
         }
         let s = src.as_mut().expect("invariant: connected above");
         let here = cfg.cluster_name.as_str();

@@ -459,6 +459,7 @@ async fn run_step(
         }
     };
     phase("step created");
+    io.set_key(&reply.io_key);
     let step = reply.step.unwrap_or_default();
     // A map or mask outside the step's CPUs: the nodes refuse the launch; say why first.
     let bind_refused = cpu_bind_outside(&spec, &step);

@@ -8,7 +8,7 @@
 //! ```
 
 use drover_model::step::io_mode_includes;
-use drover_proto::io::{read_frame, write_frame, EXIT, HELLO, OOM, STDERR, STDIN, STDOUT, WINSIZE};
+use drover_proto::io::{read_frame, write_frame, EXIT, OOM, STDERR, STDIN, STDOUT, WINSIZE};
 use drover_proto::v1;
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -30,6 +30,13 @@ pub struct Collected {
 /// The nodes that said hello, with the way back to their supervisor.
 type Writers = Arc<(Mutex<HashMap<String, TcpStream>>, Condvar)>;
 
+/// The step's I/O key, once the controller's reply brought it (supervisors may connect
+/// before: they wait for it).
+type Key = Arc<(Mutex<Option<Vec<u8>>>, Condvar)>;
+
+/// How long a supervisor's hello waits for the key (the step's reply is on its way).
+const KEY_WAIT: Duration = Duration::from_secs(60);
+
 /// The listener the step's supervisors connect back to: one connection per node carrying
 /// its tasks' output and exit statuses one way, and srun's stdin the other.
 pub struct IoServer {
@@ -39,6 +46,7 @@ pub struct IoServer {
     /// reacts at once instead of polling.
     pub changed: Arc<tokio::sync::Notify>,
     writers: Writers,
+    key: Key,
 }
 
 /// How task output is written: `-l` labels lines with the task id; `-u` (and `--pty`)
@@ -60,15 +68,38 @@ impl IoServer {
         let collected = Arc::new(Mutex::new(Collected::default()));
         let changed = Arc::new(tokio::sync::Notify::new());
         let writers: Writers = Arc::new((Mutex::new(HashMap::new()), Condvar::new()));
-        let (c, n, w) = (collected.clone(), changed.clone(), writers.clone());
+        let key: Key = Arc::new((Mutex::new(None), Condvar::new()));
+        let (c, n, w, k) = (collected.clone(), changed.clone(), writers.clone(), key.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
-                let (c, n, w) = (c.clone(), n.clone(), w.clone());
-                std::thread::spawn(move || serve_node(conn, c, n, w, mode));
+                let Ok(mut conn) = conn else { continue };
+                let (c, n, w, k) = (c.clone(), n.clone(), w.clone(), k.clone());
+                std::thread::spawn(move || {
+                    // Only the step's supervisors get in: each proves it holds the step's
+                    // key before anything of the tasks (or of srun's stdin) flows.
+                    let peer = conn.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+                    let _ = conn.set_read_timeout(Some(KEY_WAIT));
+                    match drover_proto::io::srun_accept(&mut conn, || wait_key(&k)) {
+                        Ok(node) => {
+                            let _ = conn.set_read_timeout(None);
+                            serve_node(conn, node, c, n, w, mode)
+                        }
+                        Err(e) => eprintln!("srun: error: refused a task I/O connection from {peer}: {e}"),
+                    }
+                });
             }
         });
-        Ok(IoServer { addr, collected, changed, writers })
+        Ok(IoServer { addr, collected, changed, writers, key })
+    }
+
+    /// The step's I/O key, from the controller's reply: the supervisors' hellos are checked
+    /// against it.
+    pub fn set_key(&self, key: &[u8]) {
+        let (lock, cv) = &*self.key;
+        if let Ok(mut k) = lock.lock() {
+            *k = Some(key.to_vec());
+        }
+        cv.notify_all();
     }
 
     /// (tasks that reported an exit, nodes whose stream ended)
@@ -178,27 +209,39 @@ fn wait_writer(writers: &Writers, node: &str) -> Option<TcpStream> {
     }
 }
 
+/// The key once set (up to [`KEY_WAIT`]).
+fn wait_key(key: &Key) -> Option<Vec<u8>> {
+    let (lock, cv) = &**key;
+    let mut k = lock.lock().ok()?;
+    let until = std::time::Instant::now() + KEY_WAIT;
+    loop {
+        if let Some(k) = k.as_ref() {
+            return Some(k.clone());
+        }
+        let left = until.checked_duration_since(std::time::Instant::now())?;
+        k = cv.wait_timeout(k, left).ok()?.0;
+    }
+}
+
+/// One node's connection, after its supervisor proved itself as `node`.
 fn serve_node(
     mut conn: TcpStream,
+    node: String,
     collected: Arc<Mutex<Collected>>,
     changed: Arc<tokio::sync::Notify>,
     writers: Writers,
     mode: OutputMode,
 ) {
-    let mut node = String::new();
+    if let Ok(w) = conn.try_clone() {
+        let (lock, cv) = &*writers;
+        if let Ok(mut m) = lock.lock() {
+            m.insert(node.clone(), w);
+        }
+        cv.notify_all();
+    }
     let mut pending: HashMap<(u32, u8), Vec<u8>> = HashMap::new();
     while let Ok(Some(f)) = read_frame(&mut conn) {
         match f.kind {
-            HELLO => {
-                node = String::from_utf8_lossy(&f.data).to_string();
-                if let Ok(w) = conn.try_clone() {
-                    let (lock, cv) = &*writers;
-                    if let Ok(mut m) = lock.lock() {
-                        m.insert(node.clone(), w);
-                    }
-                    cv.notify_all();
-                }
-            }
             STDOUT | STDERR => {
                 let only = if f.kind == STDOUT { mode.stdout_of } else { mode.stderr_of };
                 if only.is_some_and(|t| t != f.task) {

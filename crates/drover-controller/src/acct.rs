@@ -179,7 +179,12 @@ pub fn records(cfg: &Config, b: &Batch) -> v1::AcctRecords {
 }
 
 /// Delivers the outbox to accounting at `addr` for as long as the controller runs.
-pub async fn deliver(cfg: Arc<Config>, tx: std::sync::mpsc::Sender<Msg>, addr: String) {
+pub async fn deliver(
+    cfg: Arc<Config>,
+    tx: std::sync::mpsc::Sender<Msg>,
+    addr: String,
+    auth: Arc<drover_proto::auth::Auth>,
+) {
     let mut client: Option<AccountingClient<tonic::transport::Channel>> = None;
     let mut backoff = Duration::from_millis(500);
     let mut down_since: Option<std::time::Instant> = None;
@@ -187,7 +192,7 @@ pub async fn deliver(cfg: Arc<Config>, tx: std::sync::mpsc::Sender<Msg>, addr: S
         // Connected first: while accounting is down nothing is taken or converted, so the
         // outage costs the controller nothing but this retry.
         if client.is_none() {
-            match drover_proto::connect_tcp(&addr).await {
+            match drover_proto::auth::connect_authenticated(&addr, &auth, "accounting").await {
                 Ok(ch) => {
                     client = Some(
                         AccountingClient::new(ch)
@@ -268,12 +273,13 @@ pub async fn follow_admin(
     addr: String,
     cache: std::path::PathBuf,
     view: Arc<arc_swap::ArcSwap<view::View>>,
+    auth: Arc<drover_proto::auth::Auth>,
 ) {
     use drover_proto::prost::Message;
     // The cluster state accounting last took (None: not yet, or since it was unreachable).
     let mut sent: Option<v1::AcctClusterState> = None;
     loop {
-        if let Ok(ch) = drover_proto::connect_tcp(&addr).await {
+        if let Ok(ch) = drover_proto::auth::connect_authenticated(&addr, &auth, "accounting").await {
             let mut c = AccountingClient::new(ch).max_decoding_message_size(256 << 20);
             let now = jiff::Timestamp::now().as_second();
             let v = view.load();

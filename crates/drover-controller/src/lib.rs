@@ -27,7 +27,6 @@ mod view;
 use arc_swap::ArcSwap;
 use drover_journal::Journal;
 use drover_proto::v1::{controller_server::ControllerServer, node_link_server::NodeLinkServer};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -52,9 +51,11 @@ pub enum ControllerError {
     Listen { addr: String, source: std::io::Error },
     #[error("serving: {0}")]
     Serve(String),
+    #[error("{0}")]
+    Auth(#[from] drover_proto::auth::AuthError),
 }
 
-fn log(msg: &str) {
+pub(crate) fn log(msg: &str) {
     let now = jiff::Zoned::now();
     eprintln!("[{}] drover controller: {msg}", now.strftime("%Y-%m-%dT%H:%M:%S%.3f"));
 }
@@ -74,6 +75,16 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
     std::fs::create_dir_all(&state_dir)
         .map_err(|source| ControllerError::StateDir { path: state_dir.display().to_string(), source })?;
     let lock = lock_state_dir(&state_dir)?;
+    // Every TCP connection proves who opened it; launches leave signed. A controller that
+    // could do neither (no key, munged down) would only refuse everyone later: it stops now.
+    let auth = Arc::new(drover_proto::auth::Auth::new(&cfg.auth, &cfg.path, true)?);
+    drover_proto::auth::self_check(&auth)?;
+    log(&format!(
+        "authentication {}, launches signed with {}",
+        cfg.auth.kind.plugin(),
+        cfg.auth.cred_kind().cred_plugin()
+    ));
+    let io_secret = io_secret(&state_dir)?;
     let (journal, rec) = Journal::open(&state_dir.join("journal"))?;
     if rec.truncated_bytes > 0 {
         log(&format!("dropped a torn journal tail of {} bytes (never acknowledged)", rec.truncated_bytes));
@@ -82,30 +93,52 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
     let mut owner = owner::Owner::recover(cfg.clone(), journal, rec, view.clone()).map_err(ControllerError::Recover)?;
     let (tx, rx) = std::sync::mpsc::channel();
     owner.set_self_tx(tx.clone());
+    owner.set_io_secret(io_secret);
     if let Some(addr) = cfg.accounting_addr() {
         log(&format!("job records go to accounting at {addr}"));
-        tokio::spawn(acct::deliver(cfg.clone(), tx.clone(), addr.clone()));
-        tokio::spawn(acct::follow_admin(cfg.clone(), tx.clone(), addr, acct_cache_path(&cfg), view.clone()));
+        tokio::spawn(acct::deliver(cfg.clone(), tx.clone(), addr.clone(), auth.clone()));
+        tokio::spawn(acct::follow_admin(
+            cfg.clone(),
+            tx.clone(),
+            addr,
+            acct_cache_path(&cfg),
+            view.clone(),
+            auth.clone(),
+        ));
     }
     let owner_thread = std::thread::Builder::new()
         .name("state-owner".into())
         .spawn(move || owner.run(rx))
         .map_err(|e| ControllerError::Serve(e.to_string()))?;
     let shutdown = Arc::new(Notify::new());
-    let handlers =
-        rpc::Handlers { tx: tx.clone(), view, sessions: Arc::new(AtomicU64::new(0)), shutdown: shutdown.clone() };
+    let handlers = rpc::Handlers {
+        tx: tx.clone(),
+        view,
+        sessions: Arc::new(AtomicU64::new(0)),
+        shutdown: shutdown.clone(),
+        auth: auth.clone(),
+    };
 
+    // Local commands come over a Unix socket whose peer credentials say who they are; it
+    // lives in /run/drover (root's), never in the private state directory. Where it cannot
+    // be made (a controller run by an ordinary user), commands use TCP with credentials.
     let sock = cfg.controller_socket();
-    let _ = std::fs::remove_file(&sock);
-    let uds = tokio::net::UnixListener::bind(&sock)
-        .map_err(|source| ControllerError::Listen { addr: sock.display().to_string(), source })?;
-    // Every local user may talk to the controller; the peer credentials say who they are.
-    let _ = std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666));
+    let uds = match drover_proto::local_listener(&sock) {
+        Ok(l) => Some(l),
+        Err(e) => {
+            log(&format!("no local socket ({e}); commands connect over TCP with credentials"));
+            None
+        }
+    };
     let tcp_addr = cfg.controller_addr();
     let tcp = tokio::net::TcpListener::bind(&tcp_addr)
         .await
         .map_err(|source| ControllerError::Listen { addr: tcp_addr.clone(), source })?;
-    log(&format!("cluster {} listening on {} and {}", cfg.cluster_name, sock.display(), tcp_addr));
+    log(&format!(
+        "cluster {} listening on {}{tcp_addr}",
+        cfg.cluster_name,
+        if uds.is_some() { format!("{} and ", sock.display()) } else { String::new() }
+    ));
 
     let stop = {
         let shutdown = shutdown.clone();
@@ -121,27 +154,34 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
     let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
     let mut s1 = stop_tx.subscribe();
     let mut s2 = stop_tx.subscribe();
-    let local = tonic::transport::Server::builder()
-        .add_service(
-            ControllerServer::new(handlers.clone())
-                .max_decoding_message_size(64 << 20)
-                .max_encoding_message_size(256 << 20),
-        )
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(uds), async move {
-            let _ = s1.recv().await;
-        });
-    let remote = tonic::transport::Server::builder()
-        .tcp_nodelay(true)
-        .add_service(
-            NodeLinkServer::new(handlers.clone())
-                .max_decoding_message_size(64 << 20)
-                .max_encoding_message_size(64 << 20),
-        )
-        .serve_with_incoming_shutdown(nodelay(tokio_stream::wrappers::TcpListenerStream::new(tcp)), async move {
-            let _ = s2.recv().await;
-        });
-    let local = tokio::spawn(local);
-    let remote = tokio::spawn(remote);
+    let commands = || {
+        ControllerServer::new(handlers.clone()).max_decoding_message_size(64 << 20).max_encoding_message_size(256 << 20)
+    };
+    let local = uds.map(|uds| {
+        tokio::spawn(tonic::transport::Server::builder().add_service(commands()).serve_with_incoming_shutdown(
+            tokio_stream::wrappers::UnixListenerStream::new(uds),
+            async move {
+                let _ = s1.recv().await;
+            },
+        ))
+    });
+    // TCP: node agents, and commands of other hosts (a login node), each connection
+    // authenticated before its first request.
+    let incoming = drover_proto::auth::accept_authenticated(tcp, auth.clone(), "controller", |addr, e| {
+        log(&format!("refused a connection from {addr}: {e}"))
+    });
+    let remote = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(commands())
+            .add_service(
+                NodeLinkServer::new(handlers.clone())
+                    .max_decoding_message_size(64 << 20)
+                    .max_encoding_message_size(64 << 20),
+            )
+            .serve_with_incoming_shutdown(incoming, async move {
+                let _ = s2.recv().await;
+            }),
+    );
     stop.await;
     log("shutting down");
     let _ = stop_tx.send(());
@@ -149,7 +189,9 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
     drop(handlers);
     drop(tx);
     let _ = tokio::time::timeout(std::time::Duration::from_secs(2), async {
-        let _ = local.await;
+        if let Some(local) = local {
+            let _ = local.await;
+        }
         let _ = remote.await;
     })
     .await;
@@ -180,19 +222,28 @@ pub(crate) fn acct_cache_path(cfg: &drover_model::conf::Config) -> PathBuf {
     PathBuf::from(&cfg.state_save_location).join("accounting-cache.pb")
 }
 
-/// Accepted node links without Nagle's algorithm: `Server::tcp_nodelay` does not reach
-/// streams handed in with `serve_with_incoming`, and a launch held back for a delayed ACK
-/// costs a step ~40 ms.
-fn nodelay(
-    s: tokio_stream::wrappers::TcpListenerStream,
-) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
-    use tokio_stream::StreamExt;
-    s.map(|c| {
-        if let Ok(c) = &c {
-            let _ = c.set_nodelay(true);
+/// The secret the I/O keys of srun's connections are derived from
+/// (`StateSaveLocation/io.key`, made on the first start): one file, so that no job's key is
+/// stored and every controller of the state directory derives the same ones.
+fn io_secret(state_dir: &Path) -> Result<Vec<u8>, ControllerError> {
+    let path = state_dir.join("io.key");
+    let err = |source: std::io::Error| ControllerError::StateDir { path: path.display().to_string(), source };
+    match std::fs::read(&path) {
+        Ok(b) if b.len() == 32 => return Ok(b),
+        Ok(b) => {
+            return Err(ControllerError::Recover(format!(
+                "{} holds {} bytes, not a 32-byte key: it is damaged; move it away to make a new one \
+                 (running srun steps then lose their I/O)",
+                path.display(),
+                b.len()
+            )))
         }
-        c
-    })
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(err(e)),
+    }
+    let secret = drover_proto::auth::new_secret();
+    drover_proto::auth::write_private(&path, &secret).map_err(err)?;
+    Ok(secret)
 }
 
 /// Sends this process's log lines (stderr) to `path`, appending (`SlurmctldLogFile`).

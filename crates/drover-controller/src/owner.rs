@@ -107,6 +107,9 @@ pub enum Msg {
         reg: v1::Register,
         tx: NodeTx,
         session: u64,
+        /// The host its credential names, and where it connected from (for refusals).
+        host: String,
+        from: String,
     },
     FromNode {
         node: String,
@@ -175,6 +178,8 @@ pub fn now() -> i64 {
 #[derive(Default)]
 struct NodeLive {
     session: Option<(u64, NodeTx)>,
+    /// The host the live session's credential names.
+    host: String,
     registered: bool,
     last_seen: i64,
     not_responding: bool,
@@ -201,6 +206,8 @@ struct PendingStat {
 
 pub struct Owner {
     cfg: Arc<Config>,
+    /// What srun's I/O keys are derived from (`StateSaveLocation/io.key`).
+    io_secret: Vec<u8>,
     journal: Journal,
     durable: Durable,
     core: Core,
@@ -322,6 +329,7 @@ impl Owner {
         let usage_path = std::path::Path::new(&cfg.state_save_location).join("assoc_usage");
         let mut o = Owner {
             cfg,
+            io_secret: Vec::new(),
             journal,
             durable,
             core: Core::new(),
@@ -592,7 +600,7 @@ impl Owner {
                     let _ = reply.send(Ok(()));
                 }
             },
-            Msg::NodeRegister { reg, tx, session } => self.node_register(reg, tx, session),
+            Msg::NodeRegister { reg, tx, session, host, from } => self.node_register(reg, tx, session, host, from),
             Msg::FromNode { node, session, msg } => {
                 let t = now();
                 if let Some(l) = self.live.get_mut(&node) {
@@ -1366,11 +1374,19 @@ impl Owner {
                     _ => None,
                 })
                 .unwrap_or((t, String::new(), status.partition.to_string()));
-            return Ok(v1::SubmitReply { job_id: id, test_start_time: start, test_nodes: nodes, test_partition: part });
+            return Ok(v1::SubmitReply {
+                job_id: id,
+                test_start_time: start,
+                test_nodes: nodes,
+                test_partition: part,
+                ..Default::default()
+            });
         }
+        // srun's own job: the key its tasks' supervisors will prove themselves with.
+        let io_key = if spec.io_addr.is_some() { self.io_key(id, None, status.submit_time) } else { Vec::new() };
         self.record(Record::Submit { id, spec, status });
         self.core.handle(Event::Submitted(sj));
-        Ok(v1::SubmitReply { job_id: id, ..Default::default() })
+        Ok(v1::SubmitReply { job_id: id, io_key: io_key.into(), ..Default::default() })
     }
 
     fn schedule(&mut self, t: i64) {
@@ -1539,13 +1555,23 @@ impl Owner {
         let sinfo = crate::view::step_info(&j, &step);
         for (idx, sn) in step.layout.nodes.iter().enumerate() {
             let sl = v1::StepLaunch { step: Some(sinfo.clone()), spec: Some(spec.clone()) };
-            let launch = self.launch_msg(&info, "", idx, sn.task_ids.clone(), Some(sl));
+            let launch = self.launch_msg(&info, ("", &[]), idx, sn.task_ids.clone(), Some(sl));
             self.outbox.push((sn.node.clone(), controller_to_node::Msg::Launch(launch)));
         }
     }
 
     pub fn set_self_tx(&mut self, tx: std::sync::mpsc::Sender<Msg>) {
         self.self_tx = Some(tx);
+    }
+
+    /// The secret srun's I/O keys are derived from (see [`drover_proto::auth::io_key_for`]).
+    pub fn set_io_secret(&mut self, secret: Vec<u8>) {
+        self.io_secret = secret;
+    }
+
+    /// The I/O key of job `job`'s (or its step `step`'s) connection back to srun.
+    fn io_key(&self, job: JobId, step: Option<StepId>, submit_time: i64) -> Vec<u8> {
+        drover_proto::auth::io_key_for(&self.io_secret, job, step, submit_time)
     }
 
     /// Slurm's environment for PrologSlurmctld and EpilogSlurmctld.
@@ -1636,6 +1662,7 @@ impl Owner {
         };
         let info = crate::view::job_info(&full);
         let io_addr = full.spec.unpack().io_addr.unwrap_or_default();
+        let io_key = if io_addr.is_empty() { Vec::new() } else { self.io_key(job.id, None, job.status.submit_time) };
         let mut first_task = 0u32;
         for (idx, na) in alloc.nodes.iter().enumerate() {
             let task_ids: Vec<u32> = (first_task..first_task + na.tasks).collect();
@@ -1643,7 +1670,7 @@ impl Owner {
             if !job.status.nodes_running.contains(&na.node) || only.is_some_and(|o| o != na.node) {
                 continue;
             }
-            let launch = self.launch_msg(&info, &io_addr, idx, task_ids, None);
+            let launch = self.launch_msg(&info, (&io_addr, &io_key), idx, task_ids, None);
             self.outbox.push((na.node.clone(), controller_to_node::Msg::Launch(launch)));
         }
     }
@@ -1652,7 +1679,7 @@ impl Owner {
     fn launch_msg(
         &self,
         info: &v1::JobInfo,
-        io_addr: &str,
+        (io_addr, io_key): (&str, &[u8]),
         node_index: usize,
         task_ids: Vec<u32>,
         step: Option<v1::StepLaunch>,
@@ -1664,6 +1691,7 @@ impl Owner {
             conf_path: self.cfg.path.clone(),
             controller_host: self.cfg.controller_addr(),
             io_addr: io_addr.to_string(),
+            io_key: io_key.to_vec().into(),
             node_index: node_index as u32,
             task_ids,
             step,
@@ -1964,10 +1992,16 @@ impl Owner {
         let s =
             steps.iter().find(|s| s.id == req.step_id).ok_or_else(|| Status::not_found("Invalid job id specified"))?;
         // No address: only the step's layout is wanted (`sattach --layout`).
+        let io_key = self.io_key(j.id, Some(s.id), j.status.submit_time);
         for n in s.nodes_running.iter().filter(|_| !req.io_addr.is_empty()) {
-            self.outbox.push((n.clone(), controller_to_node::Msg::Attach(req.clone())));
+            let req = v1::AttachRequest { io_key: io_key.clone().into(), ..req.clone() };
+            self.outbox.push((n.clone(), controller_to_node::Msg::Attach(req)));
         }
-        Ok(v1::StepCreateReply { step: Some(crate::view::step_info(&j, s)), job: Some(crate::view::job_info(&j)) })
+        Ok(v1::StepCreateReply {
+            step: Some(crate::view::step_info(&j, s)),
+            job: Some(crate::view::job_info(&j)),
+            io_key: io_key.into(),
+        })
     }
 
     fn stat_reply(&mut self, r: v1::StatReply) {
@@ -2054,13 +2088,18 @@ impl Owner {
         let job = self.durable.jobs.get(&j.id).cloned().expect("invariant: just written");
         let info = crate::view::job_info(&job);
         let sinfo = crate::view::step_info(&job, &step);
+        let io_key = if spec.io_addr.is_empty() {
+            Vec::new()
+        } else {
+            self.io_key(job.id, Some(step.id), job.status.submit_time)
+        };
         for (idx, sn) in step.layout.nodes.iter().enumerate() {
             // A step's nodes are numbered within the step (SLURM_NODEID).
             let step = v1::StepLaunch { step: Some(sinfo.clone()), spec: Some(spec.clone()) };
-            let launch = self.launch_msg(&info, &spec.io_addr, idx, sn.task_ids.clone(), Some(step));
+            let launch = self.launch_msg(&info, (&spec.io_addr, &io_key), idx, sn.task_ids.clone(), Some(step));
             self.outbox.push((sn.node.clone(), controller_to_node::Msg::Launch(launch)));
         }
-        Ok(v1::StepCreateReply { step: Some(sinfo), job: Some(info) })
+        Ok(v1::StepCreateReply { step: Some(sinfo), job: Some(info), io_key: io_key.into() })
     }
 
     /// Step requests that waited for room in `job` try again (a step of it ended).
@@ -2868,19 +2907,41 @@ impl Owner {
         st
     }
 
-    fn node_register(&mut self, reg: v1::Register, tx: NodeTx, session: u64) {
+    fn node_register(&mut self, reg: v1::Register, tx: NodeTx, session: u64, host: String, from: String) {
         let name = reg.node.clone();
         if self.cfg.node(&name).is_none() {
+            crate::log(&format!("refused a registration as node {name} from {from}: no such node in slurm.conf"));
             let _ = tx.send(Err(Status::not_found(format!("node {name} is not in slurm.conf"))));
             return;
         }
         let t = now();
+        // A node whose agent answers keeps its session against an agent of another host: two
+        // hosts configured as one node (a wrong -N, a copied NodeName) would otherwise evict
+        // each other, and each launch would go to whichever registered last. The same host
+        // may take over at once (its agent restarted before the old connection was seen to
+        // close); another host once the first stops answering for SlurmdTimeout.
+        if let Some(l) = self.live.get(&name) {
+            let answering = l.session.as_ref().is_some_and(|(_, old)| !old.is_closed())
+                && !l.not_responding
+                && t - l.last_seen <= i64::from(self.cfg.slurmd_timeout);
+            if answering && l.host != host {
+                let msg = format!(
+                    "Access/permission denied: node {name} is registered from host {} and its agent answers; \
+                     an agent on {host} may not take it over (stop the one on {}, or correct -N / NodeName)",
+                    l.host, l.host
+                );
+                crate::log(&format!("refused a registration as node {name} from {from}: {msg}"));
+                let _ = tx.send(Err(Status::permission_denied(msg)));
+                return;
+            }
+        }
         let rts = self.cfg.return_to_service;
         // A (re)started agent has no epilog running for us to wait on.
         self.epilog_pending.remove(&name);
         {
             let l = self.live.entry(name.clone()).or_default();
             l.session = Some((session, tx));
+            l.host = host;
             l.registered = true;
             l.last_seen = t;
             l.not_responding = false;

@@ -4,7 +4,9 @@
 use crate::owner::{now, Msg, Reply};
 use crate::view::{state_reply, View};
 use arc_swap::ArcSwap;
-use drover_proto::v1::{self, controller_server::Controller, node_link_server::NodeLink, node_to_controller};
+use drover_proto::v1::{
+    self, controller_server::Controller, controller_to_node, node_link_server::NodeLink, node_to_controller,
+};
 use drover_proto::{caller, Caller};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,6 +23,8 @@ pub struct Handlers {
     pub view: Arc<ArcSwap<View>>,
     pub sessions: Arc<AtomicU64>,
     pub shutdown: Arc<Notify>,
+    /// Checks who may register a node, and signs launches on their way out.
+    pub auth: Arc<drover_proto::auth::Auth>,
 }
 
 fn who<T>(req: &Request<T>) -> Result<Caller, Status> {
@@ -170,6 +174,20 @@ impl NodeLink for Handlers {
         &self,
         req: Request<Streaming<v1::NodeToController>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
+        // Only root or SlurmUser (on any host of the cluster) may speak for a node: a node
+        // link receives every launch of its node, scripts and environments included.
+        let caller = who(&req)?;
+        let from = drover_proto::origin(&req);
+        let host = req.extensions().get::<drover_proto::auth::Peer>().map(|p| p.host.clone()).unwrap_or_default();
+        if !self.auth.is_trusted(caller.uid) {
+            crate::log(&format!(
+                "refused a node registration from uid {} at {from}: only root or SlurmUser may register a node",
+                caller.uid
+            ));
+            return Err(Status::permission_denied(
+                "Access/permission denied: only root or SlurmUser may register a node",
+            ));
+        }
         let mut inbound = req.into_inner();
         let first = inbound
             .message()
@@ -180,9 +198,10 @@ impl NodeLink for Handlers {
         };
         let session = self.sessions.fetch_add(1, Ordering::Relaxed) + 1;
         let node = reg.node.clone();
+        let signer_node = node.clone();
         let (tx, rx) = mpsc::unbounded_channel();
         self.tx
-            .send(Msg::NodeRegister { reg, tx, session })
+            .send(Msg::NodeRegister { reg, tx, session, host, from })
             .map_err(|_| Status::unavailable("controller is shutting down"))?;
         let owner = self.tx.clone();
         tokio::spawn(async move {
@@ -195,6 +214,23 @@ impl NodeLink for Handlers {
             }
             let _ = owner.send(Msg::NodeGone { node, session });
         });
-        Ok(Response::new(Box::pin(UnboundedReceiverStream::new(rx))))
+        // Launches leave signed (off the state owner's thread: a MUNGE signature is a round
+        // trip to munged). One that cannot be signed is not sent, and says why.
+        let auth = self.auth.clone();
+        let signed = UnboundedReceiverStream::new(rx).filter_map(move |m| match m {
+            Ok(v1::ControllerToNode { msg: Some(controller_to_node::Msg::Launch(l)) }) => {
+                use drover_proto::prost::Message;
+                let job = l.job.as_ref().map_or(0, |j| j.job_id);
+                match auth.sign_launch(l.encode_to_vec()) {
+                    Ok(s) => Some(Ok(v1::ControllerToNode { msg: Some(controller_to_node::Msg::SignedLaunch(s)) })),
+                    Err(e) => {
+                        crate::log(&format!("error: cannot sign the launch of job {job} for node {signer_node}: {e}"));
+                        None
+                    }
+                }
+            }
+            other => Some(other),
+        });
+        Ok(Response::new(Box::pin(signed)))
     }
 }

@@ -177,6 +177,8 @@ pub struct Config {
     pub enforce: AccountingEnforce,
     /// `PriorityType`, the `PriorityWeight*` weights and the rest of the priority keys.
     pub priority: crate::priority_conf::PriorityConf,
+    /// `AuthType`, `CredType`, `AuthInfo`, `SlurmUser`.
+    pub auth: crate::auth_conf::AuthConf,
     /// `PreemptType=preempt/partition_prio`: jobs of a partition preempt running jobs of
     /// partitions with a lower `PriorityTier` on the nodes they share.
     pub preempt_partition: bool,
@@ -326,6 +328,7 @@ impl Default for Config {
             preempt_mode: PreemptMode::Off,
             preempt_exempt_secs: 0,
             priority: Default::default(),
+            auth: Default::default(),
             nodes: Vec::new(),
             partitions: Vec::new(),
             unsupported: Vec::new(),
@@ -350,9 +353,10 @@ impl Config {
     pub fn slurmd_log_for(&self, node: &str) -> Option<String> {
         self.slurmd_log_file.as_ref().map(|f| f.replace("%n", node).replace("%h", node))
     }
-    /// The Unix socket local commands use to reach the controller.
+    /// The controller's local socket (for commands on its host): in `/run/drover`, beside
+    /// accounting's, named by the port so that clusters on one host do not meet.
     pub fn controller_socket(&self) -> PathBuf {
-        Path::new(&self.state_save_location).join("drover-ctld.sock")
+        PathBuf::from(format!("/run/drover/controller-{}.sock", self.slurmctld_port))
     }
     /// The controller address agents connect to.
     /// `drover accounting`'s address (`AccountingStorageHost:AccountingStoragePort`), where
@@ -819,6 +823,11 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                     cfg.preempt_exempt_secs = crate::duration::parse_time_limit(v)
                         .map_err(|_| err(format!("PreemptExemptTime: expected a time, found `{v}`")))?
                         .unwrap_or(0)
+                }
+                a if crate::auth_conf::KEYS.contains(&a) => {
+                    for opt in cfg.auth.set(a, v).map_err(|e| err(format!("{k}: {e}")))? {
+                        cfg.unsupported.push(Unsupported { file: l.file.to_string(), line: l.line, key: opt });
+                    }
                 }
                 p if crate::priority_conf::KEYS.contains(&p) => {
                     for flag in cfg.priority.set(p, v).map_err(|e| err(format!("{k}: {e}")))? {

@@ -29,6 +29,8 @@ pub struct DbdConf {
     pub purge_job_after: Option<u64>,
     /// `PurgeStepAfter` in seconds (default: `PurgeJobAfter`).
     pub purge_step_after: Option<u64>,
+    /// `AuthType`, `AuthInfo`, `SlurmUser` (auth/slurm's key is `slurm.key` beside this file).
+    pub auth: crate::auth_conf::AuthConf,
     /// Keys Drover does not act on: (line, key).
     pub unsupported: Vec<(usize, String)>,
 }
@@ -48,6 +50,7 @@ impl Default for DbdConf {
             pid_file: None,
             purge_job_after: None,
             purge_step_after: None,
+            auth: Default::default(),
             unsupported: Vec::new(),
         }
     }
@@ -108,7 +111,12 @@ impl DbdConf {
                     }
                 }
                 // Identity and logging knobs with nothing to do in Drover yet.
-                "authtype" | "slurmuser" | "debuglevel" => {}
+                a @ ("authtype" | "authinfo" | "slurmuser") => {
+                    for opt in c.auth.set(a, &v).map_err(|e| format!("{name}:{n}: {k}: {e}"))? {
+                        c.unsupported.push((n, opt));
+                    }
+                }
+                "debuglevel" => {}
                 other => c.unsupported.push((n, other.to_string())),
             }
         }

@@ -10,6 +10,7 @@
 
 pub mod alloc;
 pub mod array;
+pub mod auth_conf;
 pub mod cgroup_conf;
 pub mod conf;
 pub mod cpubind;

@@ -41,6 +41,8 @@ pub enum NodeError {
     Spool { path: String, source: std::io::Error },
     #[error("{0}")]
     Gres(String),
+    #[error("{0}")]
+    Auth(#[from] drover_proto::auth::AuthError),
 }
 
 fn now() -> i64 {
@@ -58,6 +60,8 @@ type Unit = (u32, Option<u32>);
 struct Agent {
     /// This binary, resolved at start: it may be replaced on disk while the agent runs.
     exe: PathBuf,
+    /// Proves this agent to the controller and checks what the controller sends.
+    auth: std::sync::Arc<drover_proto::auth::Auth>,
     name: String,
     spool: PathBuf,
     cfg: Config,
@@ -120,7 +124,11 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
         log(&name, &line);
     }
     let exe = std::env::current_exe().map_err(|source| NodeError::Spool { path: "/proc/self/exe".into(), source })?;
-    let mut agent = Agent { exe, name: name.clone(), spool, cfg, start_time: now(), reported: HashSet::new() };
+    // The agent must prove itself to the controller and check every launch: without the key
+    // (or munged) it could do neither, so it stops here and says why.
+    let auth = std::sync::Arc::new(drover_proto::auth::Auth::new(&cfg.auth, &cfg.path, true)?);
+    drover_proto::auth::self_check(&auth)?;
+    let mut agent = Agent { exe, auth, name: name.clone(), spool, cfg, start_time: now(), reported: HashSet::new() };
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     let mut backoff = Duration::from_millis(50);
     loop {
@@ -156,7 +164,7 @@ impl Agent {
 
     async fn session(&mut self, wake_rx: &mut mpsc::UnboundedReceiver<Unit>, confinement: &str) -> Result<(), String> {
         let addr = self.cfg.controller_addr();
-        let chan = drover_proto::connect_tcp(&addr).await.map_err(|e| e.to_string())?;
+        let chan = drover_proto::auth::connect_authenticated(&addr, &self.auth, "controller").await?;
         let mut client = NodeLinkClient::new(chan);
         let (tx, rx) = mpsc::unbounded_channel::<v1::NodeToController>();
         let (running, ended) = self.scan();
@@ -278,9 +286,35 @@ impl Agent {
         }
     }
 
+    /// The launch inside a signed one, if the controller signed it, for this node.
+    fn checked_launch(&self, s: &v1::SignedLaunch) -> Result<v1::Launch, String> {
+        let l = self.auth.verify_launch(s).map_err(|e| e.to_string())?;
+        let job = l.job.as_ref().ok_or("a launch without its job")?;
+        let here = match l.step.as_ref().and_then(|s| s.step.as_ref()) {
+            Some(step) => step.nodes.iter().any(|n| n.node == self.name),
+            None => job.alloc.iter().any(|a| a.node == self.name),
+        };
+        if !here {
+            return Err(format!("the launch of job {} is not for node {}", job.job_id, self.name));
+        }
+        Ok(l)
+    }
+
     fn handle(&mut self, msg: controller_to_node::Msg, tx: &mpsc::UnboundedSender<v1::NodeToController>) {
         match msg {
             controller_to_node::Msg::Launch(l) => {
+                // Nothing runs here that the controller did not sign.
+                let id = l.job.as_ref().map_or(0, |j| j.job_id);
+                log(&self.name, &format!("error: refused an unsigned launch of job {id}"));
+            }
+            controller_to_node::Msg::SignedLaunch(s) => {
+                let l = match self.checked_launch(&s) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        log(&self.name, &format!("error: refused a launch: {e}"));
+                        return;
+                    }
+                };
                 let Some(id) = l.job.as_ref().map(|j| j.job_id) else {
                     return;
                 };
@@ -414,7 +448,8 @@ impl Agent {
             }
             controller_to_node::Msg::Attach(a) => {
                 let dir = spool::step_dir(&self.spool, a.job_id, a.step_id);
-                Self::tell(&dir, &format!("attach {}", a.io_addr));
+                let key: String = a.io_key.iter().map(|b| format!("{b:02x}")).collect();
+                Self::tell(&dir, &format!("attach {} {key}", a.io_addr));
             }
             controller_to_node::Msg::EndedAck(a) => {
                 let dir = spool::unit_dir(&self.spool, a.job_id, a.step_id);

@@ -353,6 +353,22 @@ enum Stream {
     Pty,
 }
 
+/// A connection to srun (or sattach) at `addr` on which both ends proved they hold the
+/// step's I/O key (see `drover_proto::io`): nothing of the tasks goes to anyone else.
+fn connect_srun(addr: &str, key: &[u8], node: &str) -> Result<std::net::TcpStream, String> {
+    let mut io = std::net::TcpStream::connect(addr).map_err(|e| format!("connecting to srun at {addr}: {e}"))?;
+    let _ = io.set_nodelay(true);
+    let _ = io.set_read_timeout(Some(std::time::Duration::from_secs(30)));
+    drover_proto::io::supervisor_hello(&mut io, key, node).map_err(|e| format!("srun at {addr}: {e}"))?;
+    let _ = io.set_read_timeout(None);
+    Ok(io)
+}
+
+/// Bytes from their hex text (the agent passes a key to the supervisor as a line).
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2).filter_map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()).collect()
+}
+
 fn set_nonblocking(fd: &OwnedFd) {
     use nix::fcntl::{fcntl, FcntlArg, OFlag};
     if let Ok(bits) = fcntl(fd, FcntlArg::F_GETFL) {
@@ -620,12 +636,7 @@ impl Supervisor<'_> {
         // (No srun: the extern step, whose streams go nowhere.)
         let addr = spec.io_addr.clone();
         if !addr.is_empty() {
-            let mut io =
-                std::net::TcpStream::connect(&addr).map_err(|e| format!("connecting to srun at {addr}: {e}"))?;
-            let _ = io.set_nodelay(true);
-            drover_proto::io::write_frame(&mut io, drover_proto::io::HELLO, 0, self.node.as_bytes())
-                .map_err(|e| e.to_string())?;
-            self.io = Some(io);
+            self.io = Some(connect_srun(&addr, &self.launch.io_key, &self.node)?);
         }
         let out_path = |sv: &Self, t: u32| spec.stdout.as_deref().map(|p| sv.pattern(p, Some(t)));
         let err_path = |sv: &Self, t: u32| spec.stderr.as_deref().map(|p| sv.pattern(p, Some(t)));
@@ -1125,12 +1136,12 @@ impl Supervisor<'_> {
                     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
                     let mut line = String::new();
                     let _ = s.read_to_string(&mut line);
-                    if let Some(addr) = line.trim().strip_prefix("attach ") {
-                        // sattach: one more listener for the tasks' I/O, from now on.
-                        if let Ok(mut c) = std::net::TcpStream::connect(addr) {
-                            let _ = c.set_nodelay(true);
-                            let _ =
-                                drover_proto::io::write_frame(&mut c, drover_proto::io::HELLO, 0, self.node.as_bytes());
+                    if let Some(rest) = line.trim().strip_prefix("attach ") {
+                        // sattach: one more listener for the tasks' I/O, from now on, once it
+                        // proved it holds the step's key.
+                        let (addr, key) = rest.split_once(' ').unwrap_or((rest, ""));
+                        let key = unhex(key);
+                        if let Ok(mut c) = connect_srun(addr, &key, &self.node) {
                             let replay = self
                                 .history
                                 .iter()

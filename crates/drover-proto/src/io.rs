@@ -1,6 +1,16 @@
 //! The task I/O stream between a job supervisor and `srun`: length-prefixed frames over one
 //! TCP connection per node, both ways (output and exits to srun, stdin and terminal size to
 //! the tasks). `[kind u8][task u32 BE][len u32 BE][bytes]`.
+//!
+//! A connection starts by proving both ends hold the step's I/O key (which the controller
+//! gave srun and put in the signed launch), so that no one else can read the tasks' stdin or
+//! write into srun's output:
+//!
+//! ```text
+//!  srun ── CHALLENGE c1 (32 random bytes) ──────────────────────────────► supervisor
+//!  srun ◄── HELLO c2 (32) ‖ HMAC(key, "hello", c1, c2, node) ‖ node ───── supervisor
+//!  srun ── PROOF HMAC(key, "srun", c1, c2, node) ───────────────────────► supervisor
+//! ```
 
 use std::io::{self, Read, Write};
 
@@ -16,6 +26,59 @@ pub const OOM: u8 = 5;
 pub const STDIN: u8 = 6;
 /// srun → supervisor: the terminal's size for a `--pty` task, rows and columns as u16 BE.
 pub const WINSIZE: u8 = 7;
+/// srun → supervisor, the first frame: 32 random bytes the hello must answer.
+pub const CHALLENGE: u8 = 8;
+/// srun → supervisor, after a good hello: srun's proof that it holds the key too.
+pub const PROOF: u8 = 9;
+
+fn refused(why: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, why.to_string())
+}
+
+/// The supervisor's start of a connection to srun: answers srun's challenge with this node's
+/// name and proof of the step's key, then checks srun's proof. Nothing of the tasks flows
+/// before both passed.
+pub fn supervisor_hello(conn: &mut (impl Read + Write), key: &[u8], node: &str) -> io::Result<()> {
+    if key.is_empty() {
+        return Err(refused("the launch carries no I/O key"));
+    }
+    let c1 = match read_frame(conn)? {
+        Some(f) if f.kind == CHALLENGE && f.data.len() == 32 => f.data,
+        _ => return Err(refused("the listener did not challenge: not srun")),
+    };
+    let c2 = crate::auth::random::<32>();
+    let mac = crate::auth::io_mac(key, &[b"hello", &c1, &c2, node.as_bytes()]);
+    let mut hello = Vec::with_capacity(64 + node.len());
+    hello.extend_from_slice(&c2);
+    hello.extend_from_slice(&mac);
+    hello.extend_from_slice(node.as_bytes());
+    write_frame(conn, HELLO, 0, &hello)?;
+    match read_frame(conn)? {
+        Some(f) if f.kind == PROOF && crate::auth::io_mac_ok(key, &[b"srun", &c1, &c2, node.as_bytes()], &f.data) => {
+            Ok(())
+        }
+        _ => Err(refused("the listener could not prove it holds the step's I/O key: not this step's srun")),
+    }
+}
+
+/// srun's start of a supervisor's connection: challenges it, checks its hello against the
+/// step's key (waiting up to `key`'s arrival), proves srun holds it too. Returns the node.
+pub fn srun_accept(conn: &mut (impl Read + Write), key: impl FnOnce() -> Option<Vec<u8>>) -> io::Result<String> {
+    let c1 = crate::auth::random::<32>();
+    write_frame(conn, CHALLENGE, 0, &c1)?;
+    let f = match read_frame(conn)? {
+        Some(f) if f.kind == HELLO && f.data.len() >= 64 => f,
+        _ => return Err(refused("no hello")),
+    };
+    let (c2, rest) = f.data.split_at(32);
+    let (mac, node) = rest.split_at(32);
+    let key = key().ok_or_else(|| refused("the step's I/O key never came"))?;
+    if !crate::auth::io_mac_ok(&key, &[b"hello", &c1, c2, node], mac) {
+        return Err(refused("a hello without the step's I/O key"));
+    }
+    write_frame(conn, PROOF, 0, &crate::auth::io_mac(&key, &[b"srun", &c1, c2, node]))?;
+    Ok(String::from_utf8_lossy(node).into_owned())
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
@@ -78,6 +141,40 @@ pub fn split_frames(buf: &mut Vec<u8>) -> io::Result<Vec<Frame>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Both ends over a socket pair, each on its own thread.
+    fn meet(srun_key: Option<Vec<u8>>, sup_key: Vec<u8>) -> (io::Result<String>, io::Result<()>) {
+        let (mut a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let sup = std::thread::spawn(move || supervisor_hello(&mut b, &sup_key, "node7"));
+        let srun = srun_accept(&mut a, move || srun_key);
+        drop(a);
+        (srun, sup.join().unwrap())
+    }
+
+    #[test]
+    fn both_ends_prove_the_steps_key() {
+        let (srun, sup) = meet(Some(b"k".to_vec()), b"k".to_vec());
+        assert_eq!(srun.unwrap(), "node7");
+        sup.unwrap();
+        // A supervisor (or anyone) without the key is turned away before any task I/O.
+        let (srun, sup) = meet(Some(b"k".to_vec()), b"guess".to_vec());
+        assert_eq!(srun.unwrap_err().kind(), io::ErrorKind::PermissionDenied);
+        assert!(sup.is_err());
+        // A listener that is not the step's srun cannot answer.
+        let (srun, sup) = meet(Some(b"other".to_vec()), b"k".to_vec());
+        assert!(srun.is_err());
+        assert!(sup.unwrap_err().to_string().contains("not this step's srun"));
+        // No key, no connection.
+        let (_, sup) = meet(Some(b"k".to_vec()), Vec::new());
+        assert!(sup.unwrap_err().to_string().contains("no I/O key"));
+    }
+
+    #[test]
+    fn a_listener_that_does_not_challenge_gets_nothing() {
+        let (mut a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        write_frame(&mut a, STDIN, 0, b"injected").unwrap();
+        assert!(supervisor_hello(&mut b, b"k", "n").unwrap_err().to_string().contains("not srun"));
+    }
 
     #[test]
     fn frames_round_trip() {

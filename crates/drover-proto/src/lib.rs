@@ -14,6 +14,7 @@ pub mod v1 {
 }
 
 pub mod acct;
+pub mod auth;
 mod convert;
 pub mod io;
 pub mod jobinfo;

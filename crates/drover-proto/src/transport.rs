@@ -7,6 +7,10 @@ use tonic::transport::{Channel, Endpoint, Uri};
 pub enum ConnectError {
     #[error("Unable to contact slurm controller (connect failure): {0}")]
     Unreachable(String),
+    /// Reached, but this process's credential could not be made or was refused (or the
+    /// server's was not believed).
+    #[error("{0}")]
+    Auth(crate::auth::AuthError),
 }
 
 /// A channel to the controller's local Unix socket.
@@ -50,48 +54,102 @@ impl Caller {
     }
 }
 
-/// The caller of a request that arrived over a Unix socket; `None` over TCP (cross-host
-/// authentication arrives with MUNGE / `auth/drover`).
+/// The caller of a request: the peer credentials of a Unix socket, or the credential a TCP
+/// connection was opened with ([`crate::auth::Peer`]); `None` on a connection that proved
+/// nothing (there is none: servers take only these two).
 pub fn caller<T>(req: &tonic::Request<T>) -> Option<Caller> {
-    let info = req.extensions().get::<tonic::transport::server::UdsConnectInfo>()?;
-    let cred = info.peer_cred?;
-    Some(Caller { uid: cred.uid(), gid: cred.gid(), pid: cred.pid() })
+    if let Some(info) = req.extensions().get::<tonic::transport::server::UdsConnectInfo>() {
+        let cred = info.peer_cred?;
+        return Some(Caller { uid: cred.uid(), gid: cred.gid(), pid: cred.pid() });
+    }
+    let p = req.extensions().get::<crate::auth::Peer>()?;
+    Some(Caller { uid: p.uid, gid: p.gid, pid: None })
 }
 
-/// A bare HTTP/2 connection to the controller's local Unix socket, for the commands: no
-/// buffer task and no endpoint balancing (tonic's `Channel` sets those up on every connect,
-/// which a process that makes a call or two and exits pays for at its start). Like a
-/// `Channel`, it connects again when a call finds the connection gone (a controller restart);
-/// a call that cannot reach the controller fails `Unavailable`. Clones share the connection.
+/// Where a request came from, for logs and refusals: `host (address)` of an authenticated TCP
+/// connection, `local` on the Unix socket.
+pub fn origin<T>(req: &tonic::Request<T>) -> String {
+    match req.extensions().get::<crate::auth::Peer>() {
+        Some(p) => match p.addr {
+            Some(a) => format!("{} ({a})", p.host),
+            None => p.host.clone(),
+        },
+        None => "local".into(),
+    }
+}
+
+/// A bare HTTP/2 connection to the controller for the commands: over its local Unix socket
+/// (peer credentials say who calls), or over TCP opened with this user's credential (a host
+/// without the controller: a login node). No buffer task and no endpoint balancing (tonic's
+/// `Channel` sets those up on every connect, which a process that makes a call or two and
+/// exits pays for at its start). Like a `Channel`, it connects again when a call finds the
+/// connection gone (a controller restart); a call that cannot reach the controller fails
+/// `Unavailable`. Clones share the connection.
 #[derive(Clone)]
 pub struct LocalChannel {
-    path: std::sync::Arc<PathBuf>,
+    target: std::sync::Arc<Target>,
     conn: std::sync::Arc<tokio::sync::Mutex<Option<LocalSender>>>,
+}
+
+/// Where a [`LocalChannel`] connects.
+pub enum Target {
+    Unix(PathBuf),
+    /// `host:port`, the credentials to open it with, and the service proved to.
+    Tcp {
+        addr: String,
+        auth: std::sync::Arc<crate::auth::Auth>,
+        service: &'static str,
+    },
 }
 
 type LocalSender = hyper::client::conn::http2::SendRequest<tonic::body::Body>;
 
-/// Connects a [`LocalChannel`]; the connection is driven by a task on the current runtime.
+/// Connects a [`LocalChannel`] to a local socket; the connection is driven by a task on the
+/// current runtime.
 pub async fn connect_local(path: &Path) -> Result<LocalChannel, ConnectError> {
-    let send = handshake(path).await?;
+    connect_target(Target::Unix(path.to_path_buf())).await
+}
+
+/// Connects a [`LocalChannel`] to `target`.
+pub async fn connect_target(target: Target) -> Result<LocalChannel, ConnectError> {
+    let send = handshake(&target).await?;
     Ok(LocalChannel {
-        path: std::sync::Arc::new(path.to_path_buf()),
+        target: std::sync::Arc::new(target),
         conn: std::sync::Arc::new(tokio::sync::Mutex::new(Some(send))),
     })
 }
 
-async fn handshake(path: &Path) -> Result<LocalSender, ConnectError> {
-    let shown = path.display().to_string();
-    let fail = |e: &dyn std::fmt::Display| ConnectError::Unreachable(format!("{shown}: {e}"));
-    let s = tokio::net::UnixStream::connect(path).await.map_err(|e| fail(&e))?;
-    let (send, conn) = hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-        .handshake(hyper_util::rt::TokioIo::new(s))
-        .await
-        .map_err(|e| fail(&e))?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    Ok(send)
+async fn handshake(target: &Target) -> Result<LocalSender, ConnectError> {
+    async fn h2<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static>(
+        s: S,
+        shown: &str,
+    ) -> Result<LocalSender, ConnectError> {
+        let (send, conn) = hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .handshake(hyper_util::rt::TokioIo::new(s))
+            .await
+            .map_err(|e| ConnectError::Unreachable(format!("{shown}: {e}")))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(send)
+    }
+    match target {
+        Target::Unix(path) => {
+            let shown = path.display().to_string();
+            let s = tokio::net::UnixStream::connect(path)
+                .await
+                .map_err(|e| ConnectError::Unreachable(format!("{shown}: {e}")))?;
+            h2(s, &shown).await
+        }
+        Target::Tcp { addr, auth, service } => {
+            let mut s = tokio::net::TcpStream::connect(addr.as_str())
+                .await
+                .map_err(|e| ConnectError::Unreachable(format!("{addr}: {e}")))?;
+            let _ = s.set_nodelay(true);
+            crate::auth::client_handshake(&mut s, auth, service).await.map_err(ConnectError::Auth)?;
+            h2(s, addr).await
+        }
+    }
 }
 
 impl LocalChannel {
@@ -102,7 +160,7 @@ impl LocalChannel {
             return Ok(s.clone());
         }
         *conn = None;
-        let s = handshake(&self.path).await.map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+        let s = handshake(&self.target).await.map_err(|e| tonic::Status::unavailable(e.to_string()))?;
         *conn = Some(s.clone());
         Ok(s)
     }
@@ -136,4 +194,21 @@ impl tower::Service<http::Request<tonic::body::Body>> for LocalChannel {
             send.send_request(req).await.map_err(unavailable)
         })
     }
+}
+
+/// A daemon's local socket at `sock` (in root's `/run/drover`, so that no one can put a socket
+/// of their own there first), open to every local user: their peer credentials say who they
+/// are. The directory is made (0755) when missing.
+pub fn local_listener(sock: &Path) -> std::io::Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(dir) = sock.parent() {
+        if !dir.exists() {
+            std::fs::create_dir_all(dir)?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
+        }
+    }
+    let _ = std::fs::remove_file(sock);
+    let l = tokio::net::UnixListener::bind(sock)?;
+    std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o666))?;
+    Ok(l)
 }

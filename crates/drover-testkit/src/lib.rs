@@ -107,15 +107,18 @@ impl Cluster {
             std::fs::write(
                 &path,
                 format!(
-                    "DbdAddr=127.0.0.1\nDbdPort={dbd_port}\nStorageType=accounting_storage/sqlite\n\
-                     StorageLoc={d}/acct.db\n"
+                    "DbdAddr=127.0.0.1\nDbdPort={dbd_port}\nAuthType=auth/slurm\n\
+                     StorageType=accounting_storage/sqlite\nStorageLoc={d}/acct.db\n"
                 ),
             )
             .expect("write slurmdbd.conf");
             dbd_conf = Some(path);
         }
+        // auth/slurm with a key of this cluster's own (beside slurm.conf, as Slurm keeps it).
+        drover_proto::auth::write_new_key(&dir.path().join("slurm.key")).expect("write slurm.key");
         let conf_text = format!(
             "ClusterName={cluster}\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={port}\n\
+             AuthType=auth/slurm\nCredType=cred/slurm\n\
              StateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool/%n\nSlurmdTimeout=10\nKillWait=2\n\
              MinJobAge=300\nReturnToService=2\nMaxJobCount=1000000\n{acct_conf}{extra}{node_line}\n{parts}",
             cluster = o.cluster,
@@ -478,7 +481,11 @@ impl Cluster {
         let port = self.dbd_port().expect("a cluster with accounting");
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
         rt.block_on(async move {
-            let ch = drover_proto::connect_tcp(&format!("127.0.0.1:{port}")).await.expect("connect to accounting");
+            let cfg = drover_model::conf::parse_file(&self.conf).expect("the cluster's slurm.conf");
+            let auth = drover_proto::auth::Auth::new(&cfg.auth, &cfg.path, true).expect("the cluster's key");
+            let ch = drover_proto::auth::connect_authenticated(&format!("127.0.0.1:{port}"), &auth, "accounting")
+                .await
+                .expect("connect to accounting");
             let mut c = drover_proto::v1::accounting_client::AccountingClient::new(ch);
             c.record(recs).await.expect("accounting takes the records");
         });

@@ -168,6 +168,11 @@ pub struct SubmitReply {
     pub test_nodes: ::prost::alloc::string::String,
     #[prost(string, tag = "4")]
     pub test_partition: ::prost::alloc::string::String,
+    /// A job with an I/O address (srun): the key its supervisors prove themselves with when
+    /// they connect there (derived by the controller; sent only to the submitter and in the
+    /// signed launches).
+    #[prost(bytes = "bytes", tag = "5")]
+    pub io_key: ::prost::bytes::Bytes,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct NodeAlloc {
@@ -437,6 +442,9 @@ pub struct StepCreateReply {
     pub step: ::core::option::Option<StepInfo>,
     #[prost(message, optional, tag = "2")]
     pub job: ::core::option::Option<JobInfo>,
+    /// The step's I/O key (see SubmitReply.io_key); also to sattach.
+    #[prost(bytes = "bytes", tag = "3")]
+    pub io_key: ::prost::bytes::Bytes,
 }
 /// The holder of an allocation (standalone srun, salloc) is done with it.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -929,6 +937,10 @@ pub struct AttachRequest {
     pub step_id: u32,
     #[prost(string, tag = "3")]
     pub io_addr: ::prost::alloc::string::String,
+    /// Controller to node only: the step's I/O key, which sattach's listener checks the
+    /// supervisors with.
+    #[prost(bytes = "bytes", tag = "4")]
+    pub io_key: ::prost::bytes::Bytes,
 }
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct StepStatRequest {
@@ -1102,6 +1114,9 @@ pub struct Launch {
     /// name service (NSS modules) itself: as Slurm's send_gids. Absent: it looks the user up.
     #[prost(message, optional, tag = "16")]
     pub user: ::core::option::Option<LaunchUser>,
+    /// The key of the step's (or srun job's) I/O connection back to srun.
+    #[prost(bytes = "bytes", tag = "17")]
+    pub io_key: ::prost::bytes::Bytes,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct LaunchUser {
@@ -1189,7 +1204,7 @@ pub struct Ack {
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ControllerToNode {
-    #[prost(oneof = "controller_to_node::Msg", tags = "1, 2, 3, 4, 5, 6, 7")]
+    #[prost(oneof = "controller_to_node::Msg", tags = "1, 2, 3, 4, 5, 6, 7, 8")]
     pub msg: ::core::option::Option<controller_to_node::Msg>,
 }
 /// Nested message and enum types in `ControllerToNode`.
@@ -1210,7 +1225,57 @@ pub mod controller_to_node {
         Stat(super::StatRequest),
         #[prost(message, tag = "7")]
         Attach(super::AttachRequest),
+        /// A launch signed by the controller; agents refuse `launch` (unsigned).
+        #[prost(message, tag = "8")]
+        SignedLaunch(super::SignedLaunch),
     }
+}
+/// What a credential says. Under auth/slurm the claims are signed with slurm.key
+/// (HMAC-SHA256); under auth/munge they are the payload of a MUNGE credential, whose own uid
+/// and gid are the ones believed.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthClaims {
+    #[prost(uint32, tag = "1")]
+    pub uid: u32,
+    #[prost(uint32, tag = "2")]
+    pub gid: u32,
+    /// The host that issued it (for logs and refusals).
+    #[prost(string, tag = "3")]
+    pub host: ::prost::alloc::string::String,
+    #[prost(int64, tag = "4")]
+    pub issued: i64,
+    #[prost(int64, tag = "5")]
+    pub expires: i64,
+    /// 16 random bytes: a credential is taken once.
+    #[prost(bytes = "bytes", tag = "6")]
+    pub nonce: ::prost::bytes::Bytes,
+    /// What it may be used for: "connect/<service>", "reply/<service>", "launch".
+    #[prost(string, tag = "7")]
+    pub purpose: ::prost::alloc::string::String,
+    /// What it vouches for besides its sender: the client nonce a reply answers, or the
+    /// SHA-256 of a launch.
+    #[prost(bytes = "bytes", tag = "8")]
+    pub binding: ::prost::bytes::Bytes,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthCredential {
+    /// auth/slurm: encoded AuthClaims and their HMAC-SHA256 under slurm.key.
+    #[prost(bytes = "bytes", tag = "1")]
+    pub claims: ::prost::bytes::Bytes,
+    #[prost(bytes = "bytes", tag = "2")]
+    pub mac: ::prost::bytes::Bytes,
+    /// auth/munge: a MUNGE credential whose payload is the encoded AuthClaims.
+    #[prost(string, tag = "3")]
+    pub munge: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SignedLaunch {
+    /// An encoded Launch, signed as it is (its SHA-256 is the credential's binding).
+    #[prost(bytes = "bytes", tag = "1")]
+    pub launch: ::prost::bytes::Bytes,
+    /// An encoded AuthCredential with purpose "launch".
+    #[prost(bytes = "bytes", tag = "2")]
+    pub cred: ::prost::bytes::Bytes,
 }
 /// One run of a job (a requeued job has one record per run, `info.restarts` apart), sent
 /// whole each time it changes: the store keeps the latest, so a record delivered twice is

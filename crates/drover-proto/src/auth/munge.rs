@@ -1,0 +1,190 @@
+//! auth/munge: credentials from the host's `munged`, through libmunge loaded at run time
+//! (`libmunge.so.2`, Debian's `libmunge2`), so that Drover builds without it and only a host
+//! configured for MUNGE needs it. A context is made per call: libmunge's contexts must not be
+//! shared between threads.
+
+use super::AuthError;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+
+const MUNGE_OPT_TTL: c_int = 4;
+const MUNGE_OPT_SOCKET: c_int = 8;
+const EMUNGE_SOCKET: c_int = 6;
+const EMUNGE_CRED_EXPIRED: c_int = 15;
+const EMUNGE_CRED_REWOUND: c_int = 16;
+const EMUNGE_CRED_REPLAYED: c_int = 17;
+
+type CtxCreate = unsafe extern "C" fn() -> *mut c_void;
+type CtxDestroy = unsafe extern "C" fn(*mut c_void);
+type CtxSet = unsafe extern "C" fn(*mut c_void, c_int, ...) -> c_int;
+type CtxStrerror = unsafe extern "C" fn(*mut c_void) -> *const c_char;
+type Encode = unsafe extern "C" fn(*mut *mut c_char, *mut c_void, *const c_void, c_int) -> c_int;
+type Decode =
+    unsafe extern "C" fn(*const c_char, *mut c_void, *mut *mut c_void, *mut c_int, *mut u32, *mut u32) -> c_int;
+type Strerror = unsafe extern "C" fn(c_int) -> *const c_char;
+
+pub struct Munge {
+    // Keeps the library loaded while the function pointers below are used.
+    _lib: libloading::Library,
+    ctx_create: CtxCreate,
+    ctx_destroy: CtxDestroy,
+    ctx_set: CtxSet,
+    ctx_strerror: CtxStrerror,
+    encode: Encode,
+    decode: Decode,
+    strerror: Strerror,
+    socket: Option<CString>,
+    shown_socket: String,
+}
+
+/// A libmunge context, destroyed when dropped.
+struct Ctx<'a> {
+    m: &'a Munge,
+    p: *mut c_void,
+}
+
+impl Drop for Ctx<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `p` came from munge_ctx_create and is destroyed once.
+        unsafe { (self.m.ctx_destroy)(self.p) }
+    }
+}
+
+impl Munge {
+    pub fn open(socket: Option<&str>) -> Result<Munge, AuthError> {
+        // SAFETY: loading libmunge runs no initialisers beyond libc's; the symbols are
+        // resolved with the signatures of munge.h (0.5).
+        unsafe {
+            let lib = libloading::Library::new("libmunge.so.2").map_err(|e| {
+                AuthError::Unavailable(format!(
+                    "auth/munge: cannot load libmunge.so.2 ({e}); install MUNGE (apt-get install munge libmunge2)"
+                ))
+            })?;
+            fn sym<T: Copy>(lib: &libloading::Library, name: &[u8]) -> Result<T, AuthError> {
+                // SAFETY: the caller names each symbol with its C signature.
+                unsafe { lib.get::<T>(name) }.map(|s| *s).map_err(|e| {
+                    AuthError::Unavailable(format!(
+                        "auth/munge: libmunge.so.2 lacks {}: {e}",
+                        String::from_utf8_lossy(name)
+                    ))
+                })
+            }
+            let socket = socket
+                .map(|s| {
+                    CString::new(s).map_err(|_| AuthError::Unavailable("AuthInfo=socket= holds a NUL byte".into()))
+                })
+                .transpose()?;
+            Ok(Munge {
+                ctx_create: sym(&lib, b"munge_ctx_create\0")?,
+                ctx_destroy: sym(&lib, b"munge_ctx_destroy\0")?,
+                ctx_set: sym(&lib, b"munge_ctx_set\0")?,
+                ctx_strerror: sym(&lib, b"munge_ctx_strerror\0")?,
+                encode: sym(&lib, b"munge_encode\0")?,
+                decode: sym(&lib, b"munge_decode\0")?,
+                strerror: sym(&lib, b"munge_strerror\0")?,
+                shown_socket: socket
+                    .as_ref()
+                    .map_or("munged's default socket".into(), |s| format!("{}", s.to_string_lossy())),
+                socket,
+                _lib: lib,
+            })
+        }
+    }
+
+    fn ctx(&self, ttl: Option<u32>) -> Result<Ctx<'_>, AuthError> {
+        // SAFETY: plain calls into libmunge; the socket string outlives the context's use.
+        unsafe {
+            let p = (self.ctx_create)();
+            if p.is_null() {
+                return Err(AuthError::Unavailable("auth/munge: munge_ctx_create failed".into()));
+            }
+            let ctx = Ctx { m: self, p };
+            if let Some(s) = &self.socket {
+                (self.ctx_set)(p, MUNGE_OPT_SOCKET, s.as_ptr());
+            }
+            if let Some(t) = ttl {
+                (self.ctx_set)(p, MUNGE_OPT_TTL, c_int::try_from(t).unwrap_or(c_int::MAX));
+            }
+            Ok(ctx)
+        }
+    }
+
+    fn message(&self, ctx: &Ctx<'_>, e: c_int) -> String {
+        // SAFETY: both return static or context-owned NUL-terminated strings (or NULL).
+        unsafe {
+            let p = (self.ctx_strerror)(ctx.p);
+            let p = if p.is_null() { (self.strerror)(e) } else { p };
+            if p.is_null() {
+                format!("MUNGE error {e}")
+            } else {
+                CStr::from_ptr(p).to_string_lossy().to_string()
+            }
+        }
+    }
+
+    /// A credential of this process's uid and gid carrying `payload`, good for `ttl` seconds.
+    pub fn encode(&self, payload: &[u8], ttl: u32) -> Result<String, AuthError> {
+        let ctx = self.ctx(Some(ttl))?;
+        let mut out: *mut c_char = std::ptr::null_mut();
+        let len = c_int::try_from(payload.len()).map_err(|_| AuthError::Invalid("payload too large".into()))?;
+        // SAFETY: `out` receives a malloc'd NUL-terminated string on success, freed below.
+        let e = unsafe { (self.encode)(&mut out, ctx.p, payload.as_ptr().cast(), len) };
+        if e != 0 || out.is_null() {
+            let why = self.message(&ctx, e);
+            let hint = if e == EMUNGE_SOCKET {
+                format!(" (is munged running on this host? it should listen at {})", self.shown_socket)
+            } else {
+                String::new()
+            };
+            return Err(AuthError::Unavailable(format!("Munge encode failed: {why}{hint}")));
+        }
+        // SAFETY: `out` is a valid C string from libmunge, freed once with free(3).
+        let s = unsafe {
+            let s = CStr::from_ptr(out).to_string_lossy().to_string();
+            libc::free(out.cast());
+            s
+        };
+        Ok(s)
+    }
+
+    /// The payload, uid and gid of a credential (munged checks it, its life and replay).
+    pub fn decode(&self, cred: &str) -> Result<(Vec<u8>, u32, u32), AuthError> {
+        let ctx = self.ctx(None)?;
+        let c = CString::new(cred).map_err(|_| AuthError::Invalid("a MUNGE credential with a NUL byte".into()))?;
+        let (mut buf, mut len, mut uid, mut gid): (*mut c_void, c_int, u32, u32) = (std::ptr::null_mut(), 0, 0, 0);
+        // SAFETY: libmunge fills the out-parameters; `buf` is malloc'd (even on some errors)
+        // and freed below.
+        let e = unsafe { (self.decode)(c.as_ptr(), ctx.p, &mut buf, &mut len, &mut uid, &mut gid) };
+        let payload = if buf.is_null() {
+            Vec::new()
+        } else {
+            // SAFETY: libmunge allocated `len` bytes at `buf`.
+            unsafe {
+                let v = std::slice::from_raw_parts(buf.cast::<u8>(), usize::try_from(len).unwrap_or(0)).to_vec();
+                libc::free(buf);
+                v
+            }
+        };
+        let host = || {
+            use prost::Message;
+            crate::v1::AuthClaims::decode(payload.as_slice()).map(|c| c.host).unwrap_or_else(|_| "another host".into())
+        };
+        match e {
+            0 => Ok((payload, uid, gid)),
+            EMUNGE_CRED_REPLAYED => Err(AuthError::Replayed),
+            EMUNGE_CRED_EXPIRED => Err(AuthError::Invalid(format!(
+                "expired MUNGE credential from {} (check that the clocks of both hosts agree)",
+                host()
+            ))),
+            EMUNGE_CRED_REWOUND => Err(AuthError::Invalid(format!(
+                "MUNGE credential from {} made in the future (clock skew: synchronise the clocks)",
+                host()
+            ))),
+            EMUNGE_SOCKET => Err(AuthError::Unavailable(format!(
+                "Munge decode failed: {} (is munged running on this host? it should listen at {})",
+                self.message(&ctx, e),
+                self.shown_socket
+            ))),
+            _ => Err(AuthError::Invalid(format!("Munge decode failed: {}", self.message(&ctx, e)))),
+        }
+    }
+}
