@@ -18,7 +18,7 @@ mod usage;
 
 use drover_model::dbd_conf::DbdConf;
 use drover_proto::v1::accounting_server::AccountingServer;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
@@ -47,9 +47,23 @@ pub fn load_conf(path: &Path) -> Result<DbdConf, AccountingError> {
 
 /// Runs the accounting service for the given `slurmdbd.conf` until SIGTERM/SIGINT.
 pub async fn run(conf_path: &Path) -> Result<(), AccountingError> {
+    // Accounting's files are its user's alone (the database holds every job's record).
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     let conf = load_conf(conf_path)?;
+    let mut private = Vec::new();
     if let Some(path) = &conf.log_file {
         log_to(path).map_err(|e| AccountingError::Config(format!("LogFile {path}: {e}")))?;
+        private.push((PathBuf::from(path), "LogFile"));
+    }
+    if conf.storage == drover_model::dbd_conf::StorageKind::Sqlite {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            private.push((PathBuf::from(format!("{}{suffix}", conf.storage_loc)), "StorageLoc"));
+        }
+    }
+    for (path, what) in &private {
+        for line in drover_journal::private::tighten_report(path, what) {
+            log(&line);
+        }
     }
     for (line, key) in &conf.unsupported {
         log(&format!("{}:{line}: {key} is not supported by Drover yet and is ignored", conf_path.display()));

@@ -545,7 +545,41 @@ pub fn exported_env(spec: &str) -> Result<Vec<(String, String)>, String> {
             }
         }
     }
+    // The submitter's file-creation mask and resource limits go with every job and step
+    // whatever --export says (as Slurm's SLURM_UMASK and SLURM_RLIMIT_*): the job creates its
+    // files and meets its limits as the user's own shell would.
+    if !env.iter().any(|(k, _)| k == "SLURM_UMASK") {
+        let mask = std::env::var("SLURM_UMASK").ok().unwrap_or_else(|| format!("{:04o}", current_umask()));
+        env.push(("SLURM_UMASK".into(), mask));
+    }
+    for name in drover_model::rlimits::NAMES {
+        let key = format!("{}{name}", drover_proto::rlimit::ENV_PREFIX);
+        if env.iter().any(|(k, _)| *k == key) {
+            continue;
+        }
+        if let Some(soft) = soft_limit(name) {
+            env.push((key, soft.to_string()));
+        }
+    }
     Ok(env)
+}
+
+/// This process's soft limit `name` (`RLIM_INFINITY` as u64::MAX).
+fn soft_limit(name: &str) -> Option<u64> {
+    nix::sys::resource::getrlimit(drover_proto::rlimit::resource(name)?).ok().map(|(soft, _)| soft)
+}
+
+/// This process's umask, read without changing it (`/proc/self/status`; the umask(2) dance
+/// otherwise).
+pub fn current_umask() -> u32 {
+    let from_proc = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
+        s.lines().find_map(|l| l.strip_prefix("Umask:")).and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+    });
+    from_proc.unwrap_or_else(|| {
+        let m = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
+        nix::sys::stat::umask(m);
+        m.bits()
+    })
 }
 
 #[cfg(test)]

@@ -63,17 +63,22 @@ pub(crate) fn log(msg: &str) {
 /// Runs the controller for the given `slurm.conf` until SIGTERM/SIGINT or a Shutdown call.
 pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
     return_large_frees();
+    // The controller's files are its user's alone: the journal holds every job's script and
+    // environment, secrets included.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     let cfg = drover_model::conf::parse_file(conf_path)?;
     if let Some(path) = &cfg.slurmctld_log_file {
         log_to(path).map_err(|source| ControllerError::StateDir { path: path.clone(), source })?;
+        tighten(Path::new(path), "SlurmctldLogFile");
     }
     for u in &cfg.unsupported {
         log(&format!("{}:{}: {} is not supported by Drover yet and is ignored", u.file, u.line, u.key));
     }
     let cfg = Arc::new(cfg);
     let state_dir = PathBuf::from(&cfg.state_save_location);
-    std::fs::create_dir_all(&state_dir)
+    drover_journal::private::create_dir(&state_dir)
         .map_err(|source| ControllerError::StateDir { path: state_dir.display().to_string(), source })?;
+    tighten(&state_dir, "StateSaveLocation");
     let lock = lock_state_dir(&state_dir)?;
     // Every TCP connection proves who opened it; launches leave signed. A controller that
     // could do neither (no key, munged down) would only refuse everyone later: it stops now.
@@ -244,6 +249,13 @@ fn io_secret(state_dir: &Path) -> Result<Vec<u8>, ControllerError> {
     let secret = drover_proto::auth::new_secret();
     drover_proto::auth::write_private(&path, &secret).map_err(err)?;
     Ok(secret)
+}
+
+/// Takes group and other bits off `path` (and what is below it), saying what was loose.
+fn tighten(path: &Path, what: &str) {
+    for line in drover_journal::private::tighten_report(path, what) {
+        log(&line);
+    }
 }
 
 /// Sends this process's log lines (stderr) to `path`, appending (`SlurmctldLogFile`).

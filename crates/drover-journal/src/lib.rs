@@ -22,9 +22,11 @@
 // Daemons never unwrap on input; broken invariants use `expect("invariant: ...")`.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod private;
+
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -82,7 +84,7 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 impl Journal {
     /// Opens (creating if needed) the journal in `dir` and returns what it holds.
     pub fn open(dir: &Path) -> Result<(Journal, Recovered), JournalError> {
-        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        private::create_dir(dir).map_err(io_err(dir))?;
         let snap_path = dir.join("snapshot");
         let mut rec = Recovered::default();
         let mut generation = 0u64;
@@ -125,7 +127,7 @@ impl Journal {
             rec.truncated_bytes = data.len() as u64 - good_len;
         }
         let mut file =
-            OpenOptions::new().create(true).write(true).truncate(false).open(&jpath).map_err(io_err(&jpath))?;
+            private::file_options().create(true).write(true).truncate(false).open(&jpath).map_err(io_err(&jpath))?;
         file.set_len(good_len).map_err(io_err(&jpath))?;
         file.seek(io::SeekFrom::Start(good_len)).map_err(io_err(&jpath))?;
         if rec.truncated_bytes > 0 {
@@ -204,7 +206,12 @@ impl Journal {
         self.commit()?;
         let next = self.generation + 1;
         let new_journal = self.journal_path(next);
-        let file = File::create(&new_journal).map_err(io_err(&new_journal))?;
+        let file = private::file_options()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(&new_journal)
+            .map_err(io_err(&new_journal))?;
         file.sync_all().map_err(io_err(&new_journal))?;
         let tmp = self.dir.join("snapshot.tmp");
         let mut out = Vec::with_capacity(state.len() + 16);
@@ -213,7 +220,8 @@ impl Journal {
         out.extend_from_slice(&(state.len() as u32).to_le_bytes());
         out.extend_from_slice(state);
         {
-            let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
+            let mut f =
+                private::file_options().create(true).write(true).truncate(true).open(&tmp).map_err(io_err(&tmp))?;
             f.write_all(&out).map_err(io_err(&tmp))?;
             f.sync_all().map_err(io_err(&tmp))?;
         }
@@ -314,7 +322,7 @@ mod tests {
         j.commit().unwrap();
         drop(j);
         let path = dir.path().join("journal.0");
-        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(&[9, 0, 0, 0, 1, 2]).unwrap();
         drop(f);
         let (mut j, rec) = Journal::open(dir.path()).unwrap();

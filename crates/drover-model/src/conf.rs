@@ -179,6 +179,9 @@ pub struct Config {
     pub priority: crate::priority_conf::PriorityConf,
     /// `AuthType`, `CredType`, `AuthInfo`, `SlurmUser`.
     pub auth: crate::auth_conf::AuthConf,
+    /// `PropagateResourceLimits[Except]`: the submitter's limits a job gets (names as
+    /// `NOFILE`; default all).
+    pub propagate_rlimits: Vec<String>,
     /// `PreemptType=preempt/partition_prio`: jobs of a partition preempt running jobs of
     /// partitions with a lower `PriorityTier` on the nodes they share.
     pub preempt_partition: bool,
@@ -329,6 +332,7 @@ impl Default for Config {
             preempt_exempt_secs: 0,
             priority: Default::default(),
             auth: Default::default(),
+            propagate_rlimits: crate::rlimits::all(),
             nodes: Vec::new(),
             partitions: Vec::new(),
             unsupported: Vec::new(),
@@ -823,6 +827,10 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                     cfg.preempt_exempt_secs = crate::duration::parse_time_limit(v)
                         .map_err(|_| err(format!("PreemptExemptTime: expected a time, found `{v}`")))?
                         .unwrap_or(0)
+                }
+                r if crate::rlimits::KEYS.contains(&r) => {
+                    cfg.propagate_rlimits =
+                        crate::rlimits::set(&cfg.propagate_rlimits, r, v).map_err(|e| err(format!("{k}: {e}")))?
                 }
                 a if crate::auth_conf::KEYS.contains(&a) => {
                     for opt in cfg.auth.set(a, v).map_err(|e| err(format!("{k}: {e}")))? {

@@ -23,6 +23,7 @@ pub mod memsize;
 pub mod multiprog;
 pub mod priority_conf;
 pub mod resv;
+pub mod rlimits;
 pub mod signal;
 pub mod state;
 pub mod step;

@@ -176,6 +176,9 @@ pub fn batch_env(c: &EnvCtx<'_>) -> Vec<(String, String)> {
         env.retain(|(ek, _)| ek != k);
         env.push((k.to_string(), v));
     }
+    // The submitter's umask and limits are the script's own (the supervisor set them), not
+    // variables of its environment, as in Slurm.
+    env.retain(|(k, _)| k != "SLURM_UMASK" && !k.starts_with("SLURM_RLIMIT_"));
     env
 }
 
@@ -233,8 +236,13 @@ pub fn step_task_env(c: &EnvCtx<'_>, sl: &v1::StepLaunch, task: u32, local: u32)
     set("SLURM_SRUN_COMM_HOST", host.to_string());
     set("SLURM_SRUN_COMM_PORT", port.to_string());
     set("SLURM_STEP_LAUNCHER_PORT", port.to_string());
-    set("SLURM_UMASK", "0022".into());
-    // What srun sets only where its environment has none.
+    // What srun sets only where its environment has none (its umask, SLURM_UMASK, it sends
+    // with the step's environment; an older srun did not).
+    if !env.iter().any(|(k, _)| k == "SLURM_UMASK") {
+        env.push(("SLURM_UMASK".into(), "0022".into()));
+    }
+    // The submitter's limits are the tasks' own (the supervisor set them), as in Slurm.
+    env.retain(|(k, _)| !k.starts_with("SLURM_RLIMIT_"));
     if !env.iter().any(|(k, _)| k == "SLURM_JOB_NODELIST") {
         env.push(("SLURM_JOB_NODELIST".into(), step_list));
     }

@@ -89,6 +89,14 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
     }
     let spool = PathBuf::from(cfg.spool_dir_for(&name));
     std::fs::create_dir_all(&spool).map_err(|source| NodeError::Spool { path: spool.display().to_string(), source })?;
+    // The spool is root's: jobs' users may pass through it to their own job's directory
+    // (their batch script runs from there) but not list it; everything else the agent and
+    // its supervisors make is theirs alone (the umask), whatever it was when started.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&spool, std::fs::Permissions::from_mode(0o711));
+    }
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     std::fs::write(spool.join(spool::NODE_NAME), &name)
         .map_err(|source| NodeError::Spool { path: spool.display().to_string(), source })?;
     let sock_path = spool.join(spool::AGENT_SOCK);
@@ -488,6 +496,7 @@ impl Agent {
         l.prolog = self.cfg.prolog.clone().unwrap_or_default();
         l.task_prolog = self.cfg.task_prolog.clone().unwrap_or_default();
         l.task_epilog = self.cfg.task_epilog.clone().unwrap_or_default();
+        l.propagate_rlimits = self.cfg.propagate_rlimits.clone();
         std::fs::write(&tmp, l.encode_to_vec()).map_err(|e| e.to_string())?;
         std::fs::rename(&tmp, dir.join(spool::LAUNCH)).map_err(|e| e.to_string())?;
         let pid = spawn_supervisor(&self.exe, dir).map_err(|e| format!("starting the supervisor: {e}"))?;

@@ -76,6 +76,44 @@ struct User {
     home: String,
     /// Supplementary groups (what `initgroups` would set).
     gids: Vec<u32>,
+    /// The submitter's file-creation mask (`SLURM_UMASK` of the step's request, else the
+    /// job's; 0022 when neither says): the job's files are created as the user would have.
+    umask: u32,
+    /// The submitter's soft limits this node propagates (`SLURM_RLIMIT_*`,
+    /// `PropagateResourceLimits`).
+    rlimits: Vec<(nix::sys::resource::Resource, u64)>,
+}
+
+/// The submitter's limits among `env` that `propagate` names.
+fn rlimits_in<'a>(
+    env: impl Iterator<Item = (&'a str, &'a str)>,
+    propagate: &[String],
+) -> Vec<(nix::sys::resource::Resource, u64)> {
+    env.filter_map(|(k, v)| {
+        let name = k.strip_prefix(drover_proto::rlimit::ENV_PREFIX)?;
+        if !propagate.iter().any(|p| p == name) {
+            return None;
+        }
+        let r = drover_proto::rlimit::resource(name)?;
+        Some((r, v.trim().parse().ok()?))
+    })
+    .collect()
+}
+
+/// Sets the submitter's soft limits, each capped by this node's hard limit (a user gets no
+/// more than `ulimit -S` would give them here).
+fn apply_rlimits(limits: &[(nix::sys::resource::Resource, u64)]) {
+    use nix::sys::resource::{getrlimit, setrlimit};
+    for &(r, want) in limits {
+        if let Ok((_, hard)) = getrlimit(r) {
+            let _ = setrlimit(r, want.min(hard), hard);
+        }
+    }
+}
+
+/// `SLURM_UMASK` among `env` (octal), if it says one.
+fn umask_in<'a>(mut env: impl Iterator<Item = (&'a str, &'a str)>) -> Option<u32> {
+    env.find(|(k, _)| *k == "SLURM_UMASK").and_then(|(_, v)| u32::from_str_radix(v.trim(), 8).ok()).map(|m| m & 0o777)
 }
 
 /// Entry point of `drover supervise JOBDIR`. Never returns.
@@ -134,12 +172,23 @@ fn run(dir: &Path) -> Result<(), Failure> {
         Some(u) => u,
         None => crate::resolve_user(spec.uid, spec.gid)?,
     };
+    let step_env = launch.step.as_ref().and_then(|s| s.spec.as_ref()).map(|s| &s.environment);
+    let umask = step_env
+        .and_then(|e| umask_in(e.iter().map(|kv| (kv.key.as_str(), kv.value.as_str()))))
+        .or_else(|| umask_in(spec.environment.iter().map(|kv| (kv.key.as_str(), kv.value.as_str()))))
+        .unwrap_or(0o022);
+    // The limits srun (or sbatch) sent with the request this supervisor runs.
+    let request_env = step_env.unwrap_or(&spec.environment);
+    let rlimits =
+        rlimits_in(request_env.iter().map(|kv| (kv.key.as_str(), kv.value.as_str())), &launch.propagate_rlimits);
     let user = User {
         uid: spec.uid,
         gid: spec.gid,
         name: CString::new(resolved.name).map_err(|e| e.to_string())?,
         home: resolved.home,
         gids: resolved.gids,
+        umask,
+        rlimits,
     };
     let node = spool::node_name(dir);
     let (cgroup, gpus_isolated) = match confine(&launch, &job, &node, dir.parent().unwrap_or(dir)) {
@@ -450,7 +499,11 @@ fn env_c(env: &[(String, String)]) -> Vec<CString> {
 }
 
 /// In the forked child: become the user, enter the work dir. Returns the dir actually used.
+/// Becomes the job's user (in a child about to exec): groups, gid, uid, and the submitter's
+/// umask for every file it creates from here on.
 fn drop_privileges(user: &User) -> Result<(), String> {
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(user.umask));
+    apply_rlimits(&user.rlimits);
     let me = nix::unistd::getuid().as_raw();
     if me == 0 {
         let gids: Vec<nix::unistd::Gid> = user.gids.iter().map(|g| nix::unistd::Gid::from_raw(*g)).collect();
@@ -473,7 +526,8 @@ fn open_out(path: &str, append: bool) -> Result<OwnedFd, String> {
     use nix::fcntl::{open, OFlag};
     use nix::sys::stat::Mode;
     let flags = OFlag::O_WRONLY | OFlag::O_CREAT | if append { OFlag::O_APPEND } else { OFlag::O_TRUNC };
-    open(path, flags, Mode::from_bits_truncate(0o644)).map_err(|e| format!("cannot open {path}: {e}"))
+    // 0666 under the job's umask, as a shell's `>` creates a file.
+    open(path, flags, Mode::from_bits_truncate(0o666)).map_err(|e| format!("cannot open {path}: {e}"))
 }
 
 fn reset_signals() {

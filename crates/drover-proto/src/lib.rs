@@ -18,6 +18,7 @@ pub mod auth;
 mod convert;
 pub mod io;
 pub mod jobinfo;
+pub mod rlimit;
 mod transport;
 
 pub use bytes;

@@ -141,10 +141,11 @@ fn nice_priority_and_top_reorder_the_queue() {
         waiting(&c).iter().map(|w| (w.0, w.1, w.2)).collect::<Vec<_>>(),
         before.iter().map(|w| (w.0, w.1, w.2)).collect::<Vec<_>>()
     );
-    c.ok("scancel", &[&blocker.to_string()]);
-    // The jobs run one at a time in the order they wait in.
+    // The jobs run one at a time in the order they wait in (read before the blocker goes:
+    // the first of them starts at once).
     let expect = order(&c);
     assert_eq!(expect, vec![f, d, b, e, a, mine]);
+    c.ok("scancel", &[&blocker.to_string()]);
     assert_eq!(ran(&c, &out, expect.len()), expect);
 }
 

@@ -459,3 +459,139 @@ fn the_key_is_private_and_a_readable_one_is_refused() {
 }
 
 use std::os::unix::process::CommandExt;
+
+fn mode(p: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).permissions().mode() & 0o777
+}
+
+/// The attack: `StateSaveLocation/journal/journal.0` was 0644, so any user read every job's
+/// script and environment (another user's secret in it); `accounting.db*` were 0644 too. Now
+/// the daemons' files are theirs alone, and a restart tightens what it finds looser.
+#[test]
+fn the_state_and_the_accounting_database_are_private() {
+    if !drover_testkit::root_or_skip("the reader is a test user") {
+        return;
+    }
+    let user = TestUser::create(&format!("drvs{}", std::process::id() % 10000));
+    let mut c = Cluster::start(EXE, Options { nodes: 1, accounting: true, ..Default::default() });
+    let id = c.submit(&["--export=ALL,API_TOKEN=hunter2", "--wrap", "true"]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(20));
+    let state = c.path().join("state");
+    let journal = state.join("journal");
+    let j0 = std::fs::read_dir(&journal)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("journal."))
+        .unwrap();
+    assert!(std::fs::read(&j0).unwrap().windows(7).any(|w| w == b"hunter2"), "the secret is in the journal");
+    assert_eq!((mode(&state), mode(&journal), mode(&j0), mode(&state.join("io.key"))), (0o700, 0o700, 0o600, 0o600));
+    let db = c.path().join("acct.db");
+    assert_eq!(mode(&db), 0o600);
+    for f in [&j0, &db] {
+        let cat = std::process::Command::new("cat").arg(f).uid(user.uid).gid(user.gid).output().unwrap();
+        assert!(!cat.status.success(), "{} was readable by another user", f.display());
+    }
+    // Loosened by hand (or by an older version): a restart tightens it and says so.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&j0, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+    c.kill_controller();
+    c.start_controller();
+    c.wait_nodes_up(Duration::from_secs(30));
+    assert_eq!((mode(&state), mode(&j0)), (0o700, 0o600));
+    let log = std::fs::read_to_string(c.path().join("log/controller.log")).unwrap();
+    assert!(
+        log.contains(&format!(
+            "StateSaveLocation was readable by other users; made private: {}: mode 0644 -> 0600",
+            j0.display()
+        )),
+        "{log}"
+    );
+}
+
+/// The attack: a user whose umask was 077 had their job write its output 0644 (the job ran
+/// with umask 0022). Now jobs and steps get the submitter's umask (SLURM_UMASK).
+#[test]
+fn jobs_create_files_with_the_submitters_umask() {
+    if !drover_testkit::root_or_skip("the submitter is a test user") {
+        return;
+    }
+    let user = TestUser::create(&format!("drvu{}", std::process::id() % 10000));
+    let c = Cluster::start(EXE, Options { nodes: 1, ..Default::default() });
+    let home = std::path::PathBuf::from(format!("/home/{}", user.name));
+    let as_user = |umask: &str, cmd: &str| {
+        let out = std::process::Command::new("sh")
+            .args(["-c", &format!("umask {umask}; {cmd}")])
+            .env("PATH", format!("{}:/usr/bin:/bin", c.bin.display()))
+            .env("SLURM_CONF", &c.conf)
+            .env("HOME", &home)
+            .current_dir(&home)
+            .uid(user.uid)
+            .gid(user.gid)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{cmd}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let private: u32 = as_user("077", "sbatch --parsable --wrap 'touch made-by-batch; umask'").parse().unwrap();
+    let open: u32 = as_user("022", "sbatch --parsable --wrap 'touch made-by-open-batch'").parse().unwrap();
+    c.wait_state(private, &["COMPLETED"], Duration::from_secs(20));
+    c.wait_state(open, &["COMPLETED"], Duration::from_secs(20));
+    assert_eq!(mode(&home.join(format!("slurm-{private}.out"))), 0o600);
+    assert_eq!(mode(&home.join("made-by-batch")), 0o600);
+    assert_eq!(std::fs::read_to_string(home.join(format!("slurm-{private}.out"))).unwrap(), "0077\n");
+    assert_eq!(mode(&home.join(format!("slurm-{open}.out"))), 0o644);
+    assert_eq!(mode(&home.join("made-by-open-batch")), 0o644);
+    // A step: its -o file and what its tasks make; SLURM_UMASK says the submitter's.
+    let out = as_user("027", "srun -o step.out bash -c 'touch made-by-step; echo $SLURM_UMASK'; cat step.out");
+    assert_eq!(out, "0027");
+    assert_eq!((mode(&home.join("step.out")), mode(&home.join("made-by-step"))), (0o640, 0o640));
+}
+
+/// Jobs get the submitter's resource limits (`PropagateResourceLimits`, default all), never
+/// above the node's hard limits, and the variables that carried them are gone from the job's
+/// environment, as in Slurm.
+#[test]
+fn jobs_get_the_submitters_limits_as_propagate_resource_limits_says() {
+    let c = Cluster::start(EXE, Options { nodes: 1, ..Default::default() });
+    let run = |limits: &str| {
+        let out = std::process::Command::new("bash")
+            .args(["-c", &format!("{limits}; srun bash -c 'ulimit -Sn; ulimit -Sc; env | grep -c SLURM_RLIMIT_'")])
+            .env("PATH", format!("{}:/usr/bin:/bin", c.bin.display()))
+            .env("SLURM_CONF", &c.conf)
+            .current_dir(c.path())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert_eq!(run("ulimit -Sn 123; ulimit -Sc 0"), "123\n0\n0\n");
+    assert_eq!(run("ulimit -Sn 200; ulimit -Sc 7"), "200\n7\n0\n");
+    // Above the node's hard limit the node's hard limit holds.
+    let hard = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap().1;
+    if hard != u64::MAX {
+        let out = run(&format!("export SLURM_RLIMIT_NOFILE={}", hard + 1000));
+        assert!(out.starts_with(&format!("{hard}\n")), "{out}");
+    }
+    // PropagateResourceLimits=NONE: the node's own limits.
+    let none = Cluster::start(
+        EXE,
+        Options { nodes: 1, extra_conf: "PropagateResourceLimitsExcept=NOFILE\n".into(), ..Default::default() },
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-c", "ulimit -Sn 123; ulimit -Sc 0; srun bash -c 'ulimit -Sn; ulimit -Sc'"])
+        .env("PATH", format!("{}:/usr/bin:/bin", none.bin.display()))
+        .env("SLURM_CONF", &none.conf)
+        .current_dir(none.path())
+        .output()
+        .unwrap();
+    let node_soft = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap().0;
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{node_soft}\n0\n"), "NOFILE is not propagated, CORE is");
+    // A batch script too.
+    let id = c.submit(&["--wrap", "ulimit -Sn; env | grep -c SLURM_RLIMIT_"]);
+    c.wait_state(id, &["COMPLETED", "FAILED"], Duration::from_secs(20));
+    let want = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap().0;
+    let got = std::fs::read_to_string(c.path().join(format!("slurm-{id}.out"))).unwrap();
+    assert_eq!(got, format!("{}\n0\n", if want == u64::MAX { "unlimited".to_string() } else { want.to_string() }));
+}

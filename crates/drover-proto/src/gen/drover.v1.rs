@@ -1117,6 +1117,9 @@ pub struct Launch {
     /// The key of the step's (or srun job's) I/O connection back to srun.
     #[prost(bytes = "bytes", tag = "17")]
     pub io_key: ::prost::bytes::Bytes,
+    /// Filled by the node agent: the submitter's limits it applies (PropagateResourceLimits).
+    #[prost(string, repeated, tag = "18")]
+    pub propagate_rlimits: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct LaunchUser {
