@@ -56,6 +56,9 @@ pub struct BenchArgs {
     /// `acct-outage` with the same load but accounting left up (the control run).
     #[arg(long)]
     pub outage_control: bool,
+    /// How the bench clusters authenticate (`drover up --auth`).
+    #[arg(long, value_enum, default_value_t = crate::up::UpAuth::Slurm)]
+    pub auth: crate::up::UpAuth,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -73,7 +76,7 @@ struct BenchCluster {
 }
 
 impl BenchCluster {
-    fn start(nodes: u32, cpus: u32, no_accounting: bool) -> Result<BenchCluster, String> {
+    fn start(nodes: u32, cpus: u32, no_accounting: bool, auth: crate::up::UpAuth) -> Result<BenchCluster, String> {
         let dir = tempfile::Builder::new().prefix("drover-bench-").tempdir().map_err(|e| e.to_string())?;
         let up = crate::up::UpArgs {
             nodes,
@@ -86,6 +89,7 @@ impl BenchCluster {
             cluster_name: "bench".into(),
             detach: true,
             no_accounting,
+            auth,
         };
         let cfg = crate::up::start_detached(&up).map_err(|e| format!("starting the bench cluster: {e}"))?;
         let bin = dir.path().join("bin");
@@ -228,7 +232,7 @@ fn report(name: &str, value: f64, unit: &str, runs: &[f64], target: &str) {
 pub fn main(a: BenchArgs) -> i32 {
     let want = |n: &str| a.only.as_deref().is_none_or(|o| o == n);
     let rt = common::runtime();
-    let c = match BenchCluster::start(a.nodes, 2, a.no_accounting) {
+    let c = match BenchCluster::start(a.nodes, 2, a.no_accounting, a.auth) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("drover bench: error: {e}");
@@ -237,7 +241,7 @@ pub fn main(a: BenchArgs) -> i32 {
     };
     // srun -n64 needs 64 CPUs: a second cluster of four 16-CPU nodes.
     let big = if want("srun-n64") {
-        match BenchCluster::start(4, 16, a.no_accounting) {
+        match BenchCluster::start(4, 16, a.no_accounting, a.auth) {
             Ok(b) => Some(b),
             Err(e) => {
                 eprintln!("drover bench: error: {e}");

@@ -6,6 +6,16 @@ use std::time::{Duration, Instant};
 
 const EXE: &str = env!("CARGO_BIN_EXE_drover");
 
+/// A command of the cluster in `state`, run in `cwd`.
+fn run_in(state: &std::path::Path, cwd: &std::path::Path, prog: &str, args: &[&str]) -> std::process::Output {
+    Command::new(state.join("bin").join(prog))
+        .args(args)
+        .env("SLURM_CONF", state.join("slurm.conf"))
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn drover_up_runs_jobs_and_keeps_them_across_a_restart() {
     let dir = tempfile::tempdir().unwrap();
@@ -15,14 +25,7 @@ fn drover_up_runs_jobs_and_keeps_them_across_a_restart() {
     let stdout = String::from_utf8_lossy(&up.stdout).to_string();
     assert!(up.status.success(), "{}{}", stdout, String::from_utf8_lossy(&up.stderr));
     assert_eq!(stdout, format!("export PATH={s}/bin:$PATH SLURM_CONF={s}/slurm.conf\n"));
-    let run = |prog: &str, args: &[&str]| {
-        Command::new(state.join("bin").join(prog))
-            .args(args)
-            .env("SLURM_CONF", state.join("slurm.conf"))
-            .current_dir(dir.path())
-            .output()
-            .unwrap()
-    };
+    let run = |prog: &str, args: &[&str]| run_in(&state, dir.path(), prog, args);
     let sinfo = String::from_utf8_lossy(&run("sinfo", &["-h", "-o", "%P %D %t"]).stdout).to_string();
     assert_eq!(sinfo, "debug* 2 idle\n");
     let out = run("sbatch", &["--parsable", "--hold", "--wrap", "echo kept"]);
@@ -64,4 +67,39 @@ fn drover_up_runs_jobs_and_keeps_them_across_a_restart() {
     }
     assert!(state.join("state/accounting.db").exists());
     assert!(Command::new(EXE).args(["down", "--state-dir", &s]).output().unwrap().status.success());
+}
+
+/// `drover up --auth munge`: the cluster starts a munged of its own (its own key, its socket
+/// in the state directory), everything authenticates through it, and `drover down` stops it.
+#[test]
+fn drover_up_with_munge_runs_its_own_munged() {
+    if !std::path::Path::new("/usr/sbin/munged").exists() {
+        drover_testkit::skip("MUNGE is not installed (apt-get install munge)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("cluster");
+    let s = state.display().to_string();
+    let up = Command::new(EXE)
+        .args(["up", "--detach", "--nodes", "1", "--auth", "munge", "--state-dir", &s])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&up.stderr).to_string();
+    assert!(up.status.success(), "{err}");
+    assert!(err.contains("drover: starting munged"), "{err}");
+    let conf = std::fs::read_to_string(state.join("slurm.conf")).unwrap();
+    assert!(conf.contains("AuthType=auth/munge\nCredType=cred/munge\nAuthInfo=socket="), "{conf}");
+    let run = |prog: &str, args: &[&str]| run_in(&state, dir.path(), prog, args);
+    let out = run("srun", &["-N1", "echo", "munged"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "munged\n", "{}", String::from_utf8_lossy(&out.stderr));
+    let munged: i32 = std::fs::read_to_string(state.join("run/munged.pid")).unwrap().trim().parse().unwrap();
+    let down = Command::new(EXE).args(["down", "--state-dir", &s]).output().unwrap();
+    assert!(down.status.success());
+    let t = Instant::now();
+    while nix::sys::signal::kill(nix::unistd::Pid::from_raw(munged), None).is_ok()
+        && !std::fs::read_to_string(format!("/proc/{munged}/stat")).unwrap_or_default().contains(") Z")
+    {
+        assert!(t.elapsed() < Duration::from_secs(10), "munged still runs after drover down");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
