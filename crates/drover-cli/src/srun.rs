@@ -189,6 +189,19 @@ pub fn main(args: Vec<String>) -> i32 {
     })
 }
 
+/// Waits (up to a few seconds: the tasks' exits are known already) until the controller
+/// says step `step_id` (or its job) ended.
+async fn wait_step_end(events: &mut tonic::Streaming<v1::JobEvent>, step_id: u32) {
+    let until = tokio::time::Instant::now() + Duration::from_secs(5);
+    while let Ok(Ok(Some(ev))) = tokio::time::timeout_at(until, events.message()).await {
+        if ev.step.is_some_and(|s| s.step_id == step_id && s.state != "RUNNING")
+            || ev.job.is_some_and(|j| drover_model::state::JobState::parse(&j.state).is_some_and(|s| s.is_finished()))
+        {
+            return;
+        }
+    }
+}
+
 /// What a first Ctrl-C does: report the tasks' status (default), forward SIGINT to them
 /// (`-X`), or end the step (`--quit-on-interrupt`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -527,6 +540,13 @@ async fn run_step(
         let done = io.progress().1;
         if reported >= ntasks && done >= nnodes {
             phase("every task reported");
+            // As Slurm's srun, return once the controller has the step's end, so that the
+            // next srun of a script finds the step's resources free.
+            if ended.is_none() {
+                if let Some(ev) = events.as_mut() {
+                    wait_step_end(ev, step_id).await;
+                }
+            }
             break;
         }
         if let Some(e) = &ended {

@@ -777,6 +777,23 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                 "grestypes" => {
                     cfg.gres_types = v.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect()
                 }
+                // What Drover does in any case: consumable cores and memory (cons_tres with
+                // CR_Core_Memory), processes tracked by their cgroup (by descent where no
+                // hierarchy is writable). Other choices are reported as not supported.
+                "selecttype" | "selecttypeparameters" | "proctracktype" => {
+                    let ok = match kl.as_str() {
+                        "selecttype" => ["select/cons_tres", "select/cons_res"].as_slice(),
+                        "selecttypeparameters" => ["cr_core_memory", "cr_cpu_memory"].as_slice(),
+                        _ => ["proctrack/cgroup", "proctrack/linuxproc"].as_slice(),
+                    };
+                    if !ok.contains(&v.trim().to_ascii_lowercase().as_str()) {
+                        cfg.unsupported.push(Unsupported {
+                            file: l.file.to_string(),
+                            line: l.line,
+                            key: format!("{k}={v}"),
+                        });
+                    }
+                }
                 "taskplugin" => {
                     for p in v.split(',').map(str::trim) {
                         match p.to_ascii_lowercase().as_str() {

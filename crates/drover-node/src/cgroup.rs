@@ -222,6 +222,22 @@ impl Cgroups {
         Ok(g)
     }
 
+    /// The groups of a job's step (`unit` as in [`Cgroups::group`]) as they are, made by
+    /// nobody: to kill what a dead supervisor left in them.
+    pub fn existing(&self, job: u32, unit: &str) -> Group {
+        let mut g = Group { version: self.version, leaves: Vec::new(), jobs: Vec::new() };
+        for (ctrl, root) in &self.roots {
+            let mut job_dir = root.join("drover");
+            for p in self.node.split('/') {
+                job_dir.push(p);
+            }
+            job_dir.push(format!("job_{job}"));
+            g.leaves.push((ctrl.clone(), job_dir.join(format!("step_{unit}"))));
+            g.jobs.push((ctrl.clone(), job_dir));
+        }
+        g
+    }
+
     fn apply(&self, ctrl: &str, dir: &Path, l: &Limits) -> Result<(), String> {
         let c = &self.conf;
         match (self.version, ctrl) {

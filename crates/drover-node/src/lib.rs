@@ -62,6 +62,9 @@ struct Agent {
     exe: PathBuf,
     /// Proves this agent to the controller and checks what the controller sends.
     auth: std::sync::Arc<drover_proto::auth::Auth>,
+    /// The node's cgroups (none: confinement is off), where a dead supervisor's processes are
+    /// found and killed.
+    cgroups: Option<std::sync::Arc<cgroup::Cgroups>>,
     name: String,
     spool: PathBuf,
     cfg: Config,
@@ -122,10 +125,10 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
         log(&name, &format!("cgroup.conf:{line}: {key} is not supported by Drover yet and is ignored"));
     }
     let cg_dir = cgroup::node_dir(&cfg.cluster_name, conf_path, &name);
-    let confinement = match cgroup::Cgroups::open(cg_conf, &cg_dir) {
-        Ok(cg) => cg.describe(),
+    let (confinement, cgroups) = match cgroup::Cgroups::open(cg_conf, &cg_dir) {
+        Ok(cg) => (cg.describe(), Some(std::sync::Arc::new(cg))),
         // Jobs still run: tracked as their supervisor's descendants, without limits.
-        Err(why) => format!("off: {why}; jobs are tracked as their supervisor's descendants, without limits"),
+        Err(why) => (format!("off: {why}; jobs are tracked as their supervisor's descendants, without limits"), None),
     };
     log(&name, &format!("started ({} CPUs, {} MB); confinement {confinement}", conf.cpus, conf.real_memory_mb));
     for line in gres::check(conf_path, &conf, &spool).map_err(NodeError::Gres)? {
@@ -136,7 +139,8 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
     // (or munged) it could do neither, so it stops here and says why.
     let auth = std::sync::Arc::new(drover_proto::auth::Auth::new(&cfg.auth, &cfg.path, true)?);
     drover_proto::auth::self_check(&auth)?;
-    let mut agent = Agent { exe, auth, name: name.clone(), spool, cfg, start_time: now(), reported: HashSet::new() };
+    let mut agent =
+        Agent { exe, auth, cgroups, name: name.clone(), spool, cfg, start_time: now(), reported: HashSet::new() };
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     let mut backoff = Duration::from_millis(50);
     loop {
@@ -167,7 +171,7 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
 
 impl Agent {
     fn scan(&self) -> (Vec<v1::RunningJob>, Vec<v1::EndedJob>) {
-        scan_spool(&self.spool)
+        scan_spool(&self.spool, self.cgroups.as_deref(), &self.name)
     }
 
     async fn session(&mut self, wake_rx: &mut mpsc::UnboundedReceiver<Unit>, confinement: &str) -> Result<(), String> {
@@ -251,8 +255,10 @@ impl Agent {
                 _ = rescan.tick() => {
                     // Fallback for a missed supervisor notification.
                     // Reads every job dir: off the runtime's threads.
-                    let spool = self.spool.clone();
-                    let (_, ended) = tokio::task::spawn_blocking(move || scan_spool(&spool)).await.unwrap_or_default();
+                    let (spool, cg, name) = (self.spool.clone(), self.cgroups.clone(), self.name.clone());
+                    let (_, ended) = tokio::task::spawn_blocking(move || scan_spool(&spool, cg.as_deref(), &name))
+                        .await
+                        .unwrap_or_default();
                     for e in ended {
                         if self.reported.insert((e.job_id, e.step_id)) {
                             let _ = tx.send(v1::NodeToController { msg: Some(node_to_controller::Msg::Ended(e)) });
@@ -549,7 +555,10 @@ fn problem(kind: &str, job_id: Option<u32>, reason: &str) -> v1::NodeToControlle
 }
 
 /// What the spool holds: jobs whose supervisors run, and jobs that ended.
-fn scan_spool(spool: &Path) -> (Vec<v1::RunningJob>, Vec<v1::EndedJob>) {
+/// What the spool says of this node's jobs and steps: running, or ended (with how). A
+/// supervisor found dead without a word (kill -9, the OOM killer) leaves no process of its
+/// job or step behind: what is left in its cgroup is killed and the end recorded, once.
+fn scan_spool(spool: &Path, cgroups: Option<&cgroup::Cgroups>, node: &str) -> (Vec<v1::RunningJob>, Vec<v1::EndedJob>) {
     let mut running = Vec::new();
     let mut ended = Vec::new();
     if let Ok(rd) = std::fs::read_dir(spool) {
@@ -565,16 +574,25 @@ fn scan_spool(spool: &Path) -> (Vec<v1::RunningJob>, Vec<v1::EndedJob>) {
             {
                 running.push(v1::RunningJob { job_id: id, step_id });
             } else {
-                // The supervisor died without a word (killed): the job is lost.
-                ended.push(v1::EndedJob {
-                    job_id: id,
-                    exit_status: 9,
-                    how: "NODE_FAIL".into(),
-                    end_time: now(),
-                    message: "job supervisor died".into(),
-                    step_id,
-                    usage: Vec::new(),
-                });
+                // The supervisor died without a word: its job (or step) is lost here, and
+                // nothing of it may run on unsupervised.
+                let unit = step_id.map_or("batch".to_string(), |s| s.to_string());
+                let mut message = "job supervisor died".to_string();
+                if let Some(cg) = cgroups {
+                    let g = cg.existing(id, &unit);
+                    let left = g.pids().len();
+                    g.kill_all();
+                    g.remove();
+                    if left > 0 {
+                        message = format!("job supervisor died; its {left} processes were killed");
+                    }
+                }
+                let what = step_id.map_or(format!("job {id}"), |s| format!("step {id}.{s}"));
+                log(node, &format!("error: {what}: {message}"));
+                let st = spool::EndStatus { exit_status: 9, how: "NODE_FAIL".into(), end_time: now(), message };
+                // Recorded: the next scan reports it like any end, and the ack removes it.
+                let _ = spool::write_status(&dir, &st);
+                ended.push(ended_msg(&dir, (id, step_id), st));
             }
         }
     }

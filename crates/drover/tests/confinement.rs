@@ -192,3 +192,39 @@ fn on_cgroup_v2_an_ebpf_program_keeps_other_jobs_gpus_closed() {
     each_job_opens_only_its_gpu(&c, devdir.path());
     no_cgroup_left(&c);
 }
+
+/// A supervisor that dies (kill -9, the OOM killer) leaves nothing of its job running: the
+/// agent finds it dead, kills what is left in the job's cgroup and reports the job. Before,
+/// the processes outlived the job by minutes while it showed NODE_FAIL.
+#[test]
+fn a_dead_supervisor_leaves_no_process_of_its_job_behind() {
+    if !drover_testkit::root_or_skip("cgroups need root") || !cgroups_writable() {
+        return;
+    }
+    let c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 1,
+            files: vec![("cgroup.conf".into(), "ConstrainRAMSpace=yes\n".into())],
+            ..Default::default()
+        },
+    );
+    let marker = format!("drover-orphan-{}", std::process::id());
+    // A job whose processes fork away from the script, as daemons do.
+    let script =
+        format!("bash -c 'exec -a {marker} sleep 300' & setsid bash -c 'exec -a {marker} sleep 300' & sleep 300");
+    let id = c.submit(&["--wrap", &script]);
+    c.wait_state(id, &["RUNNING"], Duration::from_secs(20));
+    c.wait_until("the job's processes to start", Duration::from_secs(10), || {
+        drover_testkit::processes_named(&marker).len() == 2
+    });
+    for pid in c.supervisor_pids() {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+    }
+    c.wait_state(id, &["NODE_FAIL"], Duration::from_secs(20));
+    c.wait_until("the job's processes to be gone", Duration::from_secs(5), || {
+        drover_testkit::processes_named(&marker).is_empty()
+    });
+    let log = std::fs::read_to_string(c.path().join("log/node-node1.log")).unwrap();
+    assert!(log.contains(&format!("job {id}: job supervisor died; its ")), "{log}");
+}

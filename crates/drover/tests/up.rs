@@ -103,3 +103,83 @@ fn drover_up_with_munge_runs_its_own_munged() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The attack on fairness: on a `drover up` cluster a job with `--mem=50M` that allocated
+/// 300 MB completed normally, taking memory other users' jobs were promised. `drover up` now
+/// confines jobs as SchedMD recommends for production, and the job ends OUT_OF_MEMORY.
+#[test]
+fn drover_up_holds_jobs_to_their_memory() {
+    if !drover_testkit::root_or_skip("cgroups need root") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("cluster");
+    let s = state.display().to_string();
+    let up = Command::new(EXE).args(["up", "--detach", "--nodes", "1", "--state-dir", &s]).output().unwrap();
+    assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
+    let conf = std::fs::read_to_string(state.join("cgroup.conf")).unwrap();
+    assert!(conf.contains("ConstrainCores=yes\nConstrainRAMSpace=yes\nConstrainDevices=yes\n"), "{conf}");
+    let run = |prog: &str, args: &[&str]| run_in(&state, dir.path(), prog, args);
+    let out = run("sbatch", &["--parsable", "--mem=50M", "--wrap", "python3 -c 'x = bytearray(300 * 1024 * 1024)'"]);
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(!id.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    let t = Instant::now();
+    let st = loop {
+        let st = String::from_utf8_lossy(&run("squeue", &["-h", "-t", "all", "-j", &id, "-o", "%T"]).stdout)
+            .trim()
+            .to_string();
+        if !matches!(st.as_str(), "PENDING" | "RUNNING" | "CONFIGURING" | "COMPLETING" | "") {
+            break st;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "job {id} is {st}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let node = String::from_utf8_lossy(&run("scontrol", &["-d", "show", "node", "node1"]).stdout).to_string();
+    let _ = Command::new(EXE).args(["down", "--state-dir", &s]).output();
+    assert_eq!(st, "OUT_OF_MEMORY", "{node}");
+}
+
+/// `drover up` on a cluster found partly running (its controller killed, its agents alive)
+/// starts only what is missing; before, each restart started another full set of node
+/// agents, and `drover down` left them and accounting running.
+#[test]
+fn drover_up_restarts_only_what_is_missing_and_down_stops_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("cluster");
+    let s = state.display().to_string();
+    let up = Command::new(EXE).args(["up", "--detach", "--nodes", "2", "--state-dir", &s]).output().unwrap();
+    assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
+    let conf = state.join("slurm.conf").display().to_string();
+    let daemons = || drover_testkit::processes_with(&s);
+    let before = daemons();
+    assert_eq!(before.len(), 4, "controller, accounting and two agents: {before:?}");
+    let ctl: i32 = std::fs::read_to_string(state.join("run/controller.pid")).unwrap().trim().parse().unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(ctl), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let again = Command::new(EXE).args(["up", "--detach", "--state-dir", &s]).output().unwrap();
+    let err = String::from_utf8_lossy(&again.stderr).to_string();
+    assert!(again.status.success(), "{err}");
+    assert!(err.contains("node agents of node[1-2] run: kept") && err.contains("accounting runs (pid"), "{err}");
+    assert!(err.contains("starting the controller") && !err.contains("starting 2 node agents"), "{err}");
+    let after = daemons();
+    assert_eq!(after.len(), 4, "one more controller and nothing else: {after:?}");
+    // Everything comes up whole: a job runs.
+    let out = run_in(&state, dir.path(), "srun", &["-N2", "true"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // An agent started behind drover up's back (an older drover up started such duplicates):
+    // drover down stops it too.
+    let stray = Command::new(EXE)
+        .args(["node", "-f", &conf, "-N", "node1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let down = Command::new(EXE).args(["down", "--state-dir", &s]).output().unwrap();
+    assert!(down.status.success());
+    let _ = stray.wait_with_output();
+    let t = Instant::now();
+    while !daemons().is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(10), "left running: {:?}", daemons());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
