@@ -139,6 +139,23 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
     // (or munged) it could do neither, so it stops here and says why.
     let auth = std::sync::Arc::new(drover_proto::auth::Auth::new(&cfg.auth, &cfg.path, true)?);
     drover_proto::auth::self_check(&auth)?;
+    if cfg.auth.kind == drover_model::auth_conf::AuthKind::Slurm {
+        // The host's users get their credentials here (srun in a job, commands on the node).
+        match drover_proto::auth::sack::bind() {
+            Ok(Some(l)) => {
+                log(&name, &format!("serving credentials at {}", drover_proto::auth::sack::socket_path().display()));
+                tokio::spawn(drover_proto::auth::sack::serve(l, auth.clone()));
+            }
+            Ok(None) => {}
+            Err(e) => log(
+                &name,
+                &format!(
+                    "error: cannot serve credentials at {}: {e}",
+                    drover_proto::auth::sack::socket_path().display()
+                ),
+            ),
+        }
+    }
     let mut agent =
         Agent { exe, auth, cgroups, name: name.clone(), spool, cfg, start_time: now(), reported: HashSet::new() };
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
@@ -555,6 +572,35 @@ fn problem(kind: &str, job_id: Option<u32>, reason: &str) -> v1::NodeToControlle
 }
 
 /// What the spool holds: jobs whose supervisors run, and jobs that ended.
+/// `drover sackd` (Slurm 23.11's `sackd`): on a host without a node agent (a login node),
+/// hands local users auth/slurm credentials of their own, checked by the socket's peer
+/// credentials. Runs until SIGTERM/SIGINT.
+pub async fn sackd(conf_path: &Path) -> Result<(), NodeError> {
+    let cfg = drover_model::conf::parse_file(conf_path)?;
+    if cfg.auth.kind != drover_model::auth_conf::AuthKind::Slurm {
+        return Err(NodeError::Gres(format!(
+            "sackd serves AuthType=auth/slurm; {} has {} (its users get credentials from munged)",
+            conf_path.display(),
+            cfg.auth.kind.plugin()
+        )));
+    }
+    let auth = std::sync::Arc::new(drover_proto::auth::Auth::new(&cfg.auth, &cfg.path, true)?);
+    drover_proto::auth::self_check(&auth)?;
+    let path = drover_proto::auth::sack::socket_path();
+    let listener = drover_proto::auth::sack::bind()
+        .map_err(|source| NodeError::Spool { path: path.display().to_string(), source })?
+        .ok_or_else(|| NodeError::Gres(format!("another daemon already serves {}", path.display())))?;
+    log("sackd", &format!("serving credentials at {}", path.display()));
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = drover_proto::auth::sack::serve(listener, auth) => {}
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+    }
+    let _ = std::fs::remove_file(&path);
+    Ok(())
+}
+
 /// What the spool says of this node's jobs and steps: running, or ended (with how). A
 /// supervisor found dead without a word (kill -9, the OOM killer) leaves no process of its
 /// job or step behind: what is left in its cgroup is killed and the end recorded, once.

@@ -155,6 +155,13 @@ fn run() {
                 }
             }
         }
+        "sackd" => match runtime().block_on(drover_node::sackd(&conf_arg(&args))) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("drover sackd: fatal: {e}");
+                1
+            }
+        },
         "accounting" => {
             let conf = opt(&args, "-f", "--conf")
                 .map(PathBuf::from)

@@ -595,3 +595,73 @@ fn jobs_get_the_submitters_limits_as_propagate_resource_limits_says() {
     let got = std::fs::read_to_string(c.path().join(format!("slurm-{id}.out"))).unwrap();
     assert_eq!(got, format!("{}\n0\n", if want == u64::MAX { "unlimited".to_string() } else { want.to_string() }));
 }
+
+/// A login host: no controller socket to reach (a mount namespace hides `/run/drover`), the
+/// key unreadable to users, `drover sackd` handing each user a credential of their own. An
+/// ordinary user's sbatch goes over TCP and the job is theirs; the user cannot make their
+/// credential say anyone else.
+#[test]
+fn a_login_host_submits_over_tcp_with_credentials_from_sackd() {
+    if !drover_testkit::root_or_skip("a login host is a mount namespace, and its user a test user") {
+        return;
+    }
+    let user = TestUser::create(&format!("drvl{}", std::process::id() % 10000));
+    let c = Cluster::start(EXE, Options { nodes: 1, ..Default::default() });
+    let home = format!("/home/{}", user.name);
+    let script = format!(
+        "mount -t tmpfs tmpfs /run/drover || exit 9\n\
+         {bin}/drover sackd -f {conf} >sackd.err 2>&1 &\n\
+         sackd=$!\n\
+         for i in $(seq 100); do [ -S /run/drover/sack.socket ] && break; sleep 0.05; done\n\
+         cd {home}\n\
+         timeout 60 setpriv --reuid={uid} --regid={gid} --clear-groups env HOME={home} {bin}/sbatch --parsable --wrap 'id -u'\n\
+         echo rc=$?\n\
+         kill $sackd",
+        bin = c.bin.display(),
+        conf = c.conf.display(),
+        uid = user.uid,
+        gid = user.gid,
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .env("SLURM_CONF", &c.conf)
+        .current_dir(c.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        text.contains("rc=0"),
+        "{text}{err}\n{}",
+        std::fs::read_to_string(c.path().join("sackd.err")).unwrap_or_default()
+    );
+    let id: u32 = text.lines().next().unwrap().trim().parse().unwrap();
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(20));
+    let owner = c.ok("squeue", &["-h", "-t", "all", "-j", &id.to_string(), "-o", "%U"]);
+    assert_eq!(owner.trim(), user.uid.to_string(), "the job is the user's");
+    assert_eq!(std::fs::read_to_string(format!("{home}/slurm-{id}.out")).unwrap(), format!("{}\n", user.uid));
+    // It came over TCP with a credential, not through the controller's local socket.
+    let log = std::fs::read_to_string(c.path().join("log/controller.log")).unwrap();
+    assert!(!log.contains("refused a connection"), "{log}");
+    // Without sackd the user is told what is missing, in one line.
+    let bare = format!(
+        "mount -t tmpfs tmpfs /run/drover || exit 9\n\
+         cd {home}; timeout 60 setpriv --reuid={uid} --regid={gid} --clear-groups {bin}/sbatch --wrap true",
+        bin = c.bin.display(),
+        uid = user.uid,
+        gid = user.gid,
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &bare])
+        .env("SLURM_CONF", &c.conf)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("sbatch: error: ")
+            && err.contains("no authentication daemon answers at /run/drover/sack.socket"),
+        "{err}"
+    );
+}

@@ -18,6 +18,7 @@ pub mod handshake;
 mod key;
 mod munge;
 mod replay;
+pub mod sack;
 
 use crate::v1;
 use prost::Message;
@@ -276,11 +277,16 @@ impl Auth {
                 v1::AuthCredential { mac: k.mac(&claims).to_vec().into(), claims: claims.into(), munge: String::new() }
             }
             Mech::Slurm(None) => {
-                return Err(AuthError::Unavailable(format!(
-                    "auth/slurm: {} is not readable by uid {uid}, so this process cannot sign a credential \
-                     (only root and SlurmUser may read it)",
-                    self.key_path.display()
-                )))
+                // An ordinary user: the host's daemon signs for them, after checking who asks.
+                return match purpose {
+                    Purpose::Connect(service) => sack::request(service, binding),
+                    _ => Err(AuthError::Unavailable(format!(
+                        "auth/slurm: {} is not readable by uid {uid}, so this process cannot sign a {} \
+                         credential (only root and SlurmUser may)",
+                        self.key_path.display(),
+                        purpose.text()
+                    ))),
+                };
             }
             Mech::Munge(m) => v1::AuthCredential { munge: m.encode(&claims, ttl)?, ..Default::default() },
         };

@@ -1271,6 +1271,24 @@ pub struct AuthCredential {
     #[prost(string, tag = "3")]
     pub munge: ::prost::alloc::string::String,
 }
+/// A local process asks the host's authentication daemon (the node agent, or `drover sackd`
+/// on a login host) for a credential; the daemon takes its uid and gid from the socket's
+/// peer credentials. Only connection credentials are given out.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SackRequest {
+    /// "controller" or "accounting".
+    #[prost(string, tag = "1")]
+    pub service: ::prost::alloc::string::String,
+    #[prost(bytes = "bytes", tag = "2")]
+    pub binding: ::prost::bytes::Bytes,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SackReply {
+    #[prost(bytes = "bytes", tag = "1")]
+    pub cred: ::prost::bytes::Bytes,
+    #[prost(string, tag = "2")]
+    pub error: ::prost::alloc::string::String,
+}
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct SignedLaunch {
     /// An encoded Launch, signed as it is (its SHA-256 is the credential's binding).
