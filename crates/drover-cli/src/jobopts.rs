@@ -569,17 +569,12 @@ fn soft_limit(name: &str) -> Option<u64> {
     nix::sys::resource::getrlimit(drover_proto::rlimit::resource(name)?).ok().map(|(soft, _)| soft)
 }
 
-/// This process's umask, read without changing it (`/proc/self/status`; the umask(2) dance
-/// otherwise).
+/// This process's umask. umask(2) only sets it, so it is set and put back: a command is one
+/// thread when it builds its request, so nothing else creates a file in between.
 pub fn current_umask() -> u32 {
-    let from_proc = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
-        s.lines().find_map(|l| l.strip_prefix("Umask:")).and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-    });
-    from_proc.unwrap_or_else(|| {
-        let m = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
-        nix::sys::stat::umask(m);
-        m.bits()
-    })
+    let m = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
+    nix::sys::stat::umask(m);
+    m.bits()
 }
 
 #[cfg(test)]

@@ -73,7 +73,7 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let io = if layout { None } else { Some(IoServer::start(mode)) };
+    let io = if layout { None } else { Some(IoServer::start(mode, &cfg)) };
     let io = match io.transpose() {
         Ok(io) => io,
         Err(e) => {

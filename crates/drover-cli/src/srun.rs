@@ -139,7 +139,7 @@ pub fn main(args: Vec<String>) -> i32 {
         unbuffered: a.unbuffered || a.pty || env_flag("SLURM_UNBUFFEREDIO"),
         ..Default::default()
     };
-    let io = match IoServer::start(mode) {
+    let io = match IoServer::start(mode, &cfg) {
         Ok(io) => io,
         Err(e) => {
             eprintln!("srun: error: cannot listen for task I/O: {e}");

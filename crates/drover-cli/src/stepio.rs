@@ -61,9 +61,8 @@ pub struct OutputMode {
 }
 
 impl IoServer {
-    pub fn start(mode: OutputMode) -> std::io::Result<IoServer> {
-        // The supervisors reach srun on the controller's network; loopback on one host.
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    pub fn start(mode: OutputMode, cfg: &drover_model::conf::Config) -> std::io::Result<IoServer> {
+        let listener = listen(cfg)?;
         let addr = listener.local_addr()?.to_string();
         let collected = Arc::new(Mutex::new(Collected::default()));
         let changed = Arc::new(tokio::sync::Notify::new());
@@ -207,6 +206,35 @@ fn wait_writer(writers: &Writers, node: &str) -> Option<TcpStream> {
         let left = until.checked_duration_since(std::time::Instant::now())?;
         map = cv.wait_timeout(map, left).ok()?.0;
     }
+}
+
+/// srun's listener for its tasks' I/O: on the address this host reaches the controller from
+/// (the cluster's network; loopback where the controller is on this host), in
+/// `SrunPortRange` where set, so that supervisors on other hosts can connect back.
+fn listen(cfg: &drover_model::conf::Config) -> std::io::Result<std::net::TcpListener> {
+    let ip = std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|u| u.connect(cfg.controller_addr()).and_then(|_| u.local_addr()))
+        .map(|a| a.ip())
+        .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
+    let Some((lo, hi)) = cfg.srun_port_range else {
+        return std::net::TcpListener::bind((ip, 0));
+    };
+    // From a point in the range that differs between sruns, so that many starting at once
+    // do not all try the same ports first.
+    let span = u32::from(hi - lo) + 1;
+    let start = std::process::id() % span;
+    let mut last = None;
+    for k in 0..span {
+        let port = lo + ((start + k) % span) as u16;
+        match std::net::TcpListener::bind((ip, port)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AddrInUse,
+        format!("no free port in SrunPortRange={lo}-{hi}: {}", last.map(|e| e.to_string()).unwrap_or_default()),
+    ))
 }
 
 /// The key once set (up to [`KEY_WAIT`]).

@@ -182,6 +182,8 @@ pub struct Config {
     /// `PropagateResourceLimits[Except]`: the submitter's limits a job gets (names as
     /// `NOFILE`; default all).
     pub propagate_rlimits: Vec<String>,
+    /// `SrunPortRange`: the ports srun listens on for its tasks' I/O (none: any).
+    pub srun_port_range: Option<(u16, u16)>,
     /// `PreemptType=preempt/partition_prio`: jobs of a partition preempt running jobs of
     /// partitions with a lower `PriorityTier` on the nodes they share.
     pub preempt_partition: bool,
@@ -333,6 +335,7 @@ impl Default for Config {
             priority: Default::default(),
             auth: Default::default(),
             propagate_rlimits: crate::rlimits::all(),
+            srun_port_range: None,
             nodes: Vec::new(),
             partitions: Vec::new(),
             unsupported: Vec::new(),
@@ -711,6 +714,13 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                 }
                 "slurmdport" => {
                     cfg.slurmd_port = v.parse().map_err(|_| err(format!("SlurmdPort: expected a port, found `{v}`")))?
+                }
+                "srunportrange" => {
+                    let range = v.split_once('-').and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)));
+                    cfg.srun_port_range = match range {
+                        Some((lo, hi)) if lo <= hi && lo > 0 => Some((lo, hi)),
+                        _ => return Err(err(format!("SrunPortRange: expected LOW-HIGH ports, found `{v}`"))),
+                    };
                 }
                 "statesavelocation" => cfg.state_save_location = v.clone(),
                 "slurmdspooldir" => cfg.slurmd_spool_dir = v.clone(),

@@ -381,3 +381,22 @@ fn sattach_shows_a_running_steps_output_from_its_latest_and_until_it_ends() {
         "sattach: error: Could not get job step info: Invalid job id specified\n"
     );
 }
+
+/// srun listens for its tasks' I/O on the address it reaches the controller from (loopback
+/// here; the cluster network across hosts), in `SrunPortRange` where the site limits it.
+#[test]
+fn srun_listens_in_srun_port_range() {
+    let c = Cluster::start(
+        EXE,
+        Options { nodes: 1, extra_conf: "SrunPortRange=47100-47109\n".into(), ..Default::default() },
+    );
+    let out = c.ok("srun", &["bash", "-c", "echo $SLURM_SRUN_COMM_HOST $SLURM_SRUN_COMM_PORT"]);
+    let (host, port) = out.trim().split_once(' ').unwrap();
+    assert_eq!(host, "127.0.0.1");
+    assert!((47100..=47109).contains(&port.parse::<u16>().unwrap()), "{out}");
+    let bad = Cluster::start(EXE, Options { nodes: 1, ..Default::default() });
+    std::fs::write(&bad.conf, std::fs::read_to_string(&bad.conf).unwrap() + "SrunPortRange=9-1\n").unwrap();
+    let o = bad.run("srun", &["true"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("SrunPortRange: expected LOW-HIGH ports, found `9-1`"));
+}
