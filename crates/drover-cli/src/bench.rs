@@ -59,6 +59,9 @@ pub struct BenchArgs {
     /// How the bench clusters authenticate (`drover up --auth`).
     #[arg(long, value_enum, default_value_t = crate::up::UpAuth::Slurm)]
     pub auth: crate::up::UpAuth,
+    /// Bench clusters whose jobs are not confined (`drover up --no-confine`).
+    #[arg(long)]
+    pub no_confine: bool,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -76,7 +79,7 @@ struct BenchCluster {
 }
 
 impl BenchCluster {
-    fn start(nodes: u32, cpus: u32, no_accounting: bool, auth: crate::up::UpAuth) -> Result<BenchCluster, String> {
+    fn start(nodes: u32, cpus: u32, a: &BenchArgs) -> Result<BenchCluster, String> {
         let dir = tempfile::Builder::new().prefix("drover-bench-").tempdir().map_err(|e| e.to_string())?;
         let up = crate::up::UpArgs {
             nodes,
@@ -88,8 +91,9 @@ impl BenchCluster {
             port: None,
             cluster_name: "bench".into(),
             detach: true,
-            no_accounting,
-            auth,
+            no_accounting: a.no_accounting,
+            auth: a.auth,
+            no_confine: a.no_confine,
         };
         let cfg = crate::up::start_detached(&up).map_err(|e| format!("starting the bench cluster: {e}"))?;
         let bin = dir.path().join("bin");
@@ -232,7 +236,7 @@ fn report(name: &str, value: f64, unit: &str, runs: &[f64], target: &str) {
 pub fn main(a: BenchArgs) -> i32 {
     let want = |n: &str| a.only.as_deref().is_none_or(|o| o == n);
     let rt = common::runtime();
-    let c = match BenchCluster::start(a.nodes, 2, a.no_accounting, a.auth) {
+    let c = match BenchCluster::start(a.nodes, 2, &a) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("drover bench: error: {e}");
@@ -241,7 +245,7 @@ pub fn main(a: BenchArgs) -> i32 {
     };
     // srun -n64 needs 64 CPUs: a second cluster of four 16-CPU nodes.
     let big = if want("srun-n64") {
-        match BenchCluster::start(4, 16, a.no_accounting, a.auth) {
+        match BenchCluster::start(4, 16, &a) {
             Ok(b) => Some(b),
             Err(e) => {
                 eprintln!("drover bench: error: {e}");

@@ -9,6 +9,8 @@
 //!  test ──► cluster.run("sbatch", ["--wrap", "true"]) ──► Output
 //! ```
 
+pub mod hosts;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -374,13 +376,23 @@ impl Drop for Cluster {
             let _ = std::fs::remove_file(drover_model::dbd_conf::local_socket(port));
         }
         // Supervisors run in their own sessions: stop everything under them, then them.
+        let mut killed = Vec::new();
         for pid in self.supervisor_pids() {
             for d in descendants(pid) {
                 let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(d), nix::sys::signal::Signal::SIGKILL);
+                killed.push(d);
             }
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+            killed.push(pid);
         }
-        // Their cgroups (empty now) go too.
+        // Their cgroups go too, once the processes in them are gone (a group is removed only
+        // when empty, and a killed process takes a moment to leave it).
+        let t = Instant::now();
+        while killed.iter().any(|p| nix::sys::signal::kill(nix::unistd::Pid::from_raw(*p), None).is_ok())
+            && t.elapsed() < Duration::from_secs(2)
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         for n in &self.node_names {
             let dir = drover_model::cgroup_conf::node_dir(&self.cluster, &self.conf, n);
             drover_node::cgroup::remove_node_dirs(Path::new("/sys/fs/cgroup"), &dir);
