@@ -206,6 +206,8 @@ struct PendingStat {
 
 pub struct Owner {
     cfg: Arc<Config>,
+    /// `SlurmUser`'s uid (with root, an administrator of the cluster).
+    slurm_user_uid: Option<u32>,
     /// What srun's I/O keys are derived from (`StateSaveLocation/io.key`).
     io_secret: Vec<u8>,
     journal: Journal,
@@ -328,6 +330,7 @@ impl Owner {
         // slurmctld keeps associations' usage in StateSaveLocation/assoc_usage too.
         let usage_path = std::path::Path::new(&cfg.state_save_location).join("assoc_usage");
         let mut o = Owner {
+            slurm_user_uid: nix::unistd::User::from_name(&cfg.auth.slurm_user).ok().flatten().map(|u| u.uid.as_raw()),
             cfg,
             io_secret: Vec::new(),
             journal,
@@ -1181,7 +1184,7 @@ impl Owner {
 
     fn submit(&mut self, mut spec: JobSpec, caller: Caller, test_only: bool) -> Result<v1::SubmitReply, Status> {
         let mut admin_hold = false;
-        if !caller.is_root() {
+        if !self.operator(caller) {
             spec.uid = caller.uid;
             spec.gid = caller.gid;
             // Only administrators fix a priority or raise one (`--nice` below 0); a user's
@@ -2258,7 +2261,32 @@ impl Owner {
     }
 
     fn can_modify(&self, j: &Job, caller: Caller) -> bool {
-        caller.is_root() || caller.uid == j.uid
+        caller.uid == j.uid || self.operator(caller)
+    }
+
+    /// Slurm's operator: root, `SlurmUser`, or a user accounting names an `Operator` or
+    /// `Administrator`. May act on every job and node (cancel, hold, update, reservations).
+    pub(crate) fn operator(&self, caller: Caller) -> bool {
+        self.admin(caller) || self.admin_level(caller.uid).as_deref() == Some("Operator")
+    }
+
+    /// Slurm's super user: root, `SlurmUser`, or an accounting `Administrator`. May also
+    /// reconfigure the cluster.
+    pub(crate) fn admin(&self, caller: Caller) -> bool {
+        caller.is_root()
+            || Some(caller.uid) == self.slurm_user_uid
+            || self.admin_level(caller.uid).as_deref() == Some("Administrator")
+    }
+
+    /// `uid`'s AdminLevel in accounting (by its user name), if accounting names one.
+    fn admin_level(&self, uid: u32) -> Option<String> {
+        let admin = self.acct_admin.as_deref()?;
+        // Few users have a level: look the name up only when someone has one.
+        if admin.st.users.iter().all(|u| matches!(u.admin_level.as_str(), "" | "None")) {
+            return None;
+        }
+        let name = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok().flatten()?.name;
+        admin.user(&name).map(|u| u.admin_level.clone()).filter(|l| l != "None")
     }
 
     fn select_jobs(&self, req: &v1::CancelRequest) -> Vec<JobId> {
@@ -2507,7 +2535,8 @@ impl Owner {
                 if j.status.state != JobState::Pending {
                     return Err("Job is no longer pending execution".into());
                 }
-                st.hold = Some(if req.action == "hold" && caller.is_root() { HoldKind::Admin } else { HoldKind::User });
+                st.hold =
+                    Some(if req.action == "hold" && self.operator(caller) { HoldKind::Admin } else { HoldKind::User });
                 self.set_status(id, st);
                 self.core.handle(Event::Updated(self.sched_job(&self.durable.jobs[&id])));
             }
@@ -2515,7 +2544,7 @@ impl Owner {
                 if j.status.state != JobState::Pending {
                     return Err("Job is no longer pending execution".into());
                 }
-                if matches!(j.status.hold, Some(HoldKind::Admin | HoldKind::LaunchFailed)) && !caller.is_root() {
+                if matches!(j.status.hold, Some(HoldKind::Admin | HoldKind::LaunchFailed)) && !self.operator(caller) {
                     return Err("Access/permission denied".into());
                 }
                 st.hold = None;
@@ -2531,7 +2560,7 @@ impl Owner {
                 }
                 if req.action == "requeuehold" {
                     // Held as `scontrol hold` would hold it: by an administrator or its user.
-                    st.hold = Some(if caller.is_root() { HoldKind::Admin } else { HoldKind::User });
+                    st.hold = Some(if self.operator(caller) { HoldKind::Admin } else { HoldKind::User });
                 }
                 if j.status.state.is_finished() {
                     // A finished job goes straight back to the queue.
@@ -2555,7 +2584,7 @@ impl Owner {
                 }
             }
             "suspend" | "resume" => {
-                if !caller.is_root() {
+                if !self.operator(caller) {
                     return Err("Access/permission denied".into());
                 }
                 if req.action == "resume" && self.core.suspended_by_preemption(id) {
@@ -2575,14 +2604,14 @@ impl Owner {
     /// that group, and the rest give up, between them, what the listed jobs gained.
     fn set_top(&mut self, ids: &[JobId], caller: Caller) -> Result<(), String> {
         const DENIED: &str = "Access/permission denied";
-        if !caller.is_root() && !self.cfg.enable_user_top {
+        if !self.operator(caller) && !self.cfg.enable_user_top {
             return Err(DENIED.into());
         }
         let mut tops: Vec<Arc<Job>> = Vec::new();
         let mut soft = None;
         for &id in ids {
             let j = self.durable.jobs.get(&id).cloned().ok_or("Invalid job id specified")?;
-            if !caller.is_root() && j.uid != caller.uid {
+            if !self.operator(caller) && j.uid != caller.uid {
                 return Err(DENIED.into());
             }
             if j.status.state != JobState::Pending {
@@ -2734,7 +2763,7 @@ impl Owner {
                         // Unchanged, or a fixed priority that nice does not move (as Slurm).
                         continue;
                     }
-                    if n < 0 && !caller.is_root() {
+                    if n < 0 && !self.operator(caller) {
                         return Err("Access/permission denied".into());
                     }
                     if !self.cfg.priority.multifactor {
@@ -2751,19 +2780,19 @@ impl Owner {
                     if u64::from(p) == st.priority {
                         continue;
                     }
-                    if !caller.is_root() && u64::from(p) > st.priority {
+                    if !self.operator(caller) && u64::from(p) > st.priority {
                         return Err("Access/permission denied".into());
                     }
                     if p == 0 {
                         if !pending {
                             return Err("Job is no longer pending execution".into());
                         }
-                        st.hold = Some(if caller.is_root() { HoldKind::Admin } else { HoldKind::User });
+                        st.hold = Some(if self.operator(caller) { HoldKind::Admin } else { HoldKind::User });
                         continue;
                     }
                     spec.nice = 0;
                     st.priority = u64::from(p);
-                    if caller.is_root() {
+                    if self.operator(caller) {
                         st.priority_set = true;
                     } else {
                         transient = Some("Changes to job priority are not persistent, change nice instead".to_string());
@@ -2779,7 +2808,8 @@ impl Owner {
                     let l = drover_model::duration::parse_time_limit(v)
                         .map_err(|_| "Invalid time limit specification".to_string())?;
                     if !pending {
-                        if !caller.is_root() && (l.is_none() || st.time_limit.is_some_and(|c| l.unwrap_or(0) > c)) {
+                        if !self.operator(caller) && (l.is_none() || st.time_limit.is_some_and(|c| l.unwrap_or(0) > c))
+                        {
                             return Err("Access/permission denied".into());
                         }
                         st.time_limit = l;
@@ -3045,7 +3075,7 @@ impl Owner {
     }
 
     fn update_node(&mut self, req: v1::UpdateNodeRequest, caller: Caller) -> Result<v1::Empty, Status> {
-        if !caller.is_root() {
+        if !self.operator(caller) {
             return Err(Status::permission_denied("Access/permission denied"));
         }
         let names = Hostlist::parse(&req.nodes).map_err(|e| Status::invalid_argument(e.to_string()))?.names();
@@ -3173,7 +3203,7 @@ impl Owner {
     }
 
     fn reconfigure(&mut self, caller: Caller) -> Result<v1::Empty, Status> {
-        if !caller.is_root() {
+        if !self.admin(caller) {
             return Err(Status::permission_denied("Access/permission denied"));
         }
         let cfg = drover_model::conf::parse_file(std::path::Path::new(&self.cfg.path))

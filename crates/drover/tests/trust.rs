@@ -1,301 +1,18 @@
 //! Trust between processes: every TCP link checks who is on the other end. The attacks an
 //! ordinary user made on a `drover up` cluster before links were authenticated are
-//! regression tests here (each passed then), and one table holds the answer every link gives
-//! to every kind of credential. Needs root (test users).
+//! regression tests here (each passed then); `authz.rs` holds the table of every RPC against
+//! every kind of credential and caller. Needs root (test users).
 
-use drover_proto::auth::{send_credential, Auth, Purpose};
+use drover_proto::auth::Purpose;
 use drover_proto::v1;
 use drover_testkit::{Cluster, Options, TestUser};
 use std::time::Duration;
 
 const EXE: &str = env!("CARGO_BIN_EXE_drover");
 
-fn conf(c: &Cluster) -> drover_model::conf::Config {
-    drover_model::conf::parse_file(&c.conf).expect("the cluster's slurm.conf")
-}
+mod common;
 
-/// The cluster's authenticator, as root holds it (the key beside slurm.conf).
-fn auth(c: &Cluster) -> Auth {
-    let cfg = conf(c);
-    Auth::new(&cfg.auth, &cfg.path, true).expect("the cluster's key")
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
-}
-
-/// The kinds of credential a client may present.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Cred {
-    /// None at all: a client of the old protocol, or an attacker's gRPC client.
-    Missing,
-    Expired,
-    /// Signed with a key that is not the cluster's.
-    OtherKey,
-    /// A credential already used once.
-    Replayed,
-    /// Made for another service.
-    OtherService,
-    /// A valid credential of an ordinary user (what they get from a local daemon that checked
-    /// their peer credentials).
-    User,
-    Root,
-}
-
-/// What a request came to.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Outcome {
-    /// The connection was refused before any request.
-    Refused,
-    /// Authenticated, and told `Access/permission denied`.
-    Denied,
-    Ok,
-}
-
-struct World<'a> {
-    auth: &'a Auth,
-    user: &'a TestUser,
-}
-
-impl World<'_> {
-    /// Credential bytes of `kind` for `service`.
-    fn cred(&self, kind: Cred, service: &'static str, addr: &str) -> Option<Vec<u8>> {
-        let now = jiff::Timestamp::now().as_second();
-        let connect = Purpose::Connect(service);
-        Some(match kind {
-            Cred::Missing => return None,
-            Cred::Expired => self
-                .auth
-                .sign_claims(&v1::AuthClaims {
-                    uid: 0,
-                    gid: 0,
-                    host: "old".into(),
-                    issued: now - 300,
-                    expires: now - 240,
-                    nonce: drover_proto::auth::random::<16>().to_vec().into(),
-                    purpose: format!("connect/{service}"),
-                    binding: Default::default(),
-                })
-                .unwrap(),
-            Cred::OtherKey => {
-                Auth::with_key(b"a key of some other cluster, 32 bytes+", 0).issue(&connect, b"").unwrap()
-            }
-            Cred::Replayed => {
-                let cred = self.auth.issue(&connect, b"").unwrap();
-                // Its first use, by the one it was made for.
-                rt().block_on(async {
-                    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-                    send_credential(&mut s, &cred, service).await.expect("the first use is accepted");
-                });
-                cred
-            }
-            Cred::OtherService => {
-                let other = if service == "controller" { "accounting" } else { "controller" };
-                self.auth.issue(&Purpose::Connect(other), b"").unwrap()
-            }
-            Cred::User => self.auth.issue_for(self.user.uid, self.user.gid, &connect, b"").unwrap(),
-            Cred::Root => self.auth.issue(&connect, b"").unwrap(),
-        })
-    }
-}
-
-/// A channel to `addr` opened with `cred` (none: plain gRPC, as before authentication).
-async fn open(addr: &str, cred: Option<Vec<u8>>, service: &str) -> Result<tonic::transport::Channel, String> {
-    let Some(cred) = cred else {
-        return tonic::transport::Endpoint::try_from(format!("http://{addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .map_err(|e| e.to_string());
-    };
-    let mut s = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-    send_credential(&mut s, &cred, service).await.map_err(|e| e.to_string())?;
-    drover_proto::auth::channel_over(s, addr).await
-}
-
-fn outcome<T>(r: Result<T, tonic::Status>) -> Outcome {
-    match r {
-        Ok(_) => Outcome::Ok,
-        Err(s) if s.code() == tonic::Code::PermissionDenied => {
-            assert!(s.message().starts_with("Access/permission denied"), "{s:?}");
-            Outcome::Denied
-        }
-        // The server dropped a connection that proved nothing.
-        Err(_) => Outcome::Refused,
-    }
-}
-
-/// Each request the table tries.
-#[derive(Debug, Clone, Copy)]
-enum Rpc {
-    /// Controller: read (`scontrol ping`).
-    Ping,
-    /// Controller: cancel a job of root's.
-    CancelOthers,
-    /// Controller: stop the controller.
-    Shutdown,
-    /// Node link: register as node2.
-    RegisterNode,
-    /// Accounting: read.
-    AcctPing,
-    /// Accounting: record a 1,000-CPU job.
-    Record,
-    /// Accounting: add an account.
-    AddAccount,
-}
-
-impl Rpc {
-    fn service(self) -> &'static str {
-        match self {
-            Rpc::AcctPing | Rpc::Record | Rpc::AddAccount => "accounting",
-            _ => "controller",
-        }
-    }
-}
-
-async fn call(rpc: Rpc, ch: tonic::transport::Channel, root_job: u32) -> Outcome {
-    use v1::accounting_client::AccountingClient;
-    use v1::controller_client::ControllerClient;
-    let mut ctl = ControllerClient::new(ch.clone());
-    let mut acct = AccountingClient::new(ch.clone());
-    match rpc {
-        Rpc::Ping => outcome(ctl.ping(v1::Empty {}).await),
-        Rpc::CancelOthers => {
-            let r = ctl.cancel(v1::CancelRequest { job_ids: vec![root_job], ..Default::default() }).await;
-            match r {
-                // Slurm answers a cancel of another's job per job, in the reply.
-                Ok(r) if r.get_ref().results.iter().any(|x| x.error.contains("Access/permission denied")) => {
-                    Outcome::Denied
-                }
-                r => outcome(r),
-            }
-        }
-        Rpc::Shutdown => outcome(ctl.shutdown(v1::Empty {}).await),
-        Rpc::RegisterNode => {
-            let mut link = v1::node_link_client::NodeLinkClient::new(ch);
-            let reg = v1::NodeToController {
-                msg: Some(v1::node_to_controller::Msg::Register(v1::Register {
-                    node: "node2".into(),
-                    cpus: 2,
-                    ..Default::default()
-                })),
-            };
-            let r = link.session(tokio_stream::iter(vec![reg])).await;
-            // A refused session may also end at its first message.
-            match r {
-                Ok(resp) => {
-                    let mut s = resp.into_inner();
-                    match tokio::time::timeout(Duration::from_secs(2), s.message()).await {
-                        Ok(Err(st)) => outcome::<()>(Err(st)),
-                        _ => Outcome::Ok,
-                    }
-                }
-                Err(st) => outcome::<()>(Err(st)),
-            }
-        }
-        Rpc::AcctPing => outcome(acct.ping(v1::Empty {}).await),
-        Rpc::Record => outcome(acct.record(forged_record()).await),
-        Rpc::AddAccount => outcome(
-            acct.admin_put(v1::AdminState {
-                accounts: vec![v1::AcctAccount { name: "forged".into(), ..Default::default() }],
-                ..Default::default()
-            })
-            .await,
-        ),
-    }
-}
-
-/// A job of 1,000 CPUs "for another user" (uid 4242), as the attack recorded it.
-fn forged_record() -> v1::AcctRecords {
-    let info = v1::JobInfo {
-        job_id: 990_001,
-        spec: Some(v1::JobSpec { name: "forged".into(), uid: 4242, ..Default::default() }),
-        state: "COMPLETED".into(),
-        submit_time: 1,
-        start_time: 2,
-        end_time: 3600,
-        ..Default::default()
-    };
-    v1::AcctRecords {
-        cluster: "test".into(),
-        jobs: vec![v1::AcctJob {
-            cluster: "test".into(),
-            info: Some(info),
-            alloc_tres: "cpu=1000".into(),
-            ..Default::default()
-        }],
-        ..Default::default()
-    }
-}
-
-#[test]
-fn every_link_answers_every_credential_as_the_table_says() {
-    if !drover_testkit::root_or_skip("the table's ordinary user is a test user") {
-        return;
-    }
-    use Cred::*;
-    use Outcome::*;
-    let user = TestUser::create(&format!("drvt{}", std::process::id() % 10000));
-    let c = Cluster::start(EXE, Options { nodes: 2, accounting: true, ..Default::default() });
-    let root_job = c.submit(&["--hold", "--wrap", "true"]);
-    let a = auth(&c);
-    let w = World { auth: &a, user: &user };
-    let cfg = conf(&c);
-    let addrs = [("controller", cfg.controller_addr()), ("accounting", cfg.accounting_addr().unwrap())];
-    // (request, credential) -> answer. Root's destructive requests (Shutdown, a second
-    // registration of a live node) are tried elsewhere.
-    let bad = [Missing, Expired, OtherKey, Replayed, OtherService];
-    let mut table: Vec<(Rpc, Cred, Outcome)> = Vec::new();
-    for rpc in
-        [Rpc::Ping, Rpc::CancelOthers, Rpc::Shutdown, Rpc::RegisterNode, Rpc::AcctPing, Rpc::Record, Rpc::AddAccount]
-    {
-        for cred in bad {
-            table.push((rpc, cred, Refused));
-        }
-    }
-    table.extend([
-        (Rpc::Ping, User, Ok),
-        (Rpc::Ping, Root, Ok),
-        (Rpc::CancelOthers, User, Denied),
-        (Rpc::Shutdown, User, Denied),
-        (Rpc::RegisterNode, User, Denied),
-        (Rpc::AcctPing, User, Ok),
-        (Rpc::AcctPing, Root, Ok),
-        (Rpc::Record, User, Denied),
-        (Rpc::AddAccount, User, Denied),
-        (Rpc::AddAccount, Root, Ok),
-        (Rpc::Record, Root, Ok),
-        (Rpc::CancelOthers, Root, Ok),
-    ]);
-    let mut wrong = Vec::new();
-    for (rpc, cred, want) in table {
-        let addr = &addrs.iter().find(|(s, _)| *s == rpc.service()).unwrap().1;
-        let bytes = w.cred(cred, rpc.service(), addr);
-        let got = rt().block_on(async {
-            match open(addr, bytes, rpc.service()).await {
-                // A plain gRPC client only sees its connection dropped.
-                Err(_) if cred == Missing => Refused,
-                Err(e) => {
-                    assert!(
-                        e.starts_with("Invalid authentication credential")
-                            || e.starts_with("Protocol authentication error"),
-                        "{rpc:?} {cred:?}: {e}"
-                    );
-                    Refused
-                }
-                Result::Ok(ch) => call(rpc, ch, root_job).await,
-            }
-        });
-        if got != want {
-            wrong.push(format!("{rpc:?} with {cred:?}: {got:?}, the table says {want:?}"));
-        }
-    }
-    assert!(wrong.is_empty(), "{}\n{}", wrong.join("\n"), c.logs());
-    // Refusals are logged with where they came from.
-    let log = std::fs::read_to_string(c.path().join("log/controller.log")).unwrap();
-    assert!(log.contains("refused a connection from 127.0.0.1:"), "{log}");
-    assert!(log.contains(&format!("refused a node registration from uid {}", user.uid)), "{log}");
-}
+use common::{auth, conf, open, register_node, rt, Outcome};
 
 /// The attack: an ordinary user registered as node2 over TCP, was sent the launch of root's
 /// running job (script and environment), and reported it ended (COMPLETED 0:0, its
@@ -363,7 +80,7 @@ fn a_live_node_is_not_taken_over_from_another_host() {
     let cred = a.sign_claims(&claims).unwrap();
     let got = rt().block_on(async {
         let ch = open(&addr, Some(cred), "controller").await.expect("root of another host connects");
-        call(Rpc::RegisterNode, ch, 0).await
+        register_node(ch).await
     });
     assert_eq!(got, Outcome::Denied);
     let log = std::fs::read_to_string(c.path().join("log/controller.log")).unwrap();
@@ -426,10 +143,12 @@ fn only_the_controller_records_accounting() {
         let got = rt().block_on(async {
             match open(&addr, cred, "accounting").await {
                 Err(_) => Outcome::Refused,
-                Ok(ch) => call(Rpc::Record, ch, 0).await,
+                Ok(ch) => common::outcome(
+                    v1::accounting_client::AccountingClient::new(ch).record(common::forged_record()).await,
+                ),
             }
         });
-        assert_ne!(got, Outcome::Ok);
+        assert_ne!(got, Outcome::Allowed);
     }
     let out = c.ok("sacct", &["-a", "-n", "-X", "-S", "1970-01-02", "-o", "JobID,JobName"]);
     assert!(!out.contains("forged") && !out.contains("990001"), "{out}");

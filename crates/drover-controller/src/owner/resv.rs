@@ -40,7 +40,7 @@ const MAX_RESV_DELAY: i64 = 600;
 
 impl Owner {
     pub(super) fn reservation(&mut self, req: v1::ResvRequest, caller: Caller) -> Result<v1::ResvReply, Status> {
-        if !caller.is_root() {
+        if !self.operator(caller) {
             return Err(Status::permission_denied("Access/permission denied"));
         }
         let f = Fields(&req.fields);
