@@ -60,9 +60,25 @@ pub fn config_for(prog: &str) -> Result<Config, i32> {
     })
 }
 
-/// Where `slurm.conf` is: `SLURM_CONF`, else Slurm's default location.
+/// Where `slurm.conf` is: `SLURM_CONF`, else Slurm's default location, else (a configless
+/// host) the copy its agent or sackd fetched from the controller.
 pub fn conf_path() -> PathBuf {
-    std::env::var_os("SLURM_CONF").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"))
+    if let Some(p) = std::env::var_os("SLURM_CONF") {
+        return PathBuf::from(p);
+    }
+    let default = PathBuf::from("/etc/slurm/slurm.conf");
+    if default.exists() {
+        return default;
+    }
+    let fetched = std::env::var_os("RUNTIME_DIRECTORY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/run/drover"))
+        .join("conf/slurm.conf");
+    if fetched.exists() {
+        fetched
+    } else {
+        default
+    }
 }
 
 pub fn load_config() -> Result<Config, String> {

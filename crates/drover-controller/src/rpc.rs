@@ -39,6 +39,9 @@ impl Handlers {
     }
 }
 
+/// What configless mode hands out, where present beside `slurm.conf`.
+const CONFIGLESS_FILES: &[&str] = &["slurm.conf", "cgroup.conf", "gres.conf", "topology.conf"];
+
 type ListStream = Pin<Box<dyn Stream<Item = Result<v1::StateReply, Status>> + Send>>;
 type EventStream = Pin<Box<dyn Stream<Item = Result<v1::JobEvent, Status>> + Send>>;
 type NodeStream = Pin<Box<dyn Stream<Item = Result<v1::ControllerToNode, Status>> + Send>>;
@@ -154,6 +157,29 @@ impl Controller for Handlers {
         let caller = who(&req)?;
         let req = req.into_inner();
         self.ask(|reply| Msg::CompleteJob { req, caller, reply }).await.map(Response::new)
+    }
+
+    /// Configless mode: `slurm.conf` and the files beside it that agents read (never a key,
+    /// never `slurmdbd.conf`), for any authenticated caller, as Slurm serves them.
+    async fn get_config(&self, req: Request<v1::Empty>) -> Result<Response<v1::ConfigReply>, Status> {
+        who(&req)?;
+        let cfg = self.view.load().cfg.clone();
+        if !cfg.configless {
+            return Err(Status::failed_precondition(
+                "configless mode is off (SlurmctldParameters=enable_configless turns it on)",
+            ));
+        }
+        let dir = std::path::Path::new(&cfg.path).parent().unwrap_or(std::path::Path::new("/"));
+        let mut files = Vec::new();
+        for name in CONFIGLESS_FILES {
+            let path = if *name == "slurm.conf" { std::path::PathBuf::from(&cfg.path) } else { dir.join(name) };
+            match tokio::fs::read_to_string(&path).await {
+                Ok(text) => files.push(v1::ConfigFile { name: name.to_string(), text }),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && *name != "slurm.conf" => {}
+                Err(e) => return Err(Status::internal(format!("{}: {e}", path.display()))),
+            }
+        }
+        Ok(Response::new(v1::ConfigReply { files }))
     }
 
     async fn shutdown(&self, req: Request<v1::Empty>) -> Result<Response<v1::Empty>, Status> {

@@ -184,6 +184,9 @@ pub struct Config {
     pub propagate_rlimits: Vec<String>,
     /// `SrunPortRange`: the ports srun listens on for its tasks' I/O (none: any).
     pub srun_port_range: Option<(u16, u16)>,
+    /// `SlurmctldParameters=enable_configless`: the controller hands its configuration to
+    /// agents and login hosts that have none (`drover node --conf-server`).
+    pub configless: bool,
     /// `PreemptType=preempt/partition_prio`: jobs of a partition preempt running jobs of
     /// partitions with a lower `PriorityTier` on the nodes they share.
     pub preempt_partition: bool,
@@ -336,6 +339,7 @@ impl Default for Config {
             auth: Default::default(),
             propagate_rlimits: crate::rlimits::all(),
             srun_port_range: None,
+            configless: false,
             nodes: Vec::new(),
             partitions: Vec::new(),
             unsupported: Vec::new(),
@@ -714,6 +718,19 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                 }
                 "slurmdport" => {
                     cfg.slurmd_port = v.parse().map_err(|_| err(format!("SlurmdPort: expected a port, found `{v}`")))?
+                }
+                "slurmctldparameters" => {
+                    for opt in v.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+                        if opt.eq_ignore_ascii_case("enable_configless") {
+                            cfg.configless = true;
+                        } else {
+                            cfg.unsupported.push(Unsupported {
+                                file: l.file.to_string(),
+                                line: l.line,
+                                key: format!("SlurmctldParameters={opt}"),
+                            });
+                        }
+                    }
                 }
                 "srunportrange" => {
                     let range = v.split_once('-').and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)));

@@ -14,6 +14,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod cgroup;
+pub mod configless;
 pub mod devbpf;
 pub mod env;
 pub mod gres;
@@ -520,6 +521,10 @@ impl Agent {
         l.task_prolog = self.cfg.task_prolog.clone().unwrap_or_default();
         l.task_epilog = self.cfg.task_epilog.clone().unwrap_or_default();
         l.propagate_rlimits = self.cfg.propagate_rlimits.clone();
+        // The node's own configuration, not the controller's path for it (another host's, or
+        // a configless host's fetched copy): cgroup.conf, gres.conf and the job's cgroups
+        // follow it.
+        l.conf_path = self.cfg.path.clone();
         std::fs::write(&tmp, l.encode_to_vec()).map_err(|e| e.to_string())?;
         std::fs::rename(&tmp, dir.join(spool::LAUNCH)).map_err(|e| e.to_string())?;
         let pid = spawn_supervisor(&self.exe, dir).map_err(|e| format!("starting the supervisor: {e}"))?;

@@ -13,6 +13,8 @@ fn usage() -> i32 {
          \x20 down [--state-dir DIR]                         stop it\n\
          \x20 controller [-f slurm.conf]                     run the controller (slurmctld)\n\
          \x20 node [-f slurm.conf] [-N name]                 run a node agent (slurmd)\n\
+         \x20 node --conf-server HOST[:PORT] [--key-file K]  ... fetching the configuration (configless)\n\
+         \x20 sackd [-f slurm.conf | --conf-server HOST]     hand local users credentials (a login host)\n\
          \x20 accounting [-f slurmdbd.conf]                  run the accounting service (slurmdbd)\n\
          \x20 install-links DIR                              create sbatch, squeue, ... links\n\
          \x20 bench [--quick] [--only NAME]                  measure speed and memory on a local cluster\n\
@@ -23,6 +25,20 @@ fn usage() -> i32 {
          \x20 version"
     );
     2
+}
+
+/// The host's `slurm.conf`: fetched from the controller with `--conf-server HOST[:PORT]`
+/// (configless mode; `--key-file` names auth/slurm's key), else `-f` / `SLURM_CONF`.
+fn configless(args: &[String]) -> Result<PathBuf, drover_node::NodeError> {
+    match opt(args, "--conf-server", "--conf-server") {
+        Some(server) => {
+            let key = opt(args, "--key-file", "--key-file")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(drover_node::configless::DEFAULT_KEY_FILE));
+            runtime().block_on(drover_node::configless::fetch(&server, &key))
+        }
+        None => Ok(conf_arg(args)),
+    }
 }
 
 fn conf_arg(args: &[String]) -> PathBuf {
@@ -147,7 +163,8 @@ fn run() {
         },
         "node" => {
             let name = opt(&args, "-N", "--name");
-            match runtime().block_on(drover_node::run(&conf_arg(&args), name.as_deref())) {
+            let run = configless(&args).and_then(|conf| runtime().block_on(drover_node::run(&conf, name.as_deref())));
+            match run {
                 Ok(()) => 0,
                 Err(e) => {
                     eprintln!("drover node: fatal: {e}");
@@ -155,7 +172,7 @@ fn run() {
                 }
             }
         }
-        "sackd" => match runtime().block_on(drover_node::sackd(&conf_arg(&args))) {
+        "sackd" => match configless(&args).and_then(|conf| runtime().block_on(drover_node::sackd(&conf))) {
             Ok(()) => 0,
             Err(e) => {
                 eprintln!("drover sackd: fatal: {e}");

@@ -17,10 +17,12 @@ struct Lab {
     bin: PathBuf,
     conf: PathBuf,
     daemons: Vec<Child>,
+    /// Only the controller's host has `slurm.conf`; the others fetch it.
+    configless: bool,
 }
 
 impl Lab {
-    fn start() -> Lab {
+    fn start(configless: bool) -> Lab {
         let net = Hosts::new(&["ctl", "c1", "c2", "c3", "login"]);
         let dir = tempfile::Builder::new().prefix("drover-hosts-").tempdir().unwrap();
         use std::os::unix::fs::PermissionsExt;
@@ -42,23 +44,40 @@ impl Lab {
         std::fs::write(
             &conf,
             format!(
-                "ClusterName=multi\nSlurmctldHost=ctl({ctl})\nSlurmctldPort=6817\n\
+                "ClusterName=multi\nSlurmctldHost=ctl({ctl})\nSlurmctldPort=6817\n{params}\
                  AuthType=auth/slurm\nCredType=cred/slurm\n\
                  StateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool/%n\n\
                  SlurmctldLogFile={d}/log/controller.log\nSlurmdLogFile={d}/log/node-%n.log\n\
                  SlurmdTimeout=10\nKillWait=2\nReturnToService=2\n{nodes}\
                  PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n",
-                ctl = net.host("ctl").addr
+                ctl = net.host("ctl").addr,
+                params = if configless { "SlurmctldParameters=enable_configless\n" } else { "" },
             ),
         )
         .unwrap();
-        let mut lab = Lab { net, dir, bin, conf, daemons: Vec::new() };
+        let mut lab = Lab { net, dir, bin, conf, daemons: Vec::new(), configless };
         let conf_s = lab.conf.display().to_string();
         lab.daemon("ctl", &["controller", "-f", &conf_s]);
+        let server = format!("{}:6817", lab.net.host("ctl").addr);
+        let key = lab.dir.path().join("slurm.key").display().to_string();
+        let from = |extra: &[&str]| -> Vec<String> {
+            let mut a: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+            if configless {
+                a.extend(["--conf-server".into(), server.clone(), "--key-file".into(), key.clone()]);
+            } else {
+                a.extend(["-f".into(), conf_s.clone()]);
+            }
+            a
+        };
         // No -N: each agent finds its node by its host's name.
         for n in ["c1", "c2", "c3"] {
-            lab.daemon(n, &["node", "-f", &conf_s]);
+            let args = from(&["node"]);
+            lab.daemon(n, &args.iter().map(String::as_str).collect::<Vec<_>>());
         }
+        // The login host's users get their credentials (and, configless, the configuration)
+        // from sackd.
+        let args = from(&["sackd"]);
+        lab.daemon("login", &args.iter().map(String::as_str).collect::<Vec<_>>());
         let t = Instant::now();
         loop {
             let o = lab.run("login", "sinfo", &["-h", "-N", "-o", "%N %t"]);
@@ -80,7 +99,7 @@ impl Lab {
     fn daemon(&mut self, host: &str, args: &[&str]) {
         let child = self
             .net
-            .command(host, &self.bin.join("drover").display().to_string(), args)
+            .command(host, self.dir.path(), &self.bin.join("drover").display().to_string(), args)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(self.dir.path().join(format!("log/{host}.err"))).unwrap())
             .spawn()
@@ -88,17 +107,27 @@ impl Lab {
         self.daemons.push(child);
     }
 
-    /// A command as a user on `host` runs it, in the shared work directory.
+    /// A command as root on `host` runs it, in the shared work directory.
     fn run(&self, host: &str, prog: &str, args: &[&str]) -> Output {
+        self.command(host, prog, args).output().unwrap()
+    }
+
+    fn command(&self, host: &str, prog: &str, args: &[&str]) -> std::process::Command {
+        self.command_as(host, None, prog, args)
+    }
+
+    fn command_as(&self, host: &str, user: Option<(u32, u32)>, prog: &str, args: &[&str]) -> std::process::Command {
         let work = self.dir.path().join("work");
         std::fs::create_dir_all(&work).unwrap();
-        self.net
-            .command(host, &self.bin.join(prog).display().to_string(), args)
-            .env("SLURM_CONF", &self.conf)
-            .env("PATH", format!("{}:/usr/bin:/bin:/usr/sbin:/sbin", self.bin.display()))
-            .current_dir(&work)
-            .output()
-            .unwrap()
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let mut c = self.net.command_as(host, user, &work, &self.bin.join(prog).display().to_string(), args);
+        c.env("PATH", format!("{}:/usr/bin:/bin:/usr/sbin:/sbin", self.bin.display())).env_remove("SLURM_CONF");
+        // Configless: the host's commands find what its agent or sackd fetched.
+        if !self.configless {
+            c.env("SLURM_CONF", &self.conf);
+        }
+        c
     }
 
     fn ok(&self, host: &str, prog: &str, args: &[&str]) -> String {
@@ -131,11 +160,13 @@ impl Drop for Lab {
             let _ = c.kill();
             let _ = c.wait();
         }
+        // The jobs' processes first, then their groups (named by the configuration each agent
+        // read: a configless one's fetched copy).
+        self.net.kill_all();
         let cfg = drover_model::conf::parse_file(&self.conf).unwrap();
+        let read = if self.configless { PathBuf::from("/run/drover/conf/slurm.conf") } else { self.conf.clone() };
         for n in ["c1", "c2", "c3"] {
-            let node = drover_node::cgroup::node_dir(&cfg.cluster_name, &self.conf, n);
-            // Jobs' processes die with their hosts' namespaces (Hosts' drop); their groups go.
-            std::thread::sleep(Duration::from_millis(50));
+            let node = drover_node::cgroup::node_dir(&cfg.cluster_name, &read, n);
             drover_node::cgroup::remove_node_dirs(Path::new("/sys/fs/cgroup"), &node);
         }
     }
@@ -146,7 +177,7 @@ fn a_cluster_of_hosts_runs_jobs_from_a_login_host() {
     if !drover_testkit::root_or_skip("hosts are network, UTS and mount namespaces") {
         return;
     }
-    let lab = Lab::start();
+    let lab = Lab::start(false);
     // srun on the login host: tasks on three hosts, their output back over the network.
     let out =
         lab.ok("login", "srun", &["-N3", "bash", "-c", "echo $(hostname) $SLURMD_NODENAME $SLURM_SRUN_COMM_HOST"]);
@@ -177,4 +208,68 @@ fn a_cluster_of_hosts_runs_jobs_from_a_login_host() {
     assert!(show.contains("AllocNode:Sid=login:"), "{show}");
     // The controller's host has no login socket on the others: commands there came over TCP.
     assert!(!lab.net.host("login").addr.is_empty());
+}
+
+/// Configless: only the controller's host has `slurm.conf`. Agents and the login host's
+/// sackd fetch it (`--conf-server`) with the key they hold; commands on the login host find
+/// the fetched copy; an ordinary user there submits with sackd's credential.
+#[test]
+fn a_configless_cluster_runs_from_the_controllers_configuration() {
+    if !drover_testkit::root_or_skip("hosts are network, UTS and mount namespaces") {
+        return;
+    }
+    if std::path::Path::new("/etc/slurm/slurm.conf").exists() {
+        drover_testkit::skip("this machine has /etc/slurm/slurm.conf, which commands would read before a fetched one");
+        return;
+    }
+    let user = drover_testkit::TestUser::create(&format!("drvc{}", std::process::id() % 10000));
+    let lab = Lab::start(true);
+    let out = lab.ok("login", "srun", &["-N3", "hostname"]);
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["c1", "c2", "c3"]);
+    // An ordinary user on the login host: a credential of their own from sackd, over TCP.
+    let o = lab
+        .command_as("login", Some((user.uid, user.gid)), "sbatch", &["--parsable", "-N1", "--wrap", "id -un; hostname"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}\n{}", String::from_utf8_lossy(&o.stderr), lab.logs());
+    let id = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let t = Instant::now();
+    while lab.ok("login", "squeue", &["-h", "-t", "all", "-j", &id, "-o", "%T"]).trim() != "COMPLETED" {
+        assert!(t.elapsed() < Duration::from_secs(30), "{}", lab.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let output = std::fs::read_to_string(lab.dir.path().join(format!("work/slurm-{id}.out"))).unwrap();
+    assert_eq!(output, format!("{}\nc1\n", user.name));
+    // The job's supervisor followed its node's configuration (the fetched copy), not the
+    // controller's path for it: no cgroup was made under the controller's.
+    let theirs = drover_node::cgroup::node_dir("multi", &lab.conf, "c1");
+    for h in ["memory", "freezer", "unified", ""] {
+        let d = Path::new("/sys/fs/cgroup").join(h).join("drover").join(&theirs);
+        assert!(!d.exists(), "{} exists", d.display());
+    }
+    // A controller that does not hand out its configuration says so.
+    let plain = Lab::start(false);
+    let o = plain
+        .net
+        .command(
+            "c1",
+            plain.dir.path(),
+            &plain.bin.join("drover").display().to_string(),
+            &[
+                "node",
+                "--conf-server",
+                &format!("{}:6817", plain.net.host("ctl").addr),
+                "--key-file",
+                &plain.dir.path().join("slurm.key").display().to_string(),
+            ],
+        )
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("configless mode is off"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

@@ -172,7 +172,12 @@ impl Auth {
     /// The authenticator of `slurm.conf` at `conf_path`. auth/slurm reads `slurm.key` where
     /// this user may (a daemon needs it: `require_key`); auth/munge loads libmunge.
     pub fn new(conf: &AuthConf, conf_path: &str, require_key: bool) -> Result<Auth, AuthError> {
-        let key_path = AuthConf::key_file(conf_path);
+        Auth::with_key_file(conf, AuthConf::key_file(conf_path), require_key)
+    }
+
+    /// As [`Auth::new`], with auth/slurm's key at `key_path` (a host without `slurm.conf`:
+    /// configless mode).
+    pub fn with_key_file(conf: &AuthConf, key_path: PathBuf, require_key: bool) -> Result<Auth, AuthError> {
         let mech_of = |kind: AuthKind| -> Result<Mech, AuthError> {
             Ok(match kind {
                 AuthKind::Slurm => match key::Key::load(&key_path) {

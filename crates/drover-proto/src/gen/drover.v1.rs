@@ -899,6 +899,18 @@ pub struct JobEvent {
     #[prost(message, optional, tag = "2")]
     pub step: ::core::option::Option<StepInfo>,
 }
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ConfigFile {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub text: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ConfigReply {
+    #[prost(message, repeated, tag = "1")]
+    pub files: ::prost::alloc::vec::Vec<ConfigFile>,
+}
 /// What one task of a step has used so far, sampled from /proc (and its cgroup).
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct TaskUsage {
@@ -2099,6 +2111,28 @@ pub mod controller_client {
                 .insert(GrpcMethod::new("drover.v1.Controller", "Explain"));
             self.inner.unary(req, path, codec).await
         }
+        /// Configless mode: the controller's configuration files, for a host that has none.
+        pub async fn get_config(
+            &mut self,
+            request: impl tonic::IntoRequest<super::Empty>,
+        ) -> std::result::Result<tonic::Response<super::ConfigReply>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/drover.v1.Controller/GetConfig",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("drover.v1.Controller", "GetConfig"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -2198,6 +2232,11 @@ pub mod controller_server {
             &self,
             request: tonic::Request<super::ExplainRequest>,
         ) -> std::result::Result<tonic::Response<super::ExplainReply>, tonic::Status>;
+        /// Configless mode: the controller's configuration files, for a host that has none.
+        async fn get_config(
+            &self,
+            request: tonic::Request<super::Empty>,
+        ) -> std::result::Result<tonic::Response<super::ConfigReply>, tonic::Status>;
     }
     #[derive(Debug)]
     pub struct ControllerServer<T> {
@@ -2966,6 +3005,49 @@ pub mod controller_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ExplainSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/drover.v1.Controller/GetConfig" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetConfigSvc<T: Controller>(pub Arc<T>);
+                    impl<T: Controller> tonic::server::UnaryService<super::Empty>
+                    for GetConfigSvc<T> {
+                        type Response = super::ConfigReply;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::Empty>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Controller>::get_config(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetConfigSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
