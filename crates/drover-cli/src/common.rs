@@ -83,7 +83,68 @@ pub fn conf_path() -> PathBuf {
 
 pub fn load_config() -> Result<Config, String> {
     let p = conf_path();
+    if !p.exists() {
+        // Configless, on a host whose daemons fetched nothing: ask the controller itself.
+        if let Some(server) = std::env::var("SLURM_CONF_SERVER").ok().filter(|s| !s.is_empty()) {
+            return fetch_config(&server);
+        }
+    }
     drover_model::conf::parse_file(&p).map_err(|e| e.to_string())
+}
+
+/// The controller's `slurm.conf`, from the controller at `server` (`host[:port]`,
+/// `SLURM_CONF_SERVER`), with this user's credential: auth/slurm where the host has the key or
+/// a credential daemon, the host's munged otherwise.
+fn fetch_config(server: &str) -> Result<Config, String> {
+    use drover_proto::auth::{AuthConf, AuthKind};
+    let addr = if server.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+        server.to_string()
+    } else {
+        format!("{server}:6817")
+    };
+    let key = PathBuf::from("/etc/slurm/slurm.key");
+    let kind = if key.exists() || drover_proto::auth::sack::socket_path().exists() {
+        AuthKind::Slurm
+    } else {
+        AuthKind::Munge
+    };
+    let auth = drover_proto::auth::Auth::with_key_file(&AuthConf { kind, ..Default::default() }, key, false)
+        .map_err(|e| e.to_string())?;
+    // On a thread of its own: a command may load its configuration from inside its runtime
+    // (reconnecting after a controller restart).
+    let server_s = server.to_string();
+    let fetch = move || -> Result<v1::ConfigReply, String> {
+        let server = server_s.as_str();
+        runtime().block_on(async {
+            let target = drover_proto::Target::Tcp {
+                addr: addr.clone(),
+                auth: std::sync::Arc::new(auth),
+                service: "controller",
+            };
+            let ch = drover_proto::connect_target(target).await.map_err(|e| match e {
+                drover_proto::ConnectError::Unreachable(_) => {
+                    format!("Unable to contact slurm controller (connect failure) at SLURM_CONF_SERVER={server}")
+                }
+                drover_proto::ConnectError::Auth(a) => a.to_string(),
+            })?;
+            ControllerClient::new(ch)
+                .get_config(v1::Empty {})
+                .await
+                .map(|r| r.into_inner())
+                .map_err(|s| format!("SLURM_CONF_SERVER={server}: {}", s.message()))
+        })
+    };
+    let reply = std::thread::spawn(fetch).join().map_err(|_| "fetching the configuration failed".to_string())??;
+    let text = reply
+        .files
+        .iter()
+        .find(|f| f.name == "slurm.conf")
+        .map(|f| f.text.clone())
+        .ok_or_else(|| format!("SLURM_CONF_SERVER={server} sent no slurm.conf"))?;
+    let mut cfg = drover_model::conf::parse_str("slurm.conf", &text).map_err(|e| e.to_string())?;
+    // Where a file beside it would be (auth/slurm's key): Slurm's default place.
+    cfg.path = "/etc/slurm/slurm.conf".into();
+    Ok(cfg)
 }
 
 pub fn runtime() -> tokio::runtime::Runtime {

@@ -79,7 +79,17 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
     let cfg = drover_model::conf::parse_file(conf_path)?;
     let name = match node {
         Some(n) => n.to_string(),
-        None => nix::unistd::gethostname().map(|h| h.to_string_lossy().to_string()).unwrap_or_default(),
+        // As slurmd: the node whose NodeHostname (which defaults to its NodeName) is this
+        // host's name, short or full.
+        None => {
+            let host = nix::unistd::gethostname().map(|h| h.to_string_lossy().to_string()).unwrap_or_default();
+            let short = host.split('.').next().unwrap_or(&host).to_string();
+            cfg.nodes
+                .iter()
+                .find(|n| n.hostname == host || n.hostname == short)
+                .or_else(|| cfg.nodes.iter().find(|n| n.name == host || n.name == short))
+                .map_or(host, |n| n.name.clone())
+        }
     };
     let conf = cfg.node(&name).ok_or_else(|| NodeError::UnknownNode(name.clone()))?.clone();
     if let Some(path) = cfg.slurmd_log_for(&name) {

@@ -11,6 +11,15 @@ use std::time::{Duration, Instant};
 
 const EXE: &str = env!("CARGO_BIN_EXE_drover");
 
+/// The node that runs on host `h` (`c1`: `n1` where nodes are named apart from their hosts).
+fn node_of(h: &str, configless: bool) -> String {
+    if configless {
+        h.to_string()
+    } else {
+        h.replace('c', "n")
+    }
+}
+
 struct Lab {
     net: Hosts,
     dir: tempfile::TempDir,
@@ -36,9 +45,17 @@ impl Lab {
             std::os::unix::fs::symlink("drover", bin.join(c)).unwrap();
         }
         drover_proto::auth::write_new_key(&dir.path().join("slurm.key")).unwrap();
+        // Nodes named apart from their hosts (NodeHostname) where not configless: an agent
+        // finds its node by its host's name either way.
         let nodes: String = ["c1", "c2", "c3"]
             .iter()
-            .map(|n| format!("NodeName={n} NodeAddr={} CPUs=2 RealMemory=1000 State=UNKNOWN\n", net.host(n).addr))
+            .map(|h| {
+                format!(
+                    "NodeName={} NodeHostname={h} NodeAddr={} CPUs=2 RealMemory=1000 State=UNKNOWN\n",
+                    node_of(h, configless),
+                    net.host(h).addr
+                )
+            })
             .collect();
         let conf = dir.path().join("slurm.conf");
         std::fs::write(
@@ -82,7 +99,9 @@ impl Lab {
         loop {
             let o = lab.run("login", "sinfo", &["-h", "-N", "-o", "%N %t"]);
             let out = String::from_utf8_lossy(&o.stdout).to_string();
-            if out == "c1 idle\nc2 idle\nc3 idle\n" {
+            let want: String =
+                ["c1", "c2", "c3"].iter().map(|h| format!("{} idle\n", node_of(h, configless))).collect();
+            if out == want {
                 break;
             }
             assert!(
@@ -165,8 +184,8 @@ impl Drop for Lab {
         self.net.kill_all();
         let cfg = drover_model::conf::parse_file(&self.conf).unwrap();
         let read = if self.configless { PathBuf::from("/run/drover/conf/slurm.conf") } else { self.conf.clone() };
-        for n in ["c1", "c2", "c3"] {
-            let node = drover_node::cgroup::node_dir(&cfg.cluster_name, &read, n);
+        for h in ["c1", "c2", "c3"] {
+            let node = drover_node::cgroup::node_dir(&cfg.cluster_name, &read, &node_of(h, self.configless));
             drover_node::cgroup::remove_node_dirs(Path::new("/sys/fs/cgroup"), &node);
         }
     }
@@ -184,7 +203,7 @@ fn a_cluster_of_hosts_runs_jobs_from_a_login_host() {
     let mut lines: Vec<&str> = out.lines().collect();
     lines.sort();
     let login = lab.net.host("login").addr.clone();
-    assert_eq!(lines, [format!("c1 c1 {login}"), format!("c2 c2 {login}"), format!("c3 c3 {login}")]);
+    assert_eq!(lines, [format!("c1 n1 {login}"), format!("c2 n2 {login}"), format!("c3 n3 {login}")]);
     // A batch job from the login host: its script runs on its first host, its steps on all.
     let id = lab.ok(
         "login",
@@ -202,9 +221,9 @@ fn a_cluster_of_hosts_runs_jobs_from_a_login_host() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let output = std::fs::read_to_string(lab.dir.path().join(format!("work/slurm-{id}.out"))).unwrap();
-    assert_eq!(output, "login c[1-2]\nc1\nc2\n");
+    assert_eq!(output, "login n[1-2]\nc1\nc2\n");
     let show = lab.ok("login", "scontrol", &["show", "job", &id]);
-    assert!(show.contains("BatchHost=c1"), "{show}");
+    assert!(show.contains("BatchHost=n1"), "{show}");
     assert!(show.contains("AllocNode:Sid=login:"), "{show}");
     // The controller's host has no login socket on the others: commands there came over TCP.
     assert!(!lab.net.host("login").addr.is_empty());
@@ -249,6 +268,17 @@ fn a_configless_cluster_runs_from_the_controllers_configuration() {
         let d = Path::new("/sys/fs/cgroup").join(h).join("drover").join(&theirs);
         assert!(!d.exists(), "{} exists", d.display());
     }
+    // Commands that find no configuration ask the controller SLURM_CONF_SERVER names.
+    let rm = lab.net.command("login", lab.dir.path(), "rm", &["/run/drover/conf/slurm.conf"]).output().unwrap();
+    assert!(rm.status.success(), "{}", String::from_utf8_lossy(&rm.stderr));
+    let o = lab.command_as("login", Some((user.uid, user.gid)), "sinfo", &["-h", "-o", "%D %t"]).output().unwrap();
+    assert!(!o.status.success(), "no configuration, no SLURM_CONF_SERVER: {}", String::from_utf8_lossy(&o.stdout));
+    let o = lab
+        .command_as("login", Some((user.uid, user.gid)), "sinfo", &["-h", "-o", "%D %t"])
+        .env("SLURM_CONF_SERVER", &lab.net.host("ctl").addr)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "3 idle\n", "{}", String::from_utf8_lossy(&o.stderr));
     // A controller that does not hand out its configuration says so.
     let plain = Lab::start(false);
     let o = plain
