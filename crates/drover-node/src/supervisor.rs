@@ -20,9 +20,10 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{ForkResult, Pid};
 use prost::Message;
 use std::collections::HashMap;
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -413,6 +414,28 @@ fn connect_srun(addr: &str, key: &[u8], node: &str) -> Result<std::net::TcpStrea
     Ok(io)
 }
 
+/// `prog` as the task's environment finds it: itself where it names a path, else the first
+/// executable `DIR/prog` along the environment's `PATH` (glibc's default where it has none).
+/// None: nowhere (exec then fails with the name as given, as Slurm reports it).
+fn search_path(prog: &CStr, env: &[CString]) -> Option<CString> {
+    let name = prog.to_bytes();
+    if name.is_empty() || name.contains(&b'/') {
+        return None;
+    }
+    let path = env.iter().find_map(|e| e.to_bytes().strip_prefix(b"PATH=")).unwrap_or(b"/usr/local/bin:/usr/bin:/bin");
+    for dir in path.split(|b| *b == b':') {
+        let mut cand = if dir.is_empty() { b".".to_vec() } else { dir.to_vec() };
+        cand.push(b'/');
+        cand.extend_from_slice(name);
+        let Ok(c) = CString::new(cand) else { continue };
+        let regular = std::fs::metadata(std::ffi::OsStr::from_bytes(c.to_bytes())).is_ok_and(|m| m.is_file());
+        if regular && nix::unistd::access(c.as_c_str(), nix::unistd::AccessFlags::X_OK).is_ok() {
+            return Some(c);
+        }
+    }
+    None
+}
+
 /// Bytes from their hex text (the agent passes a key to the supervisor as a line).
 fn unhex(s: &str) -> Vec<u8> {
     (0..s.len() / 2).filter_map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()).collect()
@@ -528,6 +551,38 @@ fn open_out(path: &str, append: bool) -> Result<OwnedFd, String> {
     let flags = OFlag::O_WRONLY | OFlag::O_CREAT | if append { OFlag::O_APPEND } else { OFlag::O_TRUNC };
     // 0666 under the job's umask, as a shell's `>` creates a file.
     open(path, flags, Mode::from_bits_truncate(0o666)).map_err(|e| format!("cannot open {path}: {e}"))
+}
+
+/// Empties `path` (made if missing) unless a node of the same step did already: see
+/// `truncate_once_as_user`.
+fn empty_once(path: &str, mark: &str, first_node: bool) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    let fd = nix::fcntl::open(
+        path,
+        nix::fcntl::OFlag::O_WRONLY | nix::fcntl::OFlag::O_CREAT | nix::fcntl::OFlag::O_APPEND,
+        nix::sys::stat::Mode::from_bits_truncate(0o666),
+    )
+    .map_err(|e| format!("cannot open {path}: {e}"))?;
+    let file = std::fs::File::from(fd);
+    let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| format!("cannot lock {path}: {e}"))?;
+    let name = c"user.drover.step";
+    let mut buf = [0u8; 256];
+    // SAFETY: fgetxattr writes at most buf.len() bytes into buf.
+    let n = unsafe { libc::fgetxattr(lock.as_raw_fd(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    let no_xattrs = n < 0 && nix::errno::Errno::last() == nix::errno::Errno::EOPNOTSUPP;
+    let seen = n >= 0 && &buf[..n as usize] == mark.as_bytes();
+    if seen || (no_xattrs && !first_node) {
+        return Ok(());
+    }
+    lock.set_len(0).map_err(|e| format!("cannot empty {path}: {e}"))?;
+    if !no_xattrs {
+        // SAFETY: the name and value are valid for the call.
+        unsafe {
+            libc::fsetxattr(lock.as_raw_fd(), name.as_ptr(), mark.as_ptr().cast(), mark.len(), 0);
+        }
+    }
+    Ok(())
 }
 
 fn reset_signals() {
@@ -705,7 +760,11 @@ impl Supervisor<'_> {
                     }
                 }
             }
-            self.truncate_as_user(&files)?;
+            // Once for the whole step, whichever node comes first (files other nodes share).
+            let job = self.job;
+            let step = sl.step.as_ref().map_or(0, |st| st.step_id);
+            let mark = format!("{}:{}.{step}:{}", self.launch.cluster_name, job.job_id, job.start_time);
+            self.truncate_once_as_user(&files, Some(&mark))?;
         }
         if let Some(first) = self.launch.task_ids.first() {
             if let Some(p) = err_path(self, *first).or_else(|| out_path(self, *first)) {
@@ -845,7 +904,10 @@ impl Supervisor<'_> {
                     if !task_prolog.is_empty() {
                         run_task_prolog(task_prolog, &mut envc);
                     }
-                    let err = nix::unistd::execvpe(&argv[0], argv, &envc).err();
+                    // The program is looked up in the task's own PATH (a venv, conda, `module
+                    // load`), as slurmstepd does: execvpe would search this process's.
+                    let prog = search_path(&argv[0], &envc).unwrap_or_else(|| argv[0].clone());
+                    let err = nix::unistd::execve(&prog, argv, &envc).err();
                     let _ = std::io::stderr().write_all(
                         format!(
                             "slurmstepd: error: execve(): {}: {}\n",
@@ -895,9 +957,20 @@ impl Supervisor<'_> {
 
     /// Creates (or empties) `files` as the job's user, before tasks append to them.
     fn truncate_as_user(&self, files: &[String]) -> Result<(), String> {
+        self.truncate_once_as_user(files, None)
+    }
+
+    /// As [`Supervisor::truncate_as_user`], for files every node of a step may share (one
+    /// `-o FILE` for all tasks): each is emptied once for the whole step, by whichever node
+    /// comes first, and never after another node's tasks wrote to it. Under the file's lock,
+    /// the first node marks it (`user.drover.step`, this run of this step); the others find the
+    /// mark and leave it. Where the file system keeps no extended attributes, only the step's
+    /// first node empties it (as before: a late first node may then cut what others wrote).
+    fn truncate_once_as_user(&self, files: &[String], step_mark: Option<&str>) -> Result<(), String> {
         if files.is_empty() {
             return Ok(());
         }
+        let first_node = self.launch.node_index == 0;
         // SAFETY: single-threaded process; the child only opens files and exits.
         match unsafe { nix::unistd::fork() }.map_err(|e| format!("fork: {e}"))? {
             ForkResult::Child => {
@@ -908,7 +981,11 @@ impl Supervisor<'_> {
                 let _ = nix::unistd::chdir(self.step_spec().map_or("/", |s| s.work_dir.as_str()));
                 let mut code = 0;
                 for f in files {
-                    if let Err(e) = open_out(f, false) {
+                    let r = match step_mark {
+                        None => open_out(f, false).map(drop),
+                        Some(mark) => empty_once(f, mark, first_node),
+                    };
+                    if let Err(e) = r {
                         let _ = std::io::stderr().write_all(format!("{e}\n").as_bytes());
                         code = 1;
                     }

@@ -400,3 +400,48 @@ fn srun_listens_in_srun_port_range() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("SrunPortRange: expected LOW-HIGH ports, found `9-1`"));
 }
+
+/// srun's program is looked up in the task's PATH (a venv, conda, `module load`), not the
+/// node agent's: `PATH=venv/bin:$PATH srun python` runs the venv's python. Before, glibc's
+/// execvpe searched the agent's PATH and found the system's (or nothing).
+#[test]
+fn srun_finds_the_program_in_the_tasks_path() {
+    let c = cluster();
+    let venv = c.path().join("venv/bin");
+    std::fs::create_dir_all(&venv).unwrap();
+    for (name, text) in [("drover-only-here", "echo found in the venv"), ("ls", "echo the ls of the venv")] {
+        let p = venv.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{text}\n")).unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let path = format!("{}:{}:{}", venv.display(), c.bin.display(), std::env::var("PATH").unwrap_or_default());
+    for (cmd, want) in [("drover-only-here", "found in the venv\n"), ("ls", "the ls of the venv\n")] {
+        let o = c.command("srun", &["-N1", cmd]).env("PATH", &path).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&o.stdout), want, "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    // Nowhere on the task's PATH: Slurm's words.
+    let o = c.command("srun", &["-N1", "drover-nowhere"]).output().unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("execve(): drover-nowhere: No such file or directory"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// `srun -o FILE -N4 -n4`: every task's output reaches the one file. Before, each node's
+/// supervisor emptied the file as it started, and a late one cut what the others' tasks had
+/// written already (one run in five lost a task's 10,000 bytes here).
+#[test]
+fn one_output_file_for_tasks_on_four_nodes_keeps_every_byte() {
+    let c = Cluster::start(EXE, Options { nodes: 4, cpus: 1, ..Default::default() });
+    let out = c.path().join("out.txt");
+    for run in 0..10 {
+        c.ok("srun", &["--output=out.txt", "-N4", "-n4", "bash", "-c", "head -c 10000 /dev/zero | tr '\\0' x"]);
+        let n = std::fs::metadata(&out).unwrap().len();
+        assert_eq!(n, 40_000, "run {run}: {n} of 40,000 bytes");
+    }
+    // The next step empties it again (once), as --open-mode=truncate says.
+    c.ok("srun", &["--output=out.txt", "-N4", "-n4", "echo", "again"]);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "again\nagain\nagain\nagain\n");
+}
