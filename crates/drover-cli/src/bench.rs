@@ -17,6 +17,8 @@
 //!   step-launch     `srun -n1 true` inside a running job's allocation, whole command (ms)
 //!   srun-n64        standalone `srun -N4 -n64 true`, allocation to release (ms; a second
 //!                   cluster of four 16-CPU nodes)
+//!   acct-lag        how far `sacct` trails the controller: submit acknowledged to the job's
+//!                   row in sacct, and the controller's COMPLETED to sacct's (ms)
 //! ```
 
 use crate::common;
@@ -302,6 +304,11 @@ pub fn main(a: BenchArgs) -> i32 {
             let v = start_latencies(&c, runs * 4).await?;
             report("start-latency", median(v.clone()), "ms", &v, "<= 20");
         }
+        if want("acct-lag") && !a.no_accounting {
+            let (new_row, ended) = acct_lags(&c, runs * 4).await?;
+            report("acct-lag-new", median(new_row.clone()), "ms", &new_row, "<= 100");
+            report("acct-lag-end", median(ended.clone()), "ms", &ended, "<= 100");
+        }
         if a.only.as_deref() == Some("acct-outage") && !a.no_accounting {
             acct_outage(&c, runs, 1000 / scale, a.outage_secs.unwrap_or(0), a.outage_control).await?;
         }
@@ -475,6 +482,56 @@ async fn start_latencies(c: &BenchCluster, n: usize) -> Result<Vec<f64>, String>
         c.drain().await?;
     }
     Ok(v)
+}
+
+/// How long until `sacct` shows what the controller already said, for `n` jobs one after
+/// another: from the submission's acknowledgement to the job's row, and from the controller's
+/// COMPLETED (its watch stream) to sacct's (ms each; `sacct` run every 5 ms, as a user would).
+async fn acct_lags(c: &BenchCluster, n: usize) -> Result<(Vec<f64>, Vec<f64>), String> {
+    let mut cl = c.client().await?;
+    let sacct_state = |id: u32| -> Result<String, String> {
+        let out = c
+            .cmd("sacct")
+            .args(["-n", "-X", "-P", "-o", "State", "-j", &id.to_string()])
+            .stdout(Stdio::piped())
+            .output()
+            .map_err(|e| e.to_string())?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let wait_for = |id: u32, want: &dyn Fn(&str) -> bool| -> Result<f64, String> {
+        let t = Instant::now();
+        loop {
+            if want(&sacct_state(id)?) {
+                return Ok(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            if t.elapsed() > Duration::from_secs(30) {
+                return Err(format!("acct-lag: job {id} did not reach sacct within 30 s"));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    let (mut new_row, mut ended) = (Vec::new(), Vec::new());
+    let mut s = spec(c.dir.path(), false);
+    // Long enough that the new row is seen before the job ends.
+    s.script = "#!/bin/sh\nsleep 1\n".into();
+    let s = drover_proto::spec_to_wire(&s);
+    for _ in 0..n {
+        let id = cl
+            .submit(v1::SubmitRequest { spec: Some(s.clone()), test_only: false })
+            .await
+            .map_err(|s| s.to_string())?
+            .into_inner()
+            .job_id;
+        new_row.push(wait_for(id, &|st| !st.is_empty())?);
+        let mut w = cl.watch_job(v1::WatchRequest { job_id: id }).await.map_err(|s| s.to_string())?.into_inner();
+        while let Ok(Some(ev)) = w.message().await {
+            if ev.job.is_some_and(|j| j.state == "COMPLETED") {
+                break;
+            }
+        }
+        ended.push(wait_for(id, &|st| st == "COMPLETED")?);
+    }
+    Ok((new_row, ended))
 }
 
 /// `acct-outage`: scheduling latency with accounting up, then killed while `n` jobs run end

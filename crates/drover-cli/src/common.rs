@@ -37,7 +37,7 @@ pub fn parse_command<T: clap::Parser>(
     let f = flags(&a);
     let (version, help) = (f.version, f.help || f.usage);
     if version {
-        println!("slurm-wlm {}", drover_model::SLURM_COMPAT_VERSION);
+        print_version();
         return Err(0);
     }
     if help {
@@ -47,9 +47,10 @@ pub fn parse_command<T: clap::Parser>(
     Ok(a)
 }
 
-/// `--version`'s line for the commands whose Slurm says `slurm 22.05.8`.
+/// `--version`'s line, the same for every command: Debian's Slurm prints its package name
+/// and release (`print_slurm_version`), which scripts parse.
 pub fn print_version() {
-    println!("slurm {}", drover_model::SLURM_COMPAT_VERSION);
+    println!("slurm-wlm {}", drover_model::SLURM_COMPAT_VERSION);
 }
 
 /// The configuration, or the one-line error a command prints before exiting 1.

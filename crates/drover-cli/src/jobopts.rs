@@ -53,6 +53,10 @@ pub struct JobArgs {
     pub input: Option<String>,
     #[arg(long = "export")]
     pub export: Option<String>,
+    /// `--get-user-env[=TIMEOUT][S|L]`: the batch job starts from the user's login environment
+    /// on its node (the timeout and mode are accepted; the login shell is always `su -`'s).
+    #[arg(long = "get-user-env", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub get_user_env: Option<String>,
     #[arg(long = "comment")]
     pub comment: Option<String>,
     #[arg(long = "mail-type")]
@@ -379,6 +383,13 @@ impl JobArgs {
         spec.stderr = self.error.clone();
         spec.stdin = self.input.clone();
         spec.environment = export_env(self.export.as_deref().unwrap_or("ALL"))?;
+        // A batch job that exports less than everything (or asks) gets the user's login
+        // environment on its node beneath what it exports, as Slurm's sbatch asks slurmd.
+        let partial = self.export.as_deref().is_some_and(|e| !e.split(',').any(|i| i.eq_ignore_ascii_case("ALL")));
+        if batch && (partial || self.get_user_env.is_some()) {
+            spec.environment.retain(|(k, _)| k != "SLURM_GET_USER_ENV");
+            spec.environment.push(("SLURM_GET_USER_ENV".into(), "1".into()));
+        }
         spec.comment = self.comment.clone();
         spec.mail_type = self.mail_type.clone();
         spec.mail_user = self.mail_user.clone();
@@ -522,12 +533,14 @@ pub fn exported_env(spec: &str) -> Result<Vec<(String, String)>, String> {
     let items: Vec<&str> = spec.split(',').filter(|s| !s.is_empty()).collect();
     let all = items.iter().any(|i| i.eq_ignore_ascii_case("ALL"));
     let none = items.iter().any(|i| i.eq_ignore_ascii_case("NONE"));
-    let mut env: Vec<(String, String)> =
-        if all || (!none && items.is_empty()) { std::env::vars().collect() } else { Vec::new() };
-    if !all && !none && !items.is_empty() {
-        // A list without ALL exports only what it names (Slurm also keeps SLURM_* variables).
-        env = std::env::vars().filter(|(k, _)| k.starts_with("SLURM_")).collect();
-    }
+    // Without ALL, only what the list names, and the SLURM_* variables (Slurm's
+    // env_array_merge_slurm): NONE too.
+    let env: Vec<(String, String)> = if all || (!none && items.is_empty()) {
+        std::env::vars().collect()
+    } else {
+        std::env::vars().filter(|(k, _)| k.starts_with("SLURM_")).collect()
+    };
+    let mut env = env;
     for it in items {
         if it.eq_ignore_ascii_case("ALL") || it.eq_ignore_ascii_case("NONE") {
             continue;

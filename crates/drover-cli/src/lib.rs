@@ -35,29 +35,29 @@ pub mod stepio;
 pub mod steps;
 pub mod up;
 
-/// The commands this crate implements, by the name they are invoked under.
-pub const COMMANDS: &[&str] = &[
-    "sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat", "sattach", "sacct", "sacctmgr",
-    "sreport",
+/// A command's entry point: its arguments (without argv[0]) to its exit status.
+pub type CommandMain = fn(Vec<String>) -> i32;
+
+/// The commands this crate implements, by the name they are invoked under: one table for
+/// dispatch and for the links `drover up` makes, so no command can be missing from either.
+pub const COMMANDS: &[(&str, CommandMain)] = &[
+    ("sbatch", sbatch::main),
+    ("srun", srun::main),
+    ("salloc", salloc::main),
+    ("squeue", squeue::main),
+    ("sinfo", sinfo::main),
+    ("scancel", scancel::main),
+    ("scontrol", scontrol::main),
+    ("sstat", sstat::main),
+    ("sattach", sattach::main),
+    ("sacct", sacct::main),
+    ("sacctmgr", sacctmgr::main),
+    ("sreport", sreport::main),
+    ("sshare", sshare::main),
+    ("sprio", sprio::main),
 ];
 
 /// Runs command `prog` with its arguments (without argv[0]); returns the exit status.
 pub fn run(prog: &str, args: Vec<String>) -> Option<i32> {
-    Some(match prog {
-        "sbatch" => sbatch::main(args),
-        "srun" => srun::main(args),
-        "salloc" => salloc::main(args),
-        "squeue" => squeue::main(args),
-        "sinfo" => sinfo::main(args),
-        "scancel" => scancel::main(args),
-        "scontrol" => scontrol::main(args),
-        "sstat" => sstat::main(args),
-        "sattach" => sattach::main(args),
-        "sacct" => sacct::main(args),
-        "sacctmgr" => sacctmgr::main(args),
-        "sreport" => sreport::main(args),
-        "sshare" => sshare::main(args),
-        "sprio" => sprio::main(args),
-        _ => return None,
-    })
+    COMMANDS.iter().find(|(name, _)| *name == prog).map(|(_, main)| main(args))
 }

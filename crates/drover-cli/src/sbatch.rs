@@ -64,7 +64,7 @@ pub fn main(args: Vec<String>) -> i32 {
         }
     };
     if cli.version {
-        println!("slurm-wlm {}", drover_model::SLURM_COMPAT_VERSION);
+        common::print_version();
         return 0;
     }
     if cli.help || cli.usage {
@@ -120,9 +120,16 @@ pub fn main(args: Vec<String>) -> i32 {
     };
     // Directives are parsed alone first, to pass over the options this build does not know
     // (none to check without directives: a `--wrap` submit skips a parse).
+    // sbatch's own options (--parsable, --test-only, -W) count there too, as in Slurm.
     while !dir_args.is_empty() {
-        match JobArgs::try_parse_from(std::iter::once("sbatch".to_string()).chain(dir_args.iter().cloned())) {
-            Ok(_) => break,
+        match SbatchArgs::try_parse_from(std::iter::once("sbatch".to_string()).chain(dir_args.iter().cloned())) {
+            Ok(d) => {
+                if let Some(word) = d.script.first() {
+                    eprintln!("sbatch: error: Invalid directive found in batch script: {word}");
+                    return 255;
+                }
+                break;
+            }
             Err(e) if e.kind() == ErrorKind::UnknownArgument => {
                 let bad = match e.get(ContextKind::InvalidArg) {
                     Some(ContextValue::String(s)) => s.clone(),
@@ -151,7 +158,10 @@ pub fn main(args: Vec<String>) -> i32 {
         let n = args.len() - cli.script.len();
         args[..n].to_vec()
     };
-    let from_env = env_args("SBATCH_");
+    let mut from_env = env_args("SBATCH_");
+    if std::env::var_os("SBATCH_WAIT").is_some() {
+        from_env.push("--wait".into());
+    }
     let merged = if dir_args.is_empty() && from_env.is_empty() {
         // The command line alone: its parse above is the merged one.
         std::mem::take(&mut cli.job)
@@ -162,7 +172,12 @@ pub fn main(args: Vec<String>) -> i32 {
             .chain(strip_wrap(&cmdline_opts))
             .collect();
         match SbatchArgs::try_parse_from(&all) {
-            Ok(m) => m.job,
+            Ok(m) => {
+                cli.parsable = m.parsable;
+                cli.test_only = m.test_only;
+                cli.wait = m.wait;
+                m.job
+            }
             Err(e) => {
                 eprintln!("{}", clap_error("sbatch", &e));
                 return 1;

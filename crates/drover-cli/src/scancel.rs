@@ -127,10 +127,17 @@ pub fn main(args: Vec<String>) -> i32 {
             continue;
         }
         if a.verbose > 0 {
-            if signal != 0 {
-                eprintln!("scancel: Signal {signal} to job {target}");
+            let kind = if a.full {
+                "full "
+            } else if a.batch {
+                "batch "
             } else {
-                eprintln!("scancel: Terminating job {target}");
+                ""
+            };
+            if signal != 0 {
+                eprintln!("scancel: Signal {signal} to {kind}job {target}");
+            } else {
+                eprintln!("scancel: Terminating {kind}job {target}");
             }
         }
         if r.error.is_empty() {

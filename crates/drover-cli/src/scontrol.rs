@@ -25,8 +25,8 @@ pub fn main(args: Vec<String>) -> i32 {
             "-Q" | "--quiet" => opts.quiet = true,
             "-a" | "--all" | "-v" | "--verbose" => {}
             "-V" | "--version" => {
-                // Parsers of `slurm X.Y.Z` still find a 22.05 release; people see it is Drover.
-                println!("slurm-wlm {} (drover {})", drover_model::SLURM_COMPAT_VERSION, env!("CARGO_PKG_VERSION"));
+                // As every command (`drover --version` names Drover's own release).
+                crate::common::print_version();
                 return 0;
             }
             "-h" | "--help" | "--usage" => {
@@ -48,7 +48,7 @@ pub fn main(args: Vec<String>) -> i32 {
     match cmd.as_str() {
         "show" => show(rest, &opts),
         "version" => {
-            println!("slurm-wlm {} (drover {})", drover_model::SLURM_COMPAT_VERSION, env!("CARGO_PKG_VERSION"));
+            crate::common::print_version();
             0
         }
         "ping" => ping(),

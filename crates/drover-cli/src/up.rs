@@ -315,7 +315,7 @@ fn strays(dir: &Path) -> Vec<u32> {
 pub fn install_links(dir: &Path) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    for c in crate::COMMANDS.iter().chain(["drover"].iter()) {
+    for c in crate::COMMANDS.iter().map(|(name, _)| name).chain(["drover"].iter()) {
         let link = dir.join(c);
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&exe, &link).map_err(|e| format!("{}: {e}", link.display()))?;

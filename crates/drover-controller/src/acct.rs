@@ -18,8 +18,14 @@ use std::time::Duration;
 /// Jobs per batch: one store transaction.
 const BATCH_JOBS: usize = 5000;
 
-/// The pause after a delivery that emptied the outbox.
-const DELIVERY_PACE: Duration = Duration::from_secs(1);
+/// The least time between two deliveries: what comes meanwhile goes in the next one, so a
+/// busy controller makes at most a score of store transactions a second, and `sacct` trails
+/// `squeue` by at most this and one transaction.
+const DELIVERY_GAP: Duration = Duration::from_millis(50);
+
+/// With nothing to send, the delivery waits for the owner's wake-up; this long at most (a
+/// safety net: the owner wakes it after every commit that leaves records to send).
+const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 /// A batch taken from the outbox: jobs as they are now, and the first `gone.len()` records
 /// that left the state.
@@ -178,12 +184,14 @@ pub fn records(cfg: &Config, b: &Batch) -> v1::AcctRecords {
     out
 }
 
-/// Delivers the outbox to accounting at `addr` for as long as the controller runs.
+/// Delivers the outbox to accounting at `addr` for as long as the controller runs, as soon
+/// as the owner has committed something to send (`wake`).
 pub async fn deliver(
     cfg: Arc<Config>,
     tx: std::sync::mpsc::Sender<Msg>,
     addr: String,
     auth: Arc<drover_proto::auth::Auth>,
+    wake: Arc<tokio::sync::Notify>,
 ) {
     let mut client: Option<AccountingClient<tonic::transport::Channel>> = None;
     let mut backoff = Duration::from_millis(500);
@@ -217,7 +225,7 @@ pub async fn deliver(
         }
         let Ok(Ok(batch)) = rrx.await else { return };
         if batch.is_empty() {
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            let _ = tokio::time::timeout(IDLE_CHECK, wake.notified()).await;
             continue;
         }
         let recs = {
@@ -238,10 +246,10 @@ pub async fn deliver(
                 backoff = Duration::from_millis(500);
                 let full = batch.jobs.len() >= BATCH_JOBS;
                 let _ = tx.send(Msg::AcctDone { jobs: batch.jobs, gone: batch.gone.len() });
-                // At most one transaction (one fsync in the store) a second under steady
-                // load: records wait in the outbox meanwhile, already durable in the journal.
+                // Records that came during this delivery wait DELIVERY_GAP to be sent in
+                // one transaction (one fsync in the store), already durable in the journal.
                 if !full {
-                    tokio::time::sleep(DELIVERY_PACE).await;
+                    tokio::time::sleep(DELIVERY_GAP).await;
                 }
             }
             Err(e) => {

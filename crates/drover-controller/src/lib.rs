@@ -101,7 +101,9 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
     owner.set_io_secret(io_secret);
     if let Some(addr) = cfg.accounting_addr() {
         log(&format!("job records go to accounting at {addr}"));
-        tokio::spawn(acct::deliver(cfg.clone(), tx.clone(), addr.clone(), auth.clone()));
+        let wake = Arc::new(Notify::new());
+        owner.set_acct_wake(wake.clone());
+        tokio::spawn(acct::deliver(cfg.clone(), tx.clone(), addr.clone(), auth.clone(), wake));
         tokio::spawn(acct::follow_admin(
             cfg.clone(),
             tx.clone(),

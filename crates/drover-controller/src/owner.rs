@@ -228,6 +228,8 @@ pub struct Owner {
     /// The owner's own channel (for PrologSlurmctld's end), and the jobs whose
     /// PrologSlurmctld runs: nothing of them is launched until it succeeds.
     self_tx: Option<std::sync::mpsc::Sender<Msg>>,
+    /// Wakes the delivery to accounting when its outbox has something (see `crate::acct`).
+    acct_wake: Option<Arc<tokio::sync::Notify>>,
     ctld_prolog: HashSet<JobId>,
     /// Nodes running the epilog of jobs that ended there: they take no new work (they show
     /// `comp`) until it is done.
@@ -343,6 +345,7 @@ impl Owner {
             purge_queue: BTreeSet::new(),
             stats: HashMap::new(),
             self_tx: None,
+            acct_wake: None,
             ctld_prolog: HashSet::new(),
             epilog_pending: HashMap::new(),
             stat_parts: HashMap::new(),
@@ -514,6 +517,12 @@ impl Owner {
             for (node, msg) in std::mem::take(&mut self.outbox) {
                 if let Some((_, tx)) = self.live.get(&node).and_then(|l| l.session.as_ref()) {
                     let _ = tx.send(Ok(v1::ControllerToNode { msg: Some(msg) }));
+                }
+            }
+            // Committed changes go to accounting at once (sacct agrees with squeue).
+            if let (Some(w), Some(out)) = (&self.acct_wake, &self.durable.acct) {
+                if !out.dirty.is_empty() || !out.gone.is_empty() {
+                    w.notify_one();
                 }
             }
             if self.dirty {
@@ -1567,6 +1576,11 @@ impl Owner {
         self.self_tx = Some(tx);
     }
 
+    /// What wakes the delivery to accounting once a change is committed.
+    pub fn set_acct_wake(&mut self, wake: Arc<tokio::sync::Notify>) {
+        self.acct_wake = Some(wake);
+    }
+
     /// The secret srun's I/O keys are derived from (see [`drover_proto::auth::io_key_for`]).
     pub fn set_io_secret(&mut self, secret: Vec<u8>) {
         self.io_secret = secret;
@@ -2371,7 +2385,14 @@ impl Owner {
                     results.push(err(""));
                 }
                 _ => {
-                    let terminate = req.signal == 0;
+                    // SIGKILL to the whole job cancels it, as no signal does (Slurm's
+                    // job_signal); other signals reach only its steps unless --batch (the batch
+                    // shell only) or --full (everything) says otherwise.
+                    let terminate = req.signal == 0 || (req.signal == libc_sigkill() && !req.batch_only);
+                    if req.batch_only && !j.batch {
+                        results.push(err("Job script not specified"));
+                        continue;
+                    }
                     if terminate {
                         if j.status.state == JobState::Completing {
                             results.push(err("Job/step already completing or completed"));
@@ -2390,8 +2411,15 @@ impl Owner {
                         self.set_status(id, st);
                     }
                     let step = if req.batch_only { Some(BATCH_STEP) } else { None };
+                    let signal = if terminate { 0 } else { req.signal };
+                    let steps_only = !terminate && !req.batch_only && !req.full;
                     for n in Self::busy_nodes(&j) {
-                        self.signal_node(&n, id, step, req.signal, terminate);
+                        if steps_only {
+                            let msg = v1::Signal { job_id: id, signal, steps_only, ..Default::default() };
+                            self.outbox.push((n, controller_to_node::Msg::Signal(msg)));
+                        } else {
+                            self.signal_node(&n, id, step, signal, terminate);
+                        }
                     }
                     results.push(err(""));
                 }

@@ -22,6 +22,7 @@ pub mod prolog;
 pub mod spool;
 pub mod supervisor;
 pub mod usage;
+pub mod userenv;
 
 use drover_model::conf::Config;
 use drover_proto::v1::{self, controller_to_node, node_link_client::NodeLinkClient, node_to_controller};
@@ -418,6 +419,12 @@ impl Agent {
                 };
                 // The batch script's supervisor, and (unless only the batch shell is meant)
                 // every step of the job here.
+                if s.steps_only {
+                    for d in spool::step_dirs_of(&self.spool, s.job_id) {
+                        Self::tell(&d, &line);
+                    }
+                    return;
+                }
                 let dir = spool::job_dir(&self.spool, s.job_id);
                 let told_job = Self::tell(&dir, &line);
                 let mut told_steps = false;

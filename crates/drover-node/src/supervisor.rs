@@ -254,7 +254,16 @@ fn run(dir: &Path) -> Result<(), Failure> {
     if let Some(step) = launch.step.as_ref() {
         sv.start_step(&ctx, step)?;
     } else if spec.batch {
-        let pid = sv.start_batch(dir, batch_env(&ctx))?;
+        let mut env = batch_env(&ctx);
+        if crate::userenv::wanted(&env) {
+            match crate::userenv::login_env(&spec.user, crate::userenv::TIMEOUT) {
+                Ok(login) => crate::userenv::merge(&mut env, login),
+                Err(e) => eprintln!(
+                    "slurmd: error: _get_user_env: Unable to get user's local environment, running only with passed environment: {e}"
+                ),
+            }
+        }
+        let pid = sv.start_batch(dir, env)?;
         sv.main.insert(pid, 0);
     } else {
         return Err("an allocation without a batch script runs nothing until a step is launched in it".into());

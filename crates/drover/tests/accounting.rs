@@ -462,3 +462,38 @@ fn sacct_json_has_slurms_shape() {
         assert_eq!(gs["nodes"]["count"], ws["nodes"]["count"]);
     }
 }
+
+/// A client that sees a job end (its output file, `squeue`) and asks `sacct` gets the same
+/// answer: records go to accounting as soon as they are committed, not on a one-second beat
+/// (`drover bench --only acct-lag` measures the lag: tens of milliseconds).
+#[test]
+fn sacct_agrees_with_squeue_right_after_each_event() {
+    let c = lab();
+    // sacct, retried for `within` after the event; the time it took.
+    let lag = |id: u32, want: &dyn Fn(&str) -> bool, within: Duration| -> Duration {
+        let t = std::time::Instant::now();
+        loop {
+            let got = c.ok("sacct", &["-n", "-X", "-P", "-o", "State", "-j", &id.to_string()]);
+            if want(got.trim()) {
+                return t.elapsed();
+            }
+            assert!(t.elapsed() < within, "job {id}: sacct says {got:?} {:?} after the event", t.elapsed());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let within = Duration::from_millis(400);
+    for _ in 0..3 {
+        let id = c.submit(&["--wrap", "sleep 1"]);
+        lag(id, &|s| !s.is_empty(), within);
+        let t = std::time::Instant::now();
+        loop {
+            let q = c.ok("squeue", &["-h", "-t", "all", "-j", &id.to_string(), "-o", "%T"]);
+            if q.trim() == "COMPLETED" {
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(20), "job {id} did not complete: {q}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        lag(id, &|s| s == "COMPLETED", within);
+    }
+}

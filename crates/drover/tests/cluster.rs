@@ -251,6 +251,40 @@ fn directives_environment_and_command_line_combine_in_slurms_order() {
     assert_eq!(std::fs::read_to_string(c.path().join(format!("dir-{id3}.out"))).unwrap(), "fromcli\n");
 }
 
+/// sbatch's own options are read from directives too (simple-slurm writes `#SBATCH --parsable`,
+/// workflow tools `#SBATCH --wait`), and a word that is no option there is refused as Slurm does.
+#[test]
+fn sbatchs_own_options_count_in_directives() {
+    let c = cluster(1, 2);
+    let write = |name: &str, body: &str| {
+        let p = c.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        p.display().to_string()
+    };
+    let parsable = write("parsable.sh", "#!/bin/bash\n#SBATCH --parsable\n#SBATCH -J p\ntrue\n");
+    let (out, err) = text(&c.run("sbatch", &[&parsable]));
+    assert!(!out.is_empty() && out.trim().chars().all(|ch| ch.is_ascii_digit()), "{out:?} {err}");
+    assert_eq!(err, "");
+
+    let test_only = write("test-only.sh", "#!/bin/bash\n#SBATCH --test-only\ntrue\n");
+    let o = c.run("sbatch", &[&test_only]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(text(&o).1.starts_with("sbatch: Job "), "{}", text(&o).1);
+    assert_eq!(text(&o).0, "");
+
+    let wait = write("wait.sh", "#!/bin/bash\n#SBATCH -W\nsleep 1; exit 4\n");
+    let o = c.run("sbatch", &[&wait]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o).1);
+    // SBATCH_WAIT as --wait.
+    let o = c.command("sbatch", &["--wrap", "exit 5"]).env("SBATCH_WAIT", "1").output().unwrap();
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o).1);
+
+    let stray = write("stray.sh", "#!/bin/bash\n#SBATCH -N1 stray\ntrue\n");
+    let o = c.run("sbatch", &[&stray]);
+    assert_eq!(o.status.code(), Some(255));
+    assert_eq!(text(&o).1, "sbatch: error: Invalid directive found in batch script: stray\n");
+}
+
 #[test]
 fn drain_and_resume_a_node() {
     let c = cluster(2, 1);

@@ -548,3 +548,44 @@ fn gpu_bind_gives_each_task_its_gpus() {
     assert_eq!(o.status.code(), Some(255));
     assert_eq!(String::from_utf8_lossy(&o.stderr), "srun: error: Invalid --gpu-bind argument: gpu:foo\n");
 }
+
+/// `scancel --signal` as Slurm's: the job's steps only, unless `--batch` (the batch shell
+/// only) or `--full` (both); SIGKILL cancels the whole job. Checkpointing jobs (submitit,
+/// Lightning) signal this way and must keep running.
+#[test]
+fn scancel_signal_reaches_steps_unless_batch_or_full_says_otherwise() {
+    let c = cluster(1, 2);
+    // The batch shell and its step each trap USR1; the step stops on it, the shell goes on.
+    let trap_both = "trap 'echo batch got USR1' USR1; \
+                     srun -n1 bash -c \"trap 'echo step got USR1; exit 0' USR1; touch step-ready; sleep 100 & wait\"; \
+                     echo after";
+    let both = c.submit(&["-n1", "--wrap", trap_both]);
+    c.wait_until("the step's trap", Duration::from_secs(20), || c.path().join("step-ready").exists());
+    c.ok("scancel", &["--signal=USR1", &both.to_string()]);
+    c.wait_state(both, &["COMPLETED"], Duration::from_secs(20));
+    assert_eq!(output(&c, both), "step got USR1\nafter\n");
+
+    // A job with no steps: nothing to signal; it runs on to its end.
+    let alone =
+        "trap 'echo got USR1; exit 3' USR1; touch alone-ready; for i in $(seq 15); do sleep 0.2; done; echo done";
+    let id = c.submit(&["-n1", "--wrap", alone]);
+    c.wait_until("the trap", Duration::from_secs(20), || c.path().join("alone-ready").exists());
+    c.ok("scancel", &["-s", "USR1", &id.to_string()]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(20));
+    assert_eq!(output(&c, id), "done\n");
+
+    // --batch: the shell (and not its step) gets it.
+    let batch = "trap 'echo batch got USR1; exit 3' USR1; touch batch-ready; sleep 100 & wait";
+    let id = c.submit(&["-n1", "--wrap", batch]);
+    c.wait_until("the trap", Duration::from_secs(20), || c.path().join("batch-ready").exists());
+    let o = c.run("scancel", &["-v", "-b", "-s", "USR1", &id.to_string()]);
+    assert_eq!(text(&o).1, format!("scancel: Signal 10 to batch job {id}\n"));
+    c.wait_state(id, &["FAILED"], Duration::from_secs(20));
+    assert_eq!(output(&c, id), "batch got USR1\n");
+
+    // SIGKILL without --batch: the job is cancelled, as with no signal at all.
+    let id = c.submit(&["-n1", "--wrap", "sleep 100"]);
+    c.wait_state(id, &["RUNNING"], Duration::from_secs(20));
+    c.ok("scancel", &["-s", "KILL", &id.to_string()]);
+    c.wait_state(id, &["CANCELLED"], Duration::from_secs(20));
+}

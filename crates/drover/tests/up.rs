@@ -26,6 +26,21 @@ fn drover_up_runs_jobs_and_keeps_them_across_a_restart() {
     assert!(up.status.success(), "{}{}", stdout, String::from_utf8_lossy(&up.stderr));
     assert_eq!(stdout, format!("export PATH={s}/bin:$PATH SLURM_CONF={s}/slurm.conf\n"));
     let run = |prog: &str, args: &[&str]| run_in(&state, dir.path(), prog, args);
+    // Every command Drover implements is in bin/ (one missing there is real Slurm's on a host
+    // that has both), and each is Drover's.
+    let mut bin: Vec<String> = std::fs::read_dir(state.join("bin"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    bin.sort();
+    let want =
+        "drover sacct sacctmgr salloc sattach sbatch scancel scontrol sinfo sprio squeue sreport srun sshare sstat";
+    assert_eq!(bin.join(" "), want);
+    for prog in &bin[1..] {
+        let v = run(prog, &["--version"]);
+        // Debian's Slurm: the same line from every command.
+        assert_eq!(String::from_utf8_lossy(&v.stdout), "slurm-wlm 22.05.8\n", "{prog} --version");
+    }
     let sinfo = String::from_utf8_lossy(&run("sinfo", &["-h", "-o", "%P %D %t"]).stdout).to_string();
     assert_eq!(sinfo, "debug* 2 idle\n");
     let out = run("sbatch", &["--parsable", "--hold", "--wrap", "echo kept"]);

@@ -93,3 +93,48 @@ fn jobs_run_as_the_submitter_and_other_users_cannot_cancel_them() {
     assert!(out.status.success());
     c.wait_state(long, &["CANCELLED"], Duration::from_secs(30));
 }
+
+/// `--export=NONE` (and an `--export` list without ALL) starts the batch job from the user's
+/// login environment on the node, as Slurm's slurmd loads it (`su - USER`): HOME, USER,
+/// LOGNAME, SHELL and what the user's profile sets, beneath the job's own variables; nothing
+/// else of the submitting shell's.
+#[test]
+fn export_none_gives_the_job_the_users_login_environment() {
+    if !drover_testkit::root_or_skip("needs root to create a test user and run su") {
+        return;
+    }
+    let pid = std::process::id() % 10000;
+    let carol = TestUser::create(&format!("drvc{pid}"));
+    let home = format!("/home/{}", carol.name);
+    let mut profile = std::fs::read_to_string(format!("{home}/.profile")).unwrap_or_default();
+    profile.push_str("export FROM_PROFILE=yes\n");
+    std::fs::write(format!("{home}/.profile"), profile).unwrap();
+    let c = Cluster::start(EXE, Options { nodes: 1, cpus: 2, ..Default::default() });
+    let work = c.path().join("carol");
+    std::fs::create_dir_all(&work).unwrap();
+    nix::unistd::chown(&work, Some(nix::unistd::Uid::from_raw(carol.uid)), Some(nix::unistd::Gid::from_raw(carol.gid)))
+        .unwrap();
+    let show = "echo \"HOME=$HOME USER=$USER LOGNAME=$LOGNAME SHELL=$SHELL PROFILE=$FROM_PROFILE \
+                FOO=$FOO BAR=$BAR JOB=${SLURM_JOB_ID:+set}\"";
+    let submit = |export: &str| -> u32 {
+        let mut cmd = c.command("sbatch", &["--parsable", export, "--wrap", show]);
+        use std::os::unix::process::CommandExt;
+        cmd.uid(carol.uid).gid(carol.gid).current_dir(&work).env("FOO", "foo").env("BAR", "bar");
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
+    let none = submit("--export=NONE");
+    let list = submit("--export=FOO");
+    let all = submit("--export=ALL");
+    for id in [none, list, all] {
+        c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
+    }
+    let read = |id: u32| std::fs::read_to_string(work.join(format!("slurm-{id}.out"))).unwrap();
+    let login = format!("HOME={home} USER={0} LOGNAME={0} SHELL=/bin/bash PROFILE=yes", carol.name);
+    assert_eq!(read(none), format!("{login} FOO= BAR= JOB=set\n"));
+    assert_eq!(read(list), format!("{login} FOO=foo BAR= JOB=set\n"));
+    // ALL: the submitting shell's environment, no login shell read.
+    let all_out = read(all);
+    assert!(all_out.contains("PROFILE= FOO=foo BAR=bar JOB=set"), "{all_out}");
+}

@@ -1209,6 +1209,10 @@ pub struct Signal {
     pub suspend: bool,
     #[prost(bool, tag = "9")]
     pub resume: bool,
+    /// Only the job's steps, not its batch script (`scancel --signal` without `--batch` or
+    /// `--full`, as Slurm's KILL_STEPS_ONLY).
+    #[prost(bool, tag = "10")]
+    pub steps_only: bool,
 }
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct Ack {
