@@ -235,7 +235,7 @@ async fn bench_store(db: &Db, a: &Args) -> Result<(), String> {
         let (jobs, steps): (Vec<_>, Vec<_>) = (id..id + n).map(|i| job(i, now)).unzip();
         let t = Instant::now();
         store
-            .record(&v1::AcctRecords { jobs, steps, cluster: "bench".into(), state: None })
+            .record(&v1::AcctRecords { jobs, steps, cluster: "bench".into(), ..Default::default() })
             .await
             .map_err(|e| e.to_string())?;
         rates.push(f64::from(n) / t.elapsed().as_secs_f64());

@@ -64,6 +64,16 @@ impl Accounting for Service {
             ));
         }
         self.store.record(req.get_ref()).await.map_err(internal)?;
+        let r = req.get_ref();
+        if r.control_port != 0 {
+            // Where the controller is, as slurmdbd keeps it: the address its records came
+            // from (the loopback address for one on this host's socket).
+            let host = match req.extensions().get::<drover_proto::auth::Peer>().and_then(|p| p.addr) {
+                Some(a) => a.ip().to_string(),
+                None => "127.0.0.1".to_string(),
+            };
+            self.store.register_controller(&r.cluster, &host, r.control_port, r.rpc).await.map_err(internal)?;
+        }
         Ok(Response::new(v1::Empty {}))
     }
 

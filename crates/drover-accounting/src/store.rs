@@ -856,6 +856,21 @@ impl Store {
     }
 
     /// Adds a cluster not known yet, with its `root` account's association and root's.
+    /// Where the cluster's controller is (its registration): kept in the cluster's record
+    /// when it changed.
+    pub async fn register_controller(&self, name: &str, host: &str, port: u32, rpc: u32) -> Result<(), StoreError> {
+        let rows = self.fetch("SELECT record FROM acct_clusters WHERE name = ?", vec![Arg::S(name.into())]).await?;
+        let Some(row) = rows.first() else { return Ok(()) };
+        let mut c: v1::AcctCluster = decode(&row.try_get::<Vec<u8>, _>(0)?, "a cluster")?;
+        if c.control_host == host && c.control_port == port && c.rpc == rpc {
+            return Ok(());
+        }
+        c.control_host = host.into();
+        c.control_port = port;
+        c.rpc = rpc;
+        self.admin_put(&v1::AdminState { clusters: vec![c], ..Default::default() }).await
+    }
+
     pub async fn ensure_cluster(&self, name: &str) -> Result<(), StoreError> {
         if name.is_empty() {
             return Ok(());

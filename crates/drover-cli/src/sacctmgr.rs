@@ -1156,8 +1156,15 @@ pub(crate) async fn connect(
 pub fn main(args: Vec<String>) -> i32 {
     let mut o = Opts::default();
     let mut words: Vec<String> = Vec::new();
+    // Options may come anywhere, before or after the command (getopt permutes): `sacctmgr
+    // show assoc -P` is parsable. `--` ends them.
+    let mut options_end = false;
     for a in args {
-        if !words.is_empty() || !a.starts_with('-') {
+        if a == "--" && !options_end {
+            options_end = true;
+            continue;
+        }
+        if options_end || !a.starts_with('-') || a == "-" {
             words.push(a);
             continue;
         }

@@ -300,8 +300,13 @@ pub async fn follow_admin(
             };
             if changed {
                 // Also registers the cluster (with its root associations) the first time.
-                let rec =
-                    v1::AcctRecords { cluster: cfg.cluster_name.clone(), state: state.clone(), ..Default::default() };
+                let rec = v1::AcctRecords {
+                    cluster: cfg.cluster_name.clone(),
+                    state: state.clone(),
+                    control_port: u32::from(cfg.slurmctld_port),
+                    rpc: drover_model::SLURM_PROTOCOL_VERSION,
+                    ..Default::default()
+                };
                 if c.record(rec).await.is_ok() && state.is_some() {
                     sent = state;
                 }

@@ -31,3 +31,6 @@ pub mod topology;
 
 /// The Slurm release whose commands and formats Drover follows.
 pub const SLURM_COMPAT_VERSION: &str = "22.05.8";
+/// Slurm 22.05's protocol version (`SLURM_22_05_PROTOCOL_VERSION`, 38 << 8), which slurmdbd
+/// shows as a cluster's RPC.
+pub const SLURM_PROTOCOL_VERSION: u32 = 38 << 8;

@@ -26,9 +26,25 @@ fn split_command(cmd: &str) -> Vec<String> {
     out
 }
 
+/// The cluster's SlurmctldPort.
+fn port(c: &Cluster) -> u32 {
+    let conf = std::fs::read_to_string(c.path().join("slurm.conf")).unwrap();
+    conf.lines().find_map(|l| l.strip_prefix("SlurmctldPort=")).unwrap().trim().parse().unwrap()
+}
+
 fn check(c: &Cluster, name: &str) {
-    let cap = Capture::load(&captures(), name, split_command);
+    let mut cap = Capture::load(&captures(), name, split_command);
     assert_eq!(cap.cmd[0], "sacctmgr");
+    if name.starts_with("sacctmgr_show_cluster") {
+        // The lab's slurmctld had not registered when these were captured (ControlHost
+        // empty, ControlPort and RPC 0); this cluster's controller has: where it connected
+        // from, its port and 22.05's protocol version, as slurmdbd shows a registered one.
+        let p = port(c);
+        cap.out = cap
+            .out
+            .replace("lab||0|0", &format!("lab|127.0.0.1|{p}|9728"))
+            .replace(&format!("{:>15} {:>12} {:>5}", "", 0, 0), &format!("{:>15} {p:>12} {:>5}", "127.0.0.1", 9728));
+    }
     if let Err(e) = c.matches(&cap) {
         panic!("{e}");
     }
@@ -38,9 +54,14 @@ fn check(c: &Cluster, name: &str) {
 fn sacctmgr_matches_slurm_command_by_command() {
     let c = Cluster::start(EXE, Options { nodes: 1, accounting: true, cluster: "lab".into(), ..Default::default() });
     // As slurmctld does, the controller registers its cluster (the lab's was added first).
+    let registered = format!("lab|{}\n", port(&c));
     c.wait_until("the cluster to be registered", std::time::Duration::from_secs(20), || {
-        c.run("sacctmgr", &["-n", "-P", "show", "cluster", "format=cluster"]).stdout == b"lab\n"
+        c.run("sacctmgr", &["-n", "-P", "show", "cluster", "format=cluster,controlport"]).stdout
+            == registered.as_bytes()
     });
+    // Options anywhere on the line, as getopt permutes them.
+    let late = c.ok("sacctmgr", &["show", "cluster", "format=cluster,controlport", "-n", "-P"]);
+    assert_eq!(late, format!("lab|{}\n", port(&c)));
     for name in [
         "sacctmgr_show_cluster",
         "sacctmgr_add_account",

@@ -1373,6 +1373,13 @@ pub struct AcctRecords {
     /// Down).
     #[prost(message, optional, tag = "4")]
     pub state: ::core::option::Option<AcctClusterState>,
+    /// The controller's port and protocol version (slurmctld's registration): accounting keeps
+    /// them with the address the records came from (`sacctmgr show cluster`'s ControlHost,
+    /// ControlPort and RPC). 0: not sent this time.
+    #[prost(uint32, tag = "5")]
+    pub control_port: u32,
+    #[prost(uint32, tag = "6")]
+    pub rpc: u32,
 }
 /// A cluster's resources and unavailable nodes at `time`.
 #[derive(Clone, PartialEq, ::prost::Message)]
