@@ -310,6 +310,18 @@ pub fn fetch_state(cfg: &Config, req: drover_proto::v1::StateRequest) -> Result<
     })
 }
 
+/// Every job of a state reply: those sent as messages and those sent encoded.
+pub fn jobs_in(reply: drover_proto::v1::StateReply) -> Vec<drover_proto::v1::JobInfo> {
+    let mut jobs = reply.jobs;
+    for r in &reply.job_records {
+        let mut j = drover_proto::v1::JobInfo::default();
+        if drover_proto::decode_job_into(&mut j, r).is_ok() {
+            jobs.push(j);
+        }
+    }
+    jobs
+}
+
 /// The jobs a request selects, as the controller streams them: `each` sees one batch at a
 /// time (every batch carries `now` and the cluster name).
 pub fn list_jobs(

@@ -26,14 +26,7 @@ pub fn main(args: Vec<String>) -> i32 {
             return 1;
         }
     };
-    let mut jobs: Vec<v1::JobInfo> = reply.jobs.clone();
-    for r in &reply.job_records {
-        let mut j = v1::JobInfo::default();
-        if drover_proto::decode_job_into(&mut j, r).is_ok() {
-            jobs.push(j);
-        }
-    }
-    let Some(job) = jobs.into_iter().find(|j| j.job_id == id) else {
+    let Some(job) = common::jobs_in(reply.clone()).into_iter().find(|j| j.job_id == id) else {
         eprintln!("drover explain: error: Invalid job id specified");
         return 1;
     };

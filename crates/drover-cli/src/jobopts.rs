@@ -103,6 +103,8 @@ pub struct JobArgs {
     pub spread_job: bool,
     #[arg(long = "use-min-nodes")]
     pub use_min_nodes: bool,
+    #[arg(short = 'O', long = "overcommit")]
+    pub overcommit: bool,
     #[arg(long = "nice", num_args = 0..=1, default_missing_value = "100", require_equals = true)]
     pub nice: Option<String>,
     #[arg(long = "priority")]
@@ -223,6 +225,7 @@ pub fn env_args(prefix: &str) -> Vec<String> {
         ("OPEN_MODE", "--open-mode"),
         ("REQUEUE", "--requeue"),
         ("NO_REQUEUE", "--no-requeue"),
+        ("OVERCOMMIT", "--overcommit"),
         ("SIGNAL", "--signal"),
         ("WCKEY", "--wckey"),
         ("RESERVATION", "--reservation"),
@@ -242,7 +245,7 @@ pub fn env_args(prefix: &str) -> Vec<String> {
     for (suffix, opt) in MAP {
         if let Ok(v) = std::env::var(format!("{prefix}{suffix}")) {
             match *opt {
-                "--requeue" | "--no-requeue" | "--hold" => out.push(opt.to_string()),
+                "--requeue" | "--no-requeue" | "--hold" | "--overcommit" => out.push(opt.to_string()),
                 "--exclusive" => out.push(if v.is_empty() { "--exclusive".into() } else { format!("--exclusive={v}") }),
                 _ => out.push(format!("{opt}={v}")),
             }
@@ -444,6 +447,7 @@ impl JobArgs {
         spec.contiguous = self.contiguous;
         spec.spread_job = self.spread_job;
         spec.use_min_nodes = self.use_min_nodes;
+        spec.overcommit = self.overcommit;
         if let Some(s) = &self.segment {
             spec.segment = Some(num(s, "segment")?);
         }

@@ -230,6 +230,10 @@ fn allocation_env(
     if let Some(c) = spec.cpus_per_task {
         env.push(("SLURM_CPUS_PER_TASK".into(), c.to_string()));
     }
+    if spec.overcommit {
+        // env_array_for_job: srun in the allocation overcommits too.
+        env.push(("SLURM_OVERCOMMIT".into(), "1".into()));
+    }
     if let Some(m) = spec.mem_per_node_mb {
         env.push(("SLURM_MEM_PER_NODE".into(), m.to_string()));
     }

@@ -15,6 +15,7 @@ use crate::common::{self, status_msg};
 use crate::jobopts::JobArgs;
 use crate::stepio::{IoServer, OutputMode};
 use clap::Parser;
+use drover_model::hostlist::Hostlist;
 use drover_proto::v1;
 use std::time::{Duration, Instant};
 
@@ -170,6 +171,7 @@ pub fn main(args: Vec<String>) -> i32 {
         } else {
             Interrupt::Status
         },
+        verbose: a.job.verbose > 0,
     };
     common::runtime().block_on(async move {
         let mut client = match common::connect_patiently(&cfg, "srun").await {
@@ -182,6 +184,15 @@ pub fn main(args: Vec<String>) -> i32 {
         match job_id {
             Some(id) => {
                 spec.job_id = id;
+                if opts.verbose {
+                    // The allocation the step goes in, as srun reads it from the controller.
+                    let req = v1::StateRequest { job_ids: vec![id], jobs: true, ..Default::default() };
+                    if let Ok(r) = client.get_state(req).await.map(|r| r.into_inner()) {
+                        if let Some(j) = common::jobs_in(r).iter().find(|j| j.job_id == id) {
+                            eprintln!("{}", job_information(j));
+                        }
+                    }
+                }
                 run_step(&mut client, spec, &io, &opts).await.0
             }
             None => standalone_run(&mut client, &a, args, spec, &io, &opts).await,
@@ -215,6 +226,35 @@ struct StepOpts {
     kill_wait: u32,
     standalone: bool,
     on_interrupt: Interrupt,
+    /// `-v`: Slurm's verbose lines (the allocation, each launch, each task's end), which
+    /// tools parse for the job id and nodes.
+    verbose: bool,
+}
+
+/// `srun -v`'s line for an allocation (`_print_job_information`).
+fn job_information(job: &v1::JobInfo) -> String {
+    let nodes: Vec<String> = job.alloc.iter().map(|a| a.node.clone()).collect();
+    let cpus: Vec<u32> = job.alloc.iter().map(|a| a.cpu_ids.len() as u32).collect();
+    let mut groups: Vec<(u32, u32)> = Vec::new();
+    for c in cpus {
+        match groups.last_mut() {
+            Some((v, n)) if *v == c => *n += 1,
+            _ => groups.push((c, 1)),
+        }
+    }
+    let counts: Vec<String> = groups.iter().map(|(v, n)| format!("{v}(x{n})")).collect();
+    format!(
+        "srun: jobid {}: nodes({}):`{}', cpu counts: {}",
+        job.job_id,
+        nodes.len(),
+        Hostlist::from_iter(&nodes).ranged(),
+        counts.join(",")
+    )
+}
+
+/// Task ids as Slurm's hostlist writes them (`0`, `[0-3]`, `[0,2]`).
+fn task_list(ids: &[u32]) -> String {
+    Hostlist::from_iter(ids.iter().map(|i| i.to_string())).ranged()
 }
 
 fn env(k: &str) -> Option<String> {
@@ -291,6 +331,8 @@ fn step_spec(a: &SrunArgs, standalone: bool) -> Result<v1::StepSpec, String> {
     s.exclude = j.exclude.as_deref().map(hosts).transpose()?.unwrap_or_default();
     s.exact |= a.exact || env_flag("SLURM_EXACT") || j.exclusive.is_some();
     s.overlap = a.overlap || env_flag("SLURM_OVERLAP");
+    // -O, or the job's (a batch job of `sbatch -O` exports SLURM_OVERCOMMIT=1).
+    s.overcommit = j.overcommit || env_flag("SLURM_OVERCOMMIT");
     if s.overlap && j.exclusive.is_some() {
         return Err("--exclusive and --overlap are mutually exclusive".into());
     }
@@ -373,6 +415,7 @@ async fn standalone_run(
         }
     };
     let mut spec = validated.spec;
+    spec.overcommit |= step.overcommit;
     spec.name = step.name.clone();
     spec.argv = a.command.clone();
     spec.submit_line = std::iter::once("srun".to_string()).chain(args).collect::<Vec<_>>().join(" ");
@@ -380,6 +423,9 @@ async fn standalone_run(
         Ok(a) => a,
         Err(code) => return code,
     };
+    if opts.verbose {
+        eprintln!("{}", job_information(&job));
+    }
     // The step is the whole allocation, laid out as the job's tasks were.
     let mut step = step;
     step.job_id = id;
@@ -490,6 +536,19 @@ async fn run_step(
         spec.pty.then(|| tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change()).ok()).flatten();
     let step_id = step.step_id;
     let label = format!("StepId={job}.{step_id}");
+    if opts.verbose {
+        for n in &step.nodes {
+            eprintln!(
+                "srun: launching {label} on host {}, {} tasks: {}",
+                n.node,
+                n.task_ids.len(),
+                task_list(&n.task_ids)
+            );
+        }
+        for n in &step.nodes {
+            eprintln!("srun: Node {}, {} tasks started", n.node, n.task_ids.len());
+        }
+    }
     let ntasks: usize = step.nodes.iter().map(|n| n.task_ids.len()).sum();
     let nnodes = step.nodes.len();
     let target = v1::JobTarget { job_id: job, tasks: None, step_id: Some(step_id) };
@@ -517,6 +576,12 @@ async fn run_step(
         for (task, node, st) in &exits[reported..] {
             let sig = st & 0x7f;
             let code = (st >> 8) & 0xff;
+            if opts.verbose {
+                eprintln!("srun: Received task exit notification for 1 task of {label} (status=0x{st:04x}).");
+                if *st == 0 {
+                    eprintln!("srun: {node}: task {task}: Completed");
+                }
+            }
             if drover_model::job::exit_rank(*st) > drover_model::job::exit_rank(worst) {
                 worst = *st;
             }

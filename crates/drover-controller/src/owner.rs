@@ -1113,13 +1113,16 @@ impl Owner {
     fn sched_job_from(id: JobId, s: &JobSpec, status: &JobStatus, array: Option<&crate::state::ArrayPart>) -> SchedJob {
         let min_nodes = s.min_nodes.unwrap_or(1).max(1);
         let max_nodes = s.max_nodes.or(s.min_nodes);
+        // -O: allocated as if one task per node were asked for (its -c CPUs on each); the
+        // tasks are laid out over those nodes when it starts (see `overcommit_layout`).
+        let overcommit = s.overcommit && !s.exclusive;
         SchedJob {
             id,
             priority: status.priority,
             partitions: s.partitions.iter().map(|p| intern(p)).collect(),
             min_nodes,
             max_nodes,
-            ntasks: s.task_count().max(min_nodes),
+            ntasks: if overcommit { min_nodes } else { s.task_count().max(min_nodes) },
             cpus_per_task: s.cpus_per_task(),
             mem_per_node_mb: s.mem_per_node_mb,
             mem_per_cpu_mb: s.mem_per_cpu_mb,
@@ -1132,7 +1135,7 @@ impl Owner {
                 HoldKind::Admin | HoldKind::LaunchFailed => Hold::Admin,
             }),
             more: SchedMore {
-                ntasks_per_node: s.ntasks_per_node,
+                ntasks_per_node: if overcommit { None } else { s.ntasks_per_node },
                 nodelist: s.nodelist.clone(),
                 exclude: s.exclude.clone(),
                 constraint: s.constraint.as_deref().and_then(|c| Constraint::parse(c).ok()),
@@ -1465,6 +1468,8 @@ impl Owner {
         st.last_sched_eval = t;
         st.partition = intern(&alloc.partition);
         st.time_limit = self.resv_cap(&j, time_limit, t);
+        let mut alloc = alloc;
+        overcommit_layout(&j, &mut alloc);
         st.alloc = Some(Box::new(alloc.clone()));
         // A batch job runs its script on the first node; an allocation without one (salloc,
         // standalone srun) runs nothing until its holder starts steps in it.
@@ -3391,6 +3396,26 @@ impl Owner {
         };
         self.view.store(Arc::new(view));
         self.dirty = false;
+    }
+}
+
+/// An overcommitting job (`-O`) was allocated one task's CPUs per node: its tasks are laid
+/// out over those nodes as Slurm's block layout over-subscribes them (SLURM_TASKS_PER_NODE).
+fn overcommit_layout(j: &Job, alloc: &mut drover_model::alloc::Allocation) {
+    let spec = j.spec.wire();
+    if !spec.overcommit || spec.exclusive || alloc.nodes.is_empty() {
+        return;
+    }
+    let cpt = spec.cpus_per_task.unwrap_or(1).max(1);
+    let caps: Vec<u32> = alloc.nodes.iter().map(|n| (n.cpu_ids.len() as u32 / cpt).max(1)).collect();
+    let ntasks = match (spec.ntasks, spec.ntasks_per_node) {
+        (Some(n), _) => n,
+        (None, Some(per)) => per * alloc.nodes.len() as u32,
+        (None, None) => alloc.nodes.len() as u32,
+    };
+    let counts = drover_model::step::block_counts(&caps, ntasks, false, true);
+    for (n, c) in alloc.nodes.iter_mut().zip(counts) {
+        n.tasks = c;
     }
 }
 

@@ -440,6 +440,9 @@ pub struct JobSpec {
     pub exclusive_user: bool,
     /// `--segment=N` (`topology/block`): its nodes in groups of N, each group in one block.
     pub segment: Option<u32>,
+    /// `-O/--overcommit`: CPUs for one task per node are allocated (`-c` of them), and the
+    /// tasks are laid out over those nodes past their CPUs.
+    pub overcommit: bool,
 }
 
 /// Licenses as `-L` and `Licenses=` write them: `name[:count]` (or `name*count`), comma

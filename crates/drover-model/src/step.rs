@@ -164,6 +164,8 @@ pub struct StepShape {
     pub exact: bool,
     /// `--overlap`: shares everything with every other step and holds nothing.
     pub overlap: bool,
+    /// `-O/--overcommit`: more tasks than CPUs may run on a node (a node needs one free CPU).
+    pub overcommit: bool,
     pub distribution: Option<Distribution>,
     /// GRES per node the step asks for (`srun --gres`, `--gpus-per-node`); `None`: it uses
     /// the job's on its nodes, shared with the job's other steps.
@@ -209,8 +211,58 @@ impl StepLayout {
     }
 }
 
+/// Tasks per node as Slurm's block layout counts them: dealt one at a time over the nodes,
+/// each up to its capacity, so they spread evenly (`-n3` on two 2-CPU nodes: `2,1`); with
+/// `--ntasks-per-node` (`fixed`), that many on each node until the tasks run out. Tasks left
+/// when every node is full are dealt on over all of them when `oversubscribe` (`-O`, as
+/// Slurm's layout over-subscribes), and left out otherwise.
+pub fn block_counts(caps: &[u32], ntasks: u32, fixed: bool, oversubscribe: bool) -> Vec<u32> {
+    let mut counts = vec![0u32; caps.len()];
+    let mut left = ntasks;
+    if fixed {
+        for (c, cap) in counts.iter_mut().zip(caps) {
+            let take = (*cap).min(left);
+            *c = take;
+            left -= take;
+        }
+    } else {
+        let mut round = 0;
+        while left > 0 {
+            let mut placed = false;
+            for (c, &cap) in counts.iter_mut().zip(caps) {
+                if left > 0 && round < cap {
+                    *c += 1;
+                    left -= 1;
+                    placed = true;
+                }
+            }
+            if !placed {
+                break;
+            }
+            round += 1;
+        }
+    }
+    while oversubscribe && left > 0 && !counts.is_empty() {
+        for c in counts.iter_mut() {
+            if left > 0 {
+                *c += 1;
+                left -= 1;
+            }
+        }
+    }
+    counts
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn block_counts_fill_cpus_then_oversubscribe_only_when_asked() {
+        assert_eq!(super::block_counts(&[2, 2], 3, false, false), [2, 1]);
+        assert_eq!(super::block_counts(&[4, 2, 4, 2], 16, false, true), [5, 3, 5, 3]);
+        assert_eq!(super::block_counts(&[1], 8, false, true), [8]);
+        assert_eq!(super::block_counts(&[1, 1], 5, false, false), [1, 1]);
+        assert_eq!(super::block_counts(&[2, 2], 5, true, true), [3, 2]);
+    }
 
     #[test]
     fn io_modes_select_tasks() {

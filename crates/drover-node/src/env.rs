@@ -226,6 +226,10 @@ pub fn step_task_env(c: &EnvCtx<'_>, sl: &v1::StepLaunch, task: u32, local: u32)
     if spec.cpus_per_task > 0 {
         set("SLURM_CPUS_PER_TASK", spec.cpus_per_task.to_string());
     }
+    if spec.overcommit {
+        // slurmstepd's setup_env for a step of `srun -O`.
+        set("SLURM_OVERCOMMIT", "1".into());
+    }
     set("SLURM_STEP_ID", id.clone());
     set("SLURM_STEPID", id);
     set("SLURM_STEP_NODELIST", step_list.clone());

@@ -69,6 +69,7 @@ pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
         contiguous: s.contiguous,
         spread_job: s.spread_job,
         use_min_nodes: s.use_min_nodes,
+        overcommit: s.overcommit,
         exclusive_user: s.exclusive_user,
         segment: s.segment,
     }
@@ -158,6 +159,7 @@ pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
         contiguous: w.contiguous,
         spread_job: w.spread_job,
         use_min_nodes: w.use_min_nodes,
+        overcommit: w.overcommit,
         exclusive_user: w.exclusive_user,
         segment: w.segment,
     })
@@ -206,6 +208,7 @@ pub fn step_shape_from_wire(w: &v1::StepSpec) -> Result<StepShape, String> {
         exclude: w.exclude.clone(),
         exact: w.exact,
         overlap: w.overlap,
+        overcommit: w.overcommit,
         distribution: Distribution::parse(&w.distribution)?,
         // None: the job's GRES; `none`: no GRES; otherwise the step's own.
         gres: if w.gres.is_empty() {

@@ -14,7 +14,7 @@
 
 use drover_model::alloc::Allocation;
 use drover_model::gres::{GresAlloc, GresReq};
-use drover_model::step::{Distribution, StepLayout, StepNode, StepShape};
+use drover_model::step::{block_counts, Distribution, StepLayout, StepNode, StepShape};
 use std::collections::{BTreeSet, HashMap};
 
 /// Why a step cannot be placed.
@@ -192,12 +192,18 @@ fn select(job: &Allocation, free: &[Free], s: &StepShape) -> Result<StepLayout, 
         return Err(StepRefusal::NodeConfig);
     }
     let max_nodes = s.max_nodes.unwrap_or(u32::MAX).max(min_nodes).min(candidates.len() as u32) as usize;
-    let mem_need =
-        |tasks: u32| -> Option<u64> { s.mem_per_node_mb.or(s.mem_per_cpu_mb.map(|m| m * u64::from(tasks * cpt))) };
-    // Tasks node i can take now.
+    // Memory for `tasks` tasks on node i (overcommitted tasks share the CPUs there).
+    let mem_need = |i: usize, tasks: u32| -> Option<u64> {
+        let cpus = (tasks * cpt).min(free[i].cpus.len() as u32);
+        s.mem_per_node_mb.or(s.mem_per_cpu_mb.map(|m| m * u64::from(cpus)))
+    };
+    // Tasks node i can take now (by its CPUs: an overcommitting step needs one free there).
     let capacity = |i: usize| -> Result<u32, StepRefusal> {
         let f = &free[i];
         let mut cap = f.cpus.len() as u32 / cpt;
+        if s.overcommit && cap == 0 && !f.cpus.is_empty() {
+            cap = 1;
+        }
         if let Some(p) = per_node {
             cap = if cap >= p { p } else { 0 };
         }
@@ -212,7 +218,7 @@ fn select(job: &Allocation, free: &[Free], s: &StepShape) -> Result<StepLayout, 
             }
         }
         if cap > 0 && f.tracks_mem {
-            if let Some(m) = mem_need(cap.min(ntasks)) {
+            if let Some(m) = mem_need(i, cap.min(ntasks)) {
                 if m > job.nodes[i].mem_mb {
                     return Err(StepRefusal::Memory);
                 }
@@ -254,11 +260,12 @@ fn select(job: &Allocation, free: &[Free], s: &StepShape) -> Result<StepLayout, 
     if picked.len() < min_nodes as usize {
         return Err(StepRefusal::TooManyProcessors);
     }
-    if sum < u64::from(ntasks) {
+    if sum < u64::from(ntasks) && !s.overcommit {
         return Err(StepRefusal::TooManyProcessors);
     }
     picked.sort_unstable_by_key(|p| p.0);
-    let counts = task_counts(&picked.iter().map(|p| p.1).collect::<Vec<_>>(), ntasks, per_node.is_some());
+    let counts =
+        block_counts(&picked.iter().map(|p| p.1).collect::<Vec<_>>(), ntasks, per_node.is_some(), s.overcommit);
     let nnodes = picked.len() as u32;
     let dist = s.distribution.unwrap_or_else(|| Distribution::default_for(ntasks, nnodes));
     let ids = dist.task_ids(&counts);
@@ -269,7 +276,7 @@ fn select(job: &Allocation, free: &[Free], s: &StepShape) -> Result<StepLayout, 
             let f = &free[i];
             let cpu_ids: Vec<u32> =
                 if s.exact { f.cpus.iter().copied().take((count * cpt) as usize).collect() } else { f.cpus.clone() };
-            let mem_mb = if f.tracks_mem { mem_need(count).unwrap_or(0) } else { 0 };
+            let mem_mb = if f.tracks_mem { mem_need(i, count).unwrap_or(0) } else { 0 };
             let gres = match &s.gres {
                 Some(reqs) => reqs.iter().flat_map(|r| gres_pick(&f.gres, r, r.count)).collect(),
                 None => job.nodes[i].gres.clone(),
@@ -278,38 +285,6 @@ fn select(job: &Allocation, free: &[Free], s: &StepShape) -> Result<StepLayout, 
         })
         .collect();
     Ok(StepLayout { nodes, distribution: dist, overlap: s.overlap, own_gres: s.gres.is_some() })
-}
-
-/// Tasks per node as Slurm's block layout counts them: dealt one at a time over the nodes,
-/// each up to its capacity, so they spread evenly (`-n3` on two 2-CPU nodes: `2,1`); with
-/// `--ntasks-per-node`, that many on each node until the tasks run out.
-fn task_counts(caps: &[u32], ntasks: u32, fixed: bool) -> Vec<u32> {
-    let mut counts = vec![0u32; caps.len()];
-    let mut left = ntasks;
-    if fixed {
-        for (c, cap) in counts.iter_mut().zip(caps) {
-            let take = (*cap).min(left);
-            *c = take;
-            left -= take;
-        }
-        return counts;
-    }
-    let mut round = 0;
-    while left > 0 {
-        let mut placed = false;
-        for (c, &cap) in counts.iter_mut().zip(caps) {
-            if left > 0 && round < cap {
-                *c += 1;
-                left -= 1;
-                placed = true;
-            }
-        }
-        if !placed {
-            break;
-        }
-        round += 1;
-    }
-    counts
 }
 
 #[cfg(test)]
@@ -362,6 +337,21 @@ mod tests {
         assert_eq!(l.tasks_per_node(), [2, 1]);
         let l = place_step(&j, &[], &shape(Some(1), None)).unwrap();
         assert_eq!(l.node_names(), ["n1"]);
+    }
+
+    #[test]
+    fn overcommit_runs_more_tasks_than_cpus_filling_cpus_first() {
+        let j = job(&[("n1", 1, 0), ("n2", 2, 0)]);
+        let n5 = shape(Some(5), None);
+        assert_eq!(place_step(&j, &[], &n5), Err(StepRefusal::TooManyProcessors));
+        let l = place_step(&j, &[], &StepShape { overcommit: true, ..n5 }).unwrap();
+        // One on n1, two on n2 (their CPUs), then one more on each.
+        assert_eq!(tasks(&l), [("n1".into(), vec![0, 1]), ("n2".into(), vec![2, 3, 4])]);
+        assert_eq!(l.cpus(), 3, "the tasks share the CPUs the step holds");
+        // Each node still needs a free CPU.
+        let all = place_step(&j, &[], &shape(None, None)).unwrap();
+        let s = StepShape { overcommit: true, ..shape(Some(8), None) };
+        assert_eq!(place_step(&j, &[&all], &s), Err(StepRefusal::Busy));
     }
 
     #[test]

@@ -589,3 +589,76 @@ fn scancel_signal_reaches_steps_unless_batch_or_full_says_otherwise() {
     c.ok("scancel", &["-s", "KILL", &id.to_string()]);
     c.wait_state(id, &["CANCELLED"], Duration::from_secs(20));
 }
+
+/// `-O/--overcommit`: a job gets one task's CPUs per node and runs all its tasks there
+/// (Slurm's test suite leans on it to run many tasks on small nodes); a step overcommits with
+/// `-O` or the SLURM_OVERCOMMIT its allocation exports.
+#[test]
+fn overcommit_runs_more_tasks_than_cpus() {
+    let c = cluster(2, 1);
+    // Standalone: four tasks on one 1-CPU node.
+    let o = c.run(
+        "srun",
+        &["-O", "-N1", "-n4", "bash", "-c", "echo $SLURM_PROCID $SLURM_OVERCOMMIT $SLURM_STEP_TASKS_PER_NODE"],
+    );
+    assert!(o.status.success(), "{}", text(&o).1);
+    let mut lines: Vec<String> = text(&o).0.lines().map(String::from).collect();
+    lines.sort();
+    assert_eq!(lines, ["0 1 4", "1 1 4", "2 1 4", "3 1 4"]);
+    // Without -O the same request cannot be met.
+    let o = c.run("srun", &["-N1", "-n4", "true"]);
+    assert!(!o.status.success());
+
+    // A batch job: SLURM_NTASKS and the tasks per node say 5 over two 1-CPU nodes (3 and 2,
+    // as Slurm's block layout over-subscribes); an srun -O in it runs them all.
+    let id = c.submit(&[
+        "-O",
+        "-N2",
+        "-n5",
+        "--wrap",
+        "echo $SLURM_NTASKS $SLURM_TASKS_PER_NODE $SLURM_JOB_CPUS_PER_NODE; srun -O bash -c 'echo task $SLURM_PROCID' | sort",
+    ]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
+    assert_eq!(output(&c, id), "5 3,2 1(x2)\ntask 0\ntask 1\ntask 2\ntask 3\ntask 4\n");
+    // SBATCH_OVERCOMMIT as -O.
+    let o = c
+        .command("sbatch", &["--parsable", "-N1", "-n3", "--wrap", "echo $SLURM_TASKS_PER_NODE"])
+        .env("SBATCH_OVERCOMMIT", "1")
+        .output()
+        .unwrap();
+    let id: u32 = text(&o).0.trim().parse().unwrap_or_else(|_| panic!("{}", text(&o).1));
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
+    assert_eq!(output(&c, id), "3\n");
+}
+
+/// `srun -v` says what Slurm's says of the allocation, each launch and each task's end (tools
+/// read the job id and nodes from the first line).
+#[test]
+fn srun_verbose_prints_slurms_job_and_launch_lines() {
+    let c = cluster(2, 2);
+    let o = c.run("srun", &["-v", "-N2", "-n3", "true"]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let err = text(&o).1;
+    let lines: Vec<&str> = err.lines().collect();
+    let id: u32 = lines[0]
+        .strip_prefix("srun: jobid ")
+        .and_then(|l| l.split(':').next())
+        .and_then(|i| i.parse().ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    assert_eq!(lines[0], format!("srun: jobid {id}: nodes(2):`node[1-2]', cpu counts: 2(x1),1(x1)"));
+    assert_eq!(lines[1], format!("srun: launching StepId={id}.0 on host node1, 2 tasks: [0-1]"));
+    assert_eq!(lines[2], format!("srun: launching StepId={id}.0 on host node2, 1 tasks: 2"));
+    assert_eq!(lines[3], "srun: Node node1, 2 tasks started");
+    assert_eq!(lines[4], "srun: Node node2, 1 tasks started");
+    for (node, task) in [("node1", 0), ("node1", 1), ("node2", 2)] {
+        assert!(lines.contains(&format!("srun: {node}: task {task}: Completed").as_str()), "{err}");
+    }
+    let exits = format!("srun: Received task exit notification for 1 task of StepId={id}.0 (status=0x0000).");
+    assert_eq!(lines.iter().filter(|l| **l == exits).count(), 3, "{err}");
+    // Inside an allocation: the job's line, then the step's.
+    let job = c.submit(&["-N2", "--wrap", "srun -v -N1 -n1 true"]);
+    c.wait_state(job, &["COMPLETED"], Duration::from_secs(30));
+    let out = output(&c, job);
+    assert!(out.starts_with(&format!("srun: jobid {job}: nodes(2):`node[1-2]', cpu counts: 1(x2)\n")), "{out}");
+    assert!(out.contains(&format!("srun: launching StepId={job}.0 on host node1, 1 tasks: 0\n")), "{out}");
+}

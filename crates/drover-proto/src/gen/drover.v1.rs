@@ -149,6 +149,9 @@ pub struct JobSpec {
     /// --segment=N (topology/block): its nodes in groups of N, each group in one block.
     #[prost(uint32, optional, tag = "63")]
     pub segment: ::core::option::Option<u32>,
+    /// -O/--overcommit: one task's CPUs per node are allocated, whatever the task count.
+    #[prost(bool, tag = "64")]
+    pub overcommit: bool,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SubmitRequest {
@@ -375,6 +378,9 @@ pub struct StepSpec {
     /// The srun command line (accounting's SubmitLine of the step).
     #[prost(string, tag = "38")]
     pub submit_line: ::prost::alloc::string::String,
+    /// -O/--overcommit: more tasks than CPUs may run on a node.
+    #[prost(bool, tag = "39")]
+    pub overcommit: bool,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct StepCreateRequest {
