@@ -105,6 +105,8 @@ pub struct JobArgs {
     pub use_min_nodes: bool,
     #[arg(short = 'O', long = "overcommit")]
     pub overcommit: bool,
+    #[arg(long = "tmp")]
+    pub tmp: Option<String>,
     #[arg(long = "nice", num_args = 0..=1, default_missing_value = "100", require_equals = true)]
     pub nice: Option<String>,
     #[arg(long = "priority")]
@@ -448,6 +450,9 @@ impl JobArgs {
         spec.spread_job = self.spread_job;
         spec.use_min_nodes = self.use_min_nodes;
         spec.overcommit = self.overcommit;
+        if let Some(t) = &self.tmp {
+            spec.tmp_mb = Some(drover_model::memsize::parse_mb(t).map_err(|_| format!("invalid tmp value {t}"))?);
+        }
         if let Some(s) = &self.segment {
             spec.segment = Some(num(s, "segment")?);
         }

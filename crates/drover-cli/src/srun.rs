@@ -54,6 +54,16 @@ struct SrunArgs {
     disable_status: bool,
     #[arg(long = "quit-on-interrupt")]
     quit_on_interrupt: bool,
+    #[arg(long = "task-prolog")]
+    task_prolog: Option<String>,
+    #[arg(long = "task-epilog")]
+    task_epilog: Option<String>,
+    /// How many threads srun sends launches with: Drover's srun sends them all at once.
+    #[arg(short = 'T', long = "threads")]
+    threads: Option<String>,
+    /// slurmd's debug level for this step: its log is the node agent's, kept by the admin.
+    #[arg(long = "slurmd-debug")]
+    slurmd_debug: Option<String>,
     #[command(flatten)]
     std: common::StdFlags,
     #[arg(trailing_var_arg = true)]
@@ -333,6 +343,21 @@ fn step_spec(a: &SrunArgs, standalone: bool) -> Result<v1::StepSpec, String> {
     s.overlap = a.overlap || env_flag("SLURM_OVERLAP");
     // -O, or the job's (a batch job of `sbatch -O` exports SLURM_OVERCOMMIT=1).
     s.overcommit = j.overcommit || env_flag("SLURM_OVERCOMMIT");
+    // Programs the node runs as the user around each task, from srun's directory.
+    let abs = |p: &String| {
+        if p.starts_with('/') {
+            p.clone()
+        } else {
+            std::env::current_dir().map(|d| d.join(p).display().to_string()).unwrap_or_else(|_| p.clone())
+        }
+    };
+    s.task_prolog = a.task_prolog.as_ref().map(abs).unwrap_or_default();
+    s.task_epilog = a.task_epilog.as_ref().map(abs).unwrap_or_default();
+    if let Some(t) = &a.threads {
+        if t.parse::<u32>().map_or(true, |n| n == 0) {
+            return Err(format!("Invalid numeric value \"{t}\" for --threads."));
+        }
+    }
     if s.overlap && j.exclusive.is_some() {
         return Err("--exclusive and --overlap are mutually exclusive".into());
     }

@@ -862,12 +862,28 @@ impl Owner {
     // ---- jobs ----
 
     fn sched_job(&self, j: &Job) -> SchedJob {
-        let spec = j.spec.unpack();
-        let mut sj = Self::sched_job_from(j.id, &spec, &j.status, j.array.as_deref());
-        self.add_singleton(&mut sj, &spec);
-        self.apply_limits(&mut sj, &spec);
-        self.apply_tier(&mut sj, &spec);
-        self.apply_preempt(&mut sj, &spec);
+        self.sched_job_of(j.id, &j.spec.unpack(), &j.status, j.array.as_deref())
+    }
+
+    /// What the scheduler sees of a job: its request, with what the controller knows that
+    /// the scheduler does not (singletons, limits, tiers, preemption, node properties).
+    fn sched_job_of(
+        &self,
+        id: JobId,
+        spec: &JobSpec,
+        status: &JobStatus,
+        array: Option<&crate::state::ArrayPart>,
+    ) -> SchedJob {
+        let mut sj = Self::sched_job_from(id, spec, status, array);
+        if let Some(tmp) = spec.tmp_mb {
+            // --tmp: nodes with less TmpDisk are out (what they hold is not tracked).
+            let small = self.cfg.nodes.iter().filter(|n| n.tmp_disk_mb < tmp).map(|n| n.name.clone());
+            sj.more_mut().exclude.extend(small);
+        }
+        self.add_singleton(&mut sj, spec);
+        self.apply_limits(&mut sj, spec);
+        self.apply_tier(&mut sj, spec);
+        self.apply_preempt(&mut sj, spec);
         sj
     }
 
@@ -1338,11 +1354,7 @@ impl Owner {
         let mut status = JobStatus::pending(t, eligible, &spec.partitions[0], priority, hold);
         status.priority_set = spec.priority.is_some();
         let array = spec.array.as_deref().and_then(|a| crate::state::ArrayPart::remainder(id, a));
-        let mut sj = Self::sched_job_from(id, &spec, &status, array.as_ref());
-        self.add_singleton(&mut sj, &spec);
-        self.apply_limits(&mut sj, &spec);
-        self.apply_tier(&mut sj, &spec);
-        self.apply_preempt(&mut sj, &spec);
+        let sj = self.sched_job_of(id, &spec, &status, array.as_ref());
         if let (Some(r), Some(st)) = (sj.more().policy, self.acct_admin.as_deref()) {
             // A QoS with DenyOnLimit refuses, rather than holds, a job over its Max limits.
             let qos = crate::policy::JobPolicy::of(&spec).qos;

@@ -443,6 +443,8 @@ pub struct JobSpec {
     /// `-O/--overcommit`: CPUs for one task per node are allocated (`-c` of them), and the
     /// tasks are laid out over those nodes past their CPUs.
     pub overcommit: bool,
+    /// `--tmp`: only nodes whose `TmpDisk` holds this much (MB).
+    pub tmp_mb: Option<u64>,
 }
 
 /// Licenses as `-L` and `Licenses=` write them: `name[:count]` (or `name*count`), comma

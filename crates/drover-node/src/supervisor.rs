@@ -851,7 +851,8 @@ impl Supervisor<'_> {
             let user = &self.user;
             let join = &self.join;
             let task_prolog = &self.launch.task_prolog;
-            if !self.launch.task_epilog.is_empty() {
+            let step_prolog = &spec.task_prolog;
+            if !self.launch.task_epilog.is_empty() || !spec.task_epilog.is_empty() {
                 self.task_env.insert(task, envc.clone());
             }
             // SAFETY: single-threaded process; the child only sets up and execs.
@@ -910,8 +911,11 @@ impl Supervisor<'_> {
                     let Some(argv) = &task_argv else {
                         child_fail("No executable program specified for this task");
                     };
-                    if !task_prolog.is_empty() {
-                        run_task_prolog(task_prolog, &mut envc);
+                    // slurm.conf's TaskProlog, then srun's --task-prolog.
+                    for prolog in [task_prolog, step_prolog] {
+                        if !prolog.is_empty() {
+                            run_task_prolog(prolog, &mut envc);
+                        }
                     }
                     // The program is looked up in the task's own PATH (a venv, conda, `module
                     // load`), as slurmstepd does: execvpe would search this process's.
@@ -1521,10 +1525,16 @@ impl Supervisor<'_> {
         }
     }
 
-    /// The `TaskEpilog` of a task that ended, as the user, with the task's environment; the
-    /// step ends once it has run.
+    /// The epilogs of a task that ended, as the user, with the task's environment: srun's
+    /// `--task-epilog`, then slurm.conf's `TaskEpilog`; the step ends once they have run.
     fn start_task_epilog(&mut self, env: Vec<CString>) {
-        let prog = cstr(&self.launch.task_epilog);
+        let step_epilog = self.step_spec().map(|s| s.task_epilog.clone()).unwrap_or_default();
+        let mut progs: Vec<CString> = [step_epilog.as_str(), self.launch.task_epilog.as_str()]
+            .iter()
+            .filter(|p| !p.is_empty())
+            .map(|p| cstr(p))
+            .collect();
+        let Some(prog) = progs.pop() else { return };
         let work = self.step_spec().map_or(self.spec.work_dir.clone(), |s| s.work_dir.clone());
         // SAFETY: single-threaded process; the child only sets up and execs.
         match unsafe { nix::unistd::fork() } {
@@ -1541,6 +1551,16 @@ impl Supervisor<'_> {
                 if let Ok(null) = open_out("/dev/null", true) {
                     let _ = nix::unistd::dup2_stdin(&null);
                     let _ = nix::unistd::dup2_stdout(&null);
+                }
+                // The first of two runs to its end before the last replaces this child.
+                for first in &progs {
+                    // SAFETY: single-threaded child; the grandchild only execs.
+                    if let Ok(ForkResult::Child) = unsafe { nix::unistd::fork() } {
+                        let _ = nix::unistd::execve(first, std::slice::from_ref(first), &env);
+                        // SAFETY: _exit in the forked child.
+                        unsafe { libc::_exit(127) }
+                    }
+                    let _ = nix::sys::wait::wait();
                 }
                 let _ = nix::unistd::execve(&prog, std::slice::from_ref(&prog), &env);
                 // SAFETY: _exit in the forked child.

@@ -70,6 +70,7 @@ pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
         spread_job: s.spread_job,
         use_min_nodes: s.use_min_nodes,
         overcommit: s.overcommit,
+        tmp_mb: s.tmp_mb,
         exclusive_user: s.exclusive_user,
         segment: s.segment,
     }
@@ -160,6 +161,7 @@ pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
         spread_job: w.spread_job,
         use_min_nodes: w.use_min_nodes,
         overcommit: w.overcommit,
+        tmp_mb: w.tmp_mb,
         exclusive_user: w.exclusive_user,
         segment: w.segment,
     })

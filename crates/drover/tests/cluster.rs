@@ -347,3 +347,29 @@ fn sbatch_wait_returns_the_job_exit_code_and_requeue_runs_it_again() {
     c.ok("scancel", &[&id.to_string()]);
     c.wait_state(id, &["CANCELLED"], Duration::from_secs(20));
 }
+
+/// `--tmp`: only nodes whose TmpDisk holds it; none that does is Slurm's refusal at submit.
+#[test]
+fn tmp_picks_nodes_with_enough_tmp_disk() {
+    let c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 2,
+            node_line: Some(
+                "NodeName=node1 NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=1 RealMemory=1000 TmpDisk=100\n\
+                 NodeName=node2 NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=1 RealMemory=1000 TmpDisk=5000"
+                    .into(),
+            ),
+            ..Default::default()
+        },
+    );
+    let id = c.submit(&["--tmp=2G", "--wrap", "true"]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(20));
+    assert_eq!(c.ok("squeue", &["-h", "-t", "all", "-j", &id.to_string(), "-o", "%N"]).trim(), "node2");
+    let o = c.run("sbatch", &["--tmp=8G", "--wrap", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        text(&o).1,
+        "sbatch: error: Batch job submission failed: Requested node configuration is not available\n"
+    );
+}

@@ -662,3 +662,42 @@ fn srun_verbose_prints_slurms_job_and_launch_lines() {
     assert!(out.starts_with(&format!("srun: jobid {job}: nodes(2):`node[1-2]', cpu counts: 1(x2)\n")), "{out}");
     assert!(out.contains(&format!("srun: launching StepId={job}.0 on host node1, 1 tasks: 0\n")), "{out}");
 }
+
+/// srun's `--task-prolog` runs before each task (its `export` and `print` lines as
+/// TaskProlog's) and `--task-epilog` after it; `--threads` and `--slurmd-debug` are taken.
+#[test]
+fn srun_task_prolog_and_epilog_run_around_each_task() {
+    let c = cluster(1, 2);
+    let log = c.path().join("epilog.log");
+    let prolog =
+        write_script(&c, "prolog.sh", "#!/bin/sh\necho export FROM_PROLOG=yes\necho print hello $SLURM_PROCID\n");
+    let epilog = write_script(&c, "epilog.sh", &format!("#!/bin/sh\necho epilog $SLURM_PROCID >> {}\n", log.display()));
+    for p in [&prolog, &epilog] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let o = c.run(
+        "srun",
+        &[
+            "-n2",
+            &format!("--task-prolog={prolog}"),
+            &format!("--task-epilog={epilog}"),
+            "-T",
+            "4",
+            "--slurmd-debug=2",
+            "bash",
+            "-c",
+            "echo task $SLURM_PROCID $FROM_PROLOG",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o).1);
+    let mut lines: Vec<String> = text(&o).0.lines().map(String::from).collect();
+    lines.sort();
+    assert_eq!(lines, ["hello 0", "hello 1", "task 0 yes", "task 1 yes"]);
+    let mut ends: Vec<String> = std::fs::read_to_string(&log).unwrap().lines().map(String::from).collect();
+    ends.sort();
+    assert_eq!(ends, ["epilog 0", "epilog 1"]);
+    let o = c.run("srun", &["--threads=0", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(text(&o).1, "srun: error: Invalid numeric value \"0\" for --threads.\n");
+}

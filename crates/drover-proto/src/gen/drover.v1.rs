@@ -152,6 +152,9 @@ pub struct JobSpec {
     /// -O/--overcommit: one task's CPUs per node are allocated, whatever the task count.
     #[prost(bool, tag = "64")]
     pub overcommit: bool,
+    /// --tmp: only nodes with at least this much TmpDisk (MB).
+    #[prost(uint64, optional, tag = "65")]
+    pub tmp_mb: ::core::option::Option<u64>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SubmitRequest {
@@ -381,6 +384,12 @@ pub struct StepSpec {
     /// -O/--overcommit: more tasks than CPUs may run on a node.
     #[prost(bool, tag = "39")]
     pub overcommit: bool,
+    /// --task-prolog, --task-epilog: run as the user before each task (after TaskProlog; its
+    /// `export`/`unset`/`print` lines as TaskProlog's) and after it (before TaskEpilog).
+    #[prost(string, tag = "40")]
+    pub task_prolog: ::prost::alloc::string::String,
+    #[prost(string, tag = "41")]
+    pub task_epilog: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct StepCreateRequest {
