@@ -302,6 +302,51 @@ pub fn parse_targets<'a>(lists: impl IntoIterator<Item = &'a String>) -> Result<
     Ok(out)
 }
 
+/// This process's arguments, bytes that are not UTF-8 kept (see [`drover_model::bytes`]).
+pub fn args() -> Vec<String> {
+    use std::os::unix::ffi::OsStrExt;
+    std::env::args_os().map(|a| drover_model::bytes::encode(a.as_bytes())).collect()
+}
+
+/// This process's environment, bytes that are not UTF-8 kept.
+pub fn vars() -> Vec<(String, String)> {
+    use drover_model::bytes::encode;
+    use std::os::unix::ffi::OsStrExt;
+    std::env::vars_os().map(|(k, v)| (encode(k.as_bytes()), encode(v.as_bytes()))).collect()
+}
+
+/// The working directory, its bytes kept (`fallback` where there is none).
+pub fn cwd(fallback: &str) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    std::env::current_dir()
+        .map(|p| drover_model::bytes::encode(p.as_os_str().as_bytes()))
+        .unwrap_or_else(|_| fallback.to_string())
+}
+
+/// Writes a command's output to stdout, the bytes its strings carry given back as they were
+/// (a job name or path that is not UTF-8 prints as Slurm prints it).
+pub fn print_raw(text: &str) {
+    write_stdout(&drover_model::bytes::decode_output(text.as_bytes().to_vec()));
+}
+
+/// Writes `out` to stdout; a reader that has gone (`squeue | head`) ends the command by
+/// SIGPIPE, silently, as Slurm's commands end.
+pub fn write_stdout(out: &[u8]) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    if let Err(e) = o.write_all(out).and_then(|_| o.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            use nix::sys::signal::{raise, signal, SigHandler, Signal};
+            // SAFETY: restoring the default disposition has no handler to be unsafe about;
+            // the signal then ends the process.
+            unsafe {
+                let _ = signal(Signal::SIGPIPE, SigHandler::SigDfl);
+            }
+            let _ = raise(Signal::SIGPIPE);
+        }
+    }
+}
+
 /// One read of the controller's state.
 pub fn fetch_state(cfg: &Config, req: drover_proto::v1::StateRequest) -> Result<drover_proto::v1::StateReply, String> {
     runtime().block_on(async {

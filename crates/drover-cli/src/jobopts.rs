@@ -378,7 +378,7 @@ impl JobArgs {
         if let Some(d) = &self.dependency {
             spec.dependency = parse_dependency(d).map_err(|_| "Job dependency problem".to_string())?;
         }
-        let cwd = std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/tmp".into());
+        let cwd = crate::common::cwd("/tmp");
         spec.work_dir = match &self.chdir {
             Some(d) if d.starts_with('/') => d.clone(),
             Some(d) => format!("{cwd}/{d}"),
@@ -545,9 +545,9 @@ pub fn exported_env(spec: &str) -> Result<Vec<(String, String)>, String> {
     // Without ALL, only what the list names, and the SLURM_* variables (Slurm's
     // env_array_merge_slurm): NONE too.
     let env: Vec<(String, String)> = if all || (!none && items.is_empty()) {
-        std::env::vars().collect()
+        crate::common::vars()
     } else {
-        std::env::vars().filter(|(k, _)| k.starts_with("SLURM_")).collect()
+        crate::common::vars().into_iter().filter(|(k, _)| k.starts_with("SLURM_")).collect()
     };
     let mut env = env;
     for it in items {
@@ -560,9 +560,10 @@ pub fn exported_env(spec: &str) -> Result<Vec<(String, String)>, String> {
                 env.push((k.to_string(), v.to_string()));
             }
             None => {
-                if let Ok(v) = std::env::var(it) {
+                if let Some(v) = std::env::var_os(it) {
+                    use std::os::unix::ffi::OsStrExt;
                     env.retain(|(ek, _)| ek != it);
-                    env.push((it.to_string(), v));
+                    env.push((it.to_string(), drover_model::bytes::encode(v.as_bytes())));
                 }
             }
         }

@@ -792,8 +792,7 @@ pub fn main(args: Vec<String>) -> i32 {
             line(&mut out, &mut cols.iter().map(|c| (c, Line::Step { j, s }.field(c.name, now))));
         }
     }
-    use std::io::Write;
-    let _ = std::io::stdout().lock().write_all(out.as_bytes());
+    crate::common::write_stdout(&drover_model::bytes::decode_output(out.into_bytes()));
     0
 }
 

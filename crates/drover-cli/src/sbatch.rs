@@ -71,45 +71,65 @@ pub fn main(args: Vec<String>) -> i32 {
         println!("{USAGE}\n\nDrover implements sbatch as documented in sbatch(1) of Slurm 22.05.");
         return 0;
     }
-    let (script, script_name, command) = if let Some(w) = &cli.wrap {
+    use drover_model::bytes;
+    use std::os::unix::ffi::OsStrExt;
+    // The script and paths as bytes: what is not UTF-8 is kept (drover_model::bytes).
+    let (raw, script_name, command) = if let Some(w) = &cli.wrap {
         if !cli.script.is_empty() {
             eprintln!("sbatch: error: script argument not permitted with --wrap option");
             return 1;
         }
-        (format!("#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{w}\n"), "wrap".to_string(), None)
+        let text = format!("#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{w}\n");
+        (bytes::decode(&text), "wrap".to_string(), None)
     } else if let Some(path) = cli.script.first() {
-        match std::fs::read(path) {
+        let p = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(&bytes::decode(path)));
+        match std::fs::read(&p) {
             Ok(b) => {
-                let name =
-                    std::path::Path::new(path).file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
-                let full =
-                    std::fs::canonicalize(path).map(|p| p.display().to_string()).unwrap_or_else(|_| path.clone());
-                (String::from_utf8_lossy(&b).to_string(), name, Some(full))
+                let name = p.file_name().map(|f| bytes::encode(f.as_bytes())).unwrap_or_default();
+                let full = std::fs::canonicalize(&p)
+                    .map(|f| bytes::encode(f.as_os_str().as_bytes()))
+                    .unwrap_or_else(|_| path.clone());
+                (b, name, Some(full))
             }
-            Err(e) => {
+            Err(_) => {
                 eprintln!("sbatch: error: Unable to open file {path}");
-                let _ = e;
                 return 1;
             }
         }
     } else {
-        let mut s = String::new();
-        if std::io::stdin().read_to_string(&mut s).is_err() {
+        let mut b = Vec::new();
+        if std::io::stdin().read_to_end(&mut b).is_err() {
             eprintln!("sbatch: error: Unable to read batch script from standard input");
             return 1;
         }
-        (s, "sbatch".to_string(), None)
+        (b, "sbatch".to_string(), None)
     };
-    if script.is_empty() {
-        eprintln!("sbatch: error: Batch script is empty!");
+    // Slurm's sanity tests of a script, in its order and words.
+    let refusal: &[&str] = if raw.is_empty() {
+        &["Batch script is empty!"]
+    } else if raw.iter().all(|b| b.is_ascii_whitespace()) {
+        &["Batch script contains only whitespace!"]
+    } else if !raw.starts_with(b"#!") {
+        &[
+            "This does not look like a batch script.  The first",
+            "line must start with #! followed by the path to an interpreter.",
+            "For instance: #!/bin/sh",
+        ]
+    } else if raw.contains(&0) {
+        &["The Slurm controller does not allow scripts that", "contain a NULL character '\\0'."]
+    } else if raw.windows(2).any(|w| w == b"\r\n") {
+        &["Batch script contains DOS line breaks (\\r\\n)", "instead of expected UNIX line breaks (\\n)."]
+    } else {
+        &[]
+    };
+    if !refusal.is_empty() {
+        for line in refusal {
+            eprintln!("sbatch: error: {line}");
+        }
         return 1;
     }
-    if !script.starts_with("#!") {
-        eprintln!("sbatch: error: This does not look like a batch script.  The first");
-        eprintln!("sbatch: error: line must start with #! followed by the path to an interpreter.");
-        eprintln!("sbatch: error: For instance: #!/bin/sh");
-        return 1;
-    }
+    let script = bytes::encode(&raw);
+    let raw_len = raw.len();
     // Directives, then SBATCH_* variables, then the command line: later ones win.
     let mut dir_args = match directives(&script, "#SBATCH") {
         Ok(a) => a,
@@ -214,6 +234,14 @@ pub fn main(args: Vec<String>) -> i32 {
             }
         };
         let parts = spec.partitions.clone();
+        // The controller refuses a script over max_script_size; one too big to send at all
+        // gets the same answer here.
+        if raw_len > cfg.max_script_size as usize {
+            eprintln!(
+                "sbatch: error: Batch job submission failed: Pathname of a file, directory or other parameter too long"
+            );
+            return 1;
+        }
         let req = v1::SubmitRequest { spec: Some(drover_proto::spec_to_wire(&spec)), test_only: cli.test_only };
         let reply = match client.submit(req).await {
             Ok(r) => r.into_inner(),

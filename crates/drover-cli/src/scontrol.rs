@@ -150,7 +150,7 @@ fn show(rest: &[String], o: &Opts) -> i32 {
                         out.push_str(&n);
                         out.push('\n');
                     }
-                    print!("{out}");
+                    crate::common::print_raw(&out);
                     0
                 }
                 Err(e) => {
@@ -210,7 +210,7 @@ fn show(rest: &[String], o: &Opts) -> i32 {
                 return 0;
             }
             let text: String = shown.iter().map(|r| crate::steps::show_text(r, o.oneliner)).collect();
-            print!("{text}");
+            crate::common::print_raw(&text);
             0
         }
         "job" | "jobs" | "jobid" => {
@@ -280,7 +280,7 @@ fn show(rest: &[String], o: &Opts) -> i32 {
                 };
                 out.push_str(&job_text(j, &reply, o.oneliner, extra));
             }
-            print!("{out}");
+            crate::common::print_raw(&out);
             0
         }
         "node" | "nodes" => {
@@ -308,7 +308,7 @@ fn show(rest: &[String], o: &Opts) -> i32 {
             for n in nodes {
                 out.push_str(&node_text(n, o.oneliner, o.details));
             }
-            print!("{out}");
+            crate::common::print_raw(&out);
             0
         }
         "lic" | "license" | "licenses" => {
@@ -334,7 +334,7 @@ fn show(rest: &[String], o: &Opts) -> i32 {
                     l.total.saturating_sub(l.used)
                 ));
             }
-            print!("{out}");
+            crate::common::print_raw(&out);
             0
         }
         w if w.len() >= 3 && "reservations".starts_with(w) => crate::resv::show(arg.as_deref(), o.oneliner),
@@ -361,7 +361,7 @@ fn show(rest: &[String], o: &Opts) -> i32 {
             for p in parts {
                 out.push_str(&partition_text(p, o.oneliner));
             }
-            print!("{out}");
+            crate::common::print_raw(&out);
             0
         }
         "config" => {
@@ -385,7 +385,7 @@ fn show(rest: &[String], o: &Opts) -> i32 {
                 .map(|e| e.value.split('(').next().unwrap_or("").to_string())
                 .unwrap_or_default();
             out.push_str(&format!("\nSlurmctld(primary) at {host} is UP\n"));
-            print!("{out}");
+            crate::common::print_raw(&out);
             0
         }
         other => {

@@ -348,7 +348,7 @@ fn step_spec(a: &SrunArgs, standalone: bool) -> Result<v1::StepSpec, String> {
         if p.starts_with('/') {
             p.clone()
         } else {
-            std::env::current_dir().map(|d| d.join(p).display().to_string()).unwrap_or_else(|_| p.clone())
+            format!("{}/{p}", crate::common::cwd("/tmp"))
         }
     };
     s.task_prolog = a.task_prolog.as_ref().map(abs).unwrap_or_default();
@@ -376,7 +376,7 @@ fn step_spec(a: &SrunArgs, standalone: bool) -> Result<v1::StepSpec, String> {
         .into_iter()
         .map(|(key, value)| v1::KeyValue { key, value })
         .collect();
-    let cwd = std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/tmp".into());
+    let cwd = crate::common::cwd("/tmp");
     s.work_dir = match &j.chdir {
         Some(d) if d.starts_with('/') => d.clone(),
         Some(d) => format!("{cwd}/{d}"),

@@ -1232,6 +1232,14 @@ impl Owner {
         }
         spec.user = self.names.user(spec.uid);
         spec.group = self.names.group(spec.gid);
+        if !fields_fit(&spec, self.cfg.max_script_size as usize) {
+            return Err(Status::invalid_argument("Pathname of a file, directory or other parameter too long"));
+        }
+        if spec.script.contains('\0') {
+            return Err(Status::invalid_argument(
+                "The Slurm controller does not allow scripts that contain a NULL character",
+            ));
+        }
         if spec.partitions.is_empty() {
             match self.cfg.default_partition() {
                 Some(p) => spec.partitions.push(p.name.clone()),
@@ -3409,6 +3417,28 @@ impl Owner {
         self.view.store(Arc::new(view));
         self.dirty = false;
     }
+}
+
+/// Slurm's caps on what a job request may hold (`_test_job_desc_fields`): the script within
+/// `max_script_size`, names within 1,024 bytes, paths within `PATH_MAX`. Bigger ones would
+/// fill the controller's memory and journal.
+fn fields_fit(spec: &JobSpec, max_script: usize) -> bool {
+    const PATH_MAX: usize = 4096;
+    let len = |s: &str| drover_model::bytes::decode(s).len();
+    let opt = |s: &Option<String>, max: usize| s.as_deref().is_none_or(|s| len(s) <= max);
+    len(&spec.script) <= max_script
+        && len(&spec.name) <= 1024
+        && len(&spec.work_dir) <= PATH_MAX
+        && opt(&spec.stdout, PATH_MAX)
+        && opt(&spec.stderr, PATH_MAX)
+        && opt(&spec.stdin, PATH_MAX)
+        && opt(&spec.comment, 1024)
+        && opt(&spec.account, 1024)
+        && opt(&spec.constraint, 1024)
+        && opt(&spec.mail_user, 1024)
+        && opt(&spec.reservation, 1024)
+        && opt(&spec.qos, 1024)
+        && spec.submit_line.len() <= 1024 * 1024
 }
 
 /// An overcommitting job (`-O`) was allocated one task's CPUs per node: its tasks are laid

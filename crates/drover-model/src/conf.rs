@@ -121,6 +121,9 @@ pub struct Config {
     /// `SchedulerParameters=kill_invalid_depend`: cancel jobs whose dependency can never be
     /// satisfied instead of leaving them pending.
     pub kill_invalid_depend: bool,
+    /// `SchedulerParameters=max_script_size=N`: the largest batch script accepted (bytes;
+    /// Slurm's default 4 MiB).
+    pub max_script_size: u32,
     /// `SchedulerParameters=enable_user_top`: users may `scontrol top` their own jobs
     /// (otherwise only administrators may).
     pub enable_user_top: bool,
@@ -298,6 +301,7 @@ impl Default for Config {
             max_array_size: 1001,
             scheduler_parameters: None,
             kill_invalid_depend: false,
+            max_script_size: 4 << 20,
             enable_user_top: false,
             topology_tree: false,
             topology_block: false,
@@ -767,6 +771,7 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                         };
                         match name.to_ascii_lowercase().as_str() {
                             "kill_invalid_depend" => cfg.kill_invalid_depend = true,
+                            "max_script_size" => cfg.max_script_size = n("max_script_size")?,
                             "enable_user_top" => cfg.enable_user_top = true,
                             "disable_user_top" => cfg.enable_user_top = false,
                             "max_switch_wait" => cfg.max_switch_wait = n("max_switch_wait")?,

@@ -11,6 +11,7 @@
 pub mod alloc;
 pub mod array;
 pub mod auth_conf;
+pub mod bytes;
 pub mod cgroup_conf;
 pub mod conf;
 pub mod cpubind;

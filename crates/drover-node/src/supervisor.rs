@@ -468,9 +468,13 @@ fn set_winsize(fd: &OwnedFd, rows: u16, cols: u16) {
 /// In the forked task, as the user, just before exec: the `TaskProlog`, whose output
 /// exports or unsets variables of the task and prints lines to its stdout.
 fn run_task_prolog(prog: &str, envc: &mut Vec<CString>) {
-    let pairs: Vec<(String, String)> = envc
+    let pairs: Vec<(&std::ffi::OsStr, &std::ffi::OsStr)> = envc
         .iter()
-        .filter_map(|c| c.to_str().ok()?.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+        .filter_map(|c| {
+            let b = c.to_bytes();
+            let eq = b.iter().position(|x| *x == b'=')?;
+            Some((std::ffi::OsStr::from_bytes(&b[..eq]), std::ffi::OsStr::from_bytes(&b[eq + 1..])))
+        })
         .collect();
     let out = std::process::Command::new(prog)
         .env_clear()
@@ -522,8 +526,17 @@ fn join_cgroup(files: &[PathBuf]) {
     }
 }
 
+/// A string of the job's (an argument, a variable, a path) as the C string of its bytes (see
+/// `drover_model::bytes`: what was not UTF-8 comes back as it was given).
 fn cstr(s: &str) -> CString {
-    CString::new(s.replace('\0', "")).expect("invariant: NULs removed")
+    let mut b = drover_model::bytes::decode(s);
+    b.retain(|c| *c != 0);
+    CString::new(b).expect("invariant: NULs removed")
+}
+
+/// A path of the job's, its bytes as given.
+fn raw_path(s: &str) -> PathBuf {
+    PathBuf::from(std::ffi::OsStr::from_bytes(&drover_model::bytes::decode(s)))
 }
 
 fn env_c(env: &[(String, String)]) -> Vec<CString> {
@@ -559,7 +572,8 @@ fn open_out(path: &str, append: bool) -> Result<OwnedFd, String> {
     use nix::sys::stat::Mode;
     let flags = OFlag::O_WRONLY | OFlag::O_CREAT | if append { OFlag::O_APPEND } else { OFlag::O_TRUNC };
     // 0666 under the job's umask, as a shell's `>` creates a file.
-    open(path, flags, Mode::from_bits_truncate(0o666)).map_err(|e| format!("cannot open {path}: {e}"))
+    open(raw_path(path).as_path(), flags, Mode::from_bits_truncate(0o666))
+        .map_err(|e| format!("cannot open {path}: {e}"))
 }
 
 /// Empties `path` (made if missing) unless a node of the same step did already: see
@@ -567,7 +581,7 @@ fn open_out(path: &str, append: bool) -> Result<OwnedFd, String> {
 fn empty_once(path: &str, mark: &str, first_node: bool) -> Result<(), String> {
     use std::os::fd::AsRawFd;
     let fd = nix::fcntl::open(
-        path,
+        raw_path(path).as_path(),
         nix::fcntl::OFlag::O_WRONLY | nix::fcntl::OFlag::O_CREAT | nix::fcntl::OFlag::O_APPEND,
         nix::sys::stat::Mode::from_bits_truncate(0o666),
     )
@@ -641,7 +655,8 @@ impl Supervisor<'_> {
 
     fn start_batch(&mut self, dir: &Path, env: Vec<(String, String)>) -> Result<i32, String> {
         let script = dir.join("script");
-        std::fs::write(&script, &self.spec.script).map_err(|e| format!("writing script: {e}"))?;
+        std::fs::write(&script, drover_model::bytes::decode(&self.spec.script))
+            .map_err(|e| format!("writing script: {e}"))?;
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o700));
         let _ = nix::unistd::chown(
@@ -679,7 +694,7 @@ impl Supervisor<'_> {
                     child_fail(&e);
                 }
                 let mut note = None;
-                if nix::unistd::chdir(work.as_str()).is_err() {
+                if nix::unistd::chdir(raw_path(&work).as_path()).is_err() {
                     note =
                         Some(format!("couldn't chdir to `{work}': No such file or directory: going to /tmp instead"));
                     let _ = nix::unistd::chdir("/tmp");
@@ -878,7 +893,7 @@ impl Supervisor<'_> {
                     if let Err(e) = drop_privileges(user) {
                         child_fail(&e);
                     }
-                    if nix::unistd::chdir(work.as_str()).is_err() {
+                    if nix::unistd::chdir(raw_path(&work).as_path()).is_err() {
                         let _ = nix::unistd::chdir("/tmp");
                     }
                     let open_in = |f: &str| {
@@ -991,7 +1006,7 @@ impl Supervisor<'_> {
                     // SAFETY: _exit in the forked child.
                     unsafe { libc::_exit(1) }
                 }
-                let _ = nix::unistd::chdir(self.step_spec().map_or("/", |s| s.work_dir.as_str()));
+                let _ = nix::unistd::chdir(raw_path(self.step_spec().map_or("/", |s| s.work_dir.as_str())).as_path());
                 let mut code = 0;
                 for f in files {
                     let r = match step_mark {
@@ -1545,7 +1560,7 @@ impl Supervisor<'_> {
                 if let Err(e) = drop_privileges(&self.user) {
                     child_fail(&e);
                 }
-                if nix::unistd::chdir(work.as_str()).is_err() {
+                if nix::unistd::chdir(raw_path(&work).as_path()).is_err() {
                     let _ = nix::unistd::chdir("/tmp");
                 }
                 if let Ok(null) = open_out("/dev/null", true) {

@@ -139,7 +139,7 @@ fn standard_fds_open() {
 }
 
 fn run() {
-    let mut argv: Vec<String> = std::env::args().collect();
+    let mut argv: Vec<String> = drover_cli::common::args();
     let prog = argv
         .first()
         .map(|a| std::path::Path::new(a).file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default())
