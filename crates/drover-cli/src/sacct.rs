@@ -3,7 +3,7 @@
 
 use crate::common;
 use crate::jobview::spec;
-use crate::sstat::Summary;
+use crate::sstat::{MemUnits, Summary};
 use clap::Parser;
 use drover_proto::v1;
 
@@ -191,6 +191,8 @@ struct Args {
     truncate: bool,
     #[arg(long = "noconvert")]
     noconvert: bool,
+    #[arg(long = "units")]
+    units: Option<String>,
     #[arg(long = "json")]
     json: bool,
     #[arg(long = "local")]
@@ -340,10 +342,10 @@ fn timelimit(secs: Option<u64>) -> String {
 }
 
 impl Line<'_> {
-    fn field(&self, name: &str, now: i64) -> String {
+    fn field(&self, name: &str, now: i64, units: MemUnits) -> String {
         match self {
             Line::Job { j, steps } => job_field(j, steps, name, now),
-            Line::Step { j, s } => step_field(j, s, name, now),
+            Line::Step { j, s } => step_field(j, s, name, now, units),
         }
     }
 }
@@ -477,14 +479,14 @@ fn usage_cpu(usage: &[v1::TaskUsage], name: &str) -> String {
     cpu_time(secs)
 }
 
-fn step_field(a: &v1::AcctJob, st: &v1::AcctStep, name: &str, now: i64) -> String {
+fn step_field(a: &v1::AcctJob, st: &v1::AcctStep, name: &str, now: i64, units: MemUnits) -> String {
     let j = info(a);
     let s = sinfo(st);
     let nodes: Vec<&str> = s.nodes.iter().map(|n| n.node.as_str()).collect();
     let cpus = tres_count(&st.alloc_tres, "cpu").unwrap_or(0);
     let elapsed_secs = ran(s.start_time, s.end_time, 0, now);
     let script = !is_numbered(s.step_id);
-    let usage = Summary { id: String::new(), tasks: &st.usage };
+    let usage = Summary { id: String::new(), tasks: &st.usage, units };
     let measured = !st.usage.is_empty();
     match name {
         "Account" => a.account.clone(),
@@ -669,6 +671,19 @@ pub fn main(args: Vec<String>) -> i32 {
         print!("{}", helpformat());
         return 0;
     }
+    // Memory sizes: --units over --noconvert over Slurm's exact conversion.
+    let units = match (&a.units, a.noconvert) {
+        (Some(u), _) => match MemUnits::parse(u) {
+            Ok(u) => u,
+            Err(e) => {
+                eprintln!("sacct: error: {e}");
+                eprintln!("sacct: fatal: Invalid unit type");
+                return 1;
+            }
+        },
+        (None, true) => MemUnits::No,
+        (None, false) => MemUnits::Exact,
+    };
     let format = if let Some(f) = &a.format {
         f.clone()
     } else if a.brief {
@@ -783,13 +798,13 @@ pub fn main(args: Vec<String>) -> i32 {
             .map(|(_, _, st)| *st)
             .collect();
         if only.is_empty() {
-            line(&mut out, &mut cols.iter().map(|c| (c, Line::Job { j, steps }.field(c.name, now))));
+            line(&mut out, &mut cols.iter().map(|c| (c, Line::Job { j, steps }.field(c.name, now, units))));
         }
         if a.allocations {
             continue;
         }
         for s in steps.iter().filter(|s| only.is_empty() || only.contains(&sinfo(s).step_id)) {
-            line(&mut out, &mut cols.iter().map(|c| (c, Line::Step { j, s }.field(c.name, now))));
+            line(&mut out, &mut cols.iter().map(|c| (c, Line::Step { j, s }.field(c.name, now, units))));
         }
     }
     crate::common::write_stdout(&drover_model::bytes::decode_output(out.into_bytes()));

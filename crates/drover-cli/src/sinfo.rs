@@ -22,6 +22,8 @@ struct Args {
     reasons: bool,
     #[arg(short = 'o', long = "format")]
     format: Option<String>,
+    #[arg(short = 'O', long = "Format")]
+    long_format: Option<String>,
     #[arg(short = 'p', long = "partition")]
     partition: Option<String>,
     #[arg(short = 't', long = "states")]
@@ -89,8 +91,93 @@ fn header(code: char) -> &'static str {
         'Y' => "CORES",
         'Z' => "THREADS",
         'z' => "S:C:T",
+        'I' => "PRIO_JOB_FACTOR",
+        'v' => "VERSION",
+        'V' => "CLUSTER",
+        // -O fields without a letter of -o.
+        ALLOC_MEM => "ALLOCMEM",
+        GRES_USED => "GRES_USED",
+        PORT => "PORT",
         _ => "",
     }
+}
+
+/// Codes of the -O fields that have no -o letter (never produced by parsing -o).
+const ALLOC_MEM: char = '1';
+const GRES_USED: char = '2';
+const PORT: char = '3';
+
+/// `-O/--Format`'s fields (`name[:[.]width[suffix]]`, comma separated; 20 wide and left
+/// justified by default, no separator between columns) as the columns of `-o` they print.
+/// An unknown name is reported as Slurm reports it and left out.
+fn long_format(spec: &str) -> Vec<Item> {
+    let mut out = Vec::new();
+    for token in spec.split(',').filter(|t| !t.is_empty()) {
+        let (name, rest) = token.split_once(':').unwrap_or((token, ""));
+        let (right, rest) = match rest.strip_prefix('.') {
+            Some(r) => (true, r),
+            None => (false, rest),
+        };
+        let digits = rest.chars().take_while(|c| c.is_ascii_digit()).count();
+        let width = if token.contains(':') { rest[..digits].parse().unwrap_or(0) } else { 20 };
+        let suffix = &rest[digits..];
+        let code = match name.to_ascii_lowercase().as_str() {
+            "available" => 'a',
+            "allocmem" => ALLOC_MEM,
+            "allocnodes" => 'S',
+            "cluster" => 'V',
+            "cores" => 'Y',
+            "cpus" => 'c',
+            "cpusload" => 'O',
+            "cpusstate" => 'C',
+            "defaulttime" => 'L',
+            "disk" => 'd',
+            "features" => 'f',
+            "features_act" => 'b',
+            "freemem" => 'e',
+            "gres" => 'G',
+            "gresused" => GRES_USED,
+            "groups" => 'g',
+            "maxcpuspernode" => 'B',
+            "memory" => 'm',
+            "nodeaddr" => 'o',
+            "nodeai" => 'A',
+            "nodeaiot" => 'F',
+            "nodehost" => 'n',
+            "nodelist" => 'N',
+            "nodes" => 'D',
+            "oversubscribe" => 'h',
+            "partition" => 'P',
+            "partitionname" => 'R',
+            "port" => PORT,
+            "preemptmode" => 'M',
+            "priorityjobfactor" => 'I',
+            "prioritytier" => 'p',
+            "reason" => 'E',
+            "root" => 'r',
+            "size" => 's',
+            "socketcorethread" => 'z',
+            "sockets" => 'X',
+            "statecompact" => 't',
+            "statelong" => 'T',
+            "threads" => 'Z',
+            "time" => 'l',
+            "timestamp" => 'H',
+            "user" => 'u',
+            "userlong" => 'U',
+            "version" => 'v',
+            "weight" => 'w',
+            _ => {
+                eprintln!("sinfo: error: Invalid job format specification: {name}");
+                continue;
+            }
+        };
+        out.push(Item::Field { code, width: (width > 0).then_some(width), right });
+        if !suffix.is_empty() {
+            out.push(Item::Lit(suffix.to_string()));
+        }
+    }
+    out
 }
 
 /// One output line: a partition (or none) and the nodes grouped into it.
@@ -217,6 +304,11 @@ fn value(g: &Group<'_>, code: char, cfg_users: &dyn Fn(u32) -> String) -> String
         'Y' => n0.cores_per_socket.to_string(),
         'Z' => n0.threads_per_core.to_string(),
         'z' => format!("{}:{}:{}", n0.sockets, n0.cores_per_socket, n0.threads_per_core),
+        'I' => "1".into(),
+        'v' => n0.version.clone(),
+        ALLOC_MEM => n0.alloc_mem_mb.to_string(),
+        GRES_USED => n0.gres_used.clone(),
+        PORT => n0.port.to_string(),
         _ => String::new(),
     }
 }
@@ -294,7 +386,10 @@ pub fn main(args: Vec<String>) -> i32 {
     } else {
         (format!("%{}P %.5a %.10l %.6D %.6t %N", max_part.max(9)), false)
     };
-    let items: Vec<Item> = format::parse(&fmt);
+    let items: Vec<Item> = match &a.long_format {
+        Some(f) => long_format(f),
+        None => format::parse(&fmt),
+    };
     // Lines group nodes that print the same (Slurm's default grouping by partition and state).
     let key_codes: Vec<char> = items
         .iter()
@@ -361,7 +456,10 @@ pub fn main(args: Vec<String>) -> i32 {
         out.push('\n');
     }
     for g in &groups {
-        out.push_str(&format::render(&items, |c| value(g, c, &users)));
+        out.push_str(&format::render(
+            &items,
+            |c| if c == 'V' { reply.cluster_name.clone() } else { value(g, c, &users) },
+        ));
         out.push('\n');
     }
     use std::io::Write;

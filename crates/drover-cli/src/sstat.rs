@@ -80,6 +80,60 @@ const USAGE: &str = "Usage: sstat [options] -j <job(.stepid)>\n\
 pub(crate) struct Summary<'a> {
     pub(crate) id: String,
     pub(crate) tasks: &'a [v1::TaskUsage],
+    pub(crate) units: MemUnits,
+}
+
+/// How memory sizes print (Slurm's `convert_num_unit2`, from bytes): `Exact` (the default:
+/// to larger units while nothing is lost, halves kept: `2M`, `1.50M`, `64572K`), `No`
+/// (`--noconvert`: bytes), or always one unit (`--units=M`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum MemUnits {
+    #[default]
+    Exact,
+    No,
+    /// 1 = K, 2 = M, 3 = G, 4 = T, 5 = P.
+    To(u32),
+}
+
+impl MemUnits {
+    /// `--units=X`'s unit, or Slurm's complaint.
+    pub(crate) fn parse(s: &str) -> Result<MemUnits, String> {
+        let c = s.chars().next().unwrap_or('\0');
+        match "KMGTP".find(c.to_ascii_uppercase()) {
+            Some(i) if c != '\0' => Ok(MemUnits::To(i as u32 + 1)),
+            _ => Err(format!("Invalid unit type '{c}'. Possible options are 'KMGTP'")),
+        }
+    }
+}
+
+/// `bytes` as Slurm prints a memory size.
+pub(crate) fn mem_text(bytes: f64, units: MemUnits) -> String {
+    const UNIT: [&str; 6] = ["", "K", "M", "G", "T", "P"];
+    if bytes as i64 == 0 {
+        return "0".into();
+    }
+    let (mut num, mut unit) = (bytes, 0u32);
+    match units {
+        MemUnits::To(t) => {
+            while unit < t {
+                num /= 1024.0;
+                unit += 1;
+            }
+        }
+        MemUnits::No => {}
+        MemUnits::Exact => {
+            while num >= 1024.0 && (num as u64).is_multiple_of(512) {
+                num /= 1024.0;
+                unit += 1;
+            }
+        }
+    }
+    let u = UNIT.get(unit as usize).copied().unwrap_or("?");
+    if (num as u64) as f64 == num {
+        format!("{}{u}", num as u64)
+    } else {
+        format!("{num:.2}{u}")
+    }
 }
 
 /// Slurm's elapsed time for CPU fields: `[D-]HH:MM:SS`.
@@ -191,7 +245,7 @@ impl Summary<'_> {
     }
 
     pub(crate) fn field(&self, name: &str) -> String {
-        let kb = |v: f64| format!("{}K", v.round() as u64);
+        let kb = |v: f64| mem_text(v.round() * 1024.0, self.units);
         let node = |p: Option<(&v1::TaskUsage, f64)>| p.map(|(t, _)| t.node.clone()).unwrap_or_default();
         let task = |p: Option<(&v1::TaskUsage, f64)>| p.map(|(t, _)| t.task.to_string()).unwrap_or_default();
         let val = |p: Option<(&v1::TaskUsage, f64)>| p.map(|(_, v)| v).unwrap_or(0.0);
@@ -449,7 +503,7 @@ pub fn main(args: Vec<String>) -> i32 {
                 continue;
             }
             for s in &reply.steps {
-                let sum = Summary { id: format!("{job_id}.{}", s.step), tasks: &s.tasks };
+                let sum = Summary { id: format!("{job_id}.{}", s.step), tasks: &s.tasks, units: MemUnits::Exact };
                 println!("{}", line(cols.iter().map(|(n, w)| (*n, sum.field(n), *w)).collect()));
             }
         }
@@ -481,7 +535,7 @@ mod tests {
     #[test]
     fn a_two_task_step_reads_as_slurm_printed_it() {
         let tasks = [task(0, 64560, 3.2), task(1, 64572, 3.4)];
-        let s = Summary { id: "40.0".into(), tasks: &tasks };
+        let s = Summary { id: "40.0".into(), tasks: &tasks, units: MemUnits::Exact };
         let got: Vec<String> = [
             "JobID",
             "MaxRSS",
@@ -502,6 +556,20 @@ mod tests {
         assert_eq!(got.join("|"), "40.0|64572K|00:00:03|2|node1|1|64566K|00:00:03|67772K|6|7511,7512|node1");
         assert_eq!(s.field("TRESUsageOutTot"), "energy=0,fs/disk=3380");
         assert!(s.field("TRESUsageInAve").starts_with("cpu=00:00:03,energy=0,fs/disk=1685831,mem=64566K,pages=6"));
+    }
+
+    #[test]
+    fn memory_converts_as_slurms_convert_num_unit() {
+        let kb = |k: f64| k * 1024.0;
+        assert_eq!(mem_text(kb(64572.0), MemUnits::Exact), "64572K");
+        assert_eq!(mem_text(kb(2048.0), MemUnits::Exact), "2M");
+        assert_eq!(mem_text(kb(1536.0), MemUnits::Exact), "1.50M");
+        assert_eq!(mem_text(0.0, MemUnits::Exact), "0");
+        assert_eq!(mem_text(kb(64572.0), MemUnits::To(2)), "63.06M");
+        assert_eq!(mem_text(kb(3.0), MemUnits::To(1)), "3K");
+        assert_eq!(mem_text(kb(2.0), MemUnits::No), "2048");
+        assert_eq!(MemUnits::parse("g"), Ok(MemUnits::To(3)));
+        assert_eq!(MemUnits::parse("x").unwrap_err(), "Invalid unit type 'x'. Possible options are 'KMGTP'");
     }
 
     #[test]

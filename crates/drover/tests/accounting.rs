@@ -432,7 +432,9 @@ fn sacct_json_has_slurms_shape() {
     let mut got = serde_json::Value::Null;
     c.wait_until("final records", Duration::from_secs(20), || {
         got = serde_json::from_str(&c.ok("sacct", &["--json", "-j", &j])).unwrap();
-        got["jobs"][0]["steps"].as_array().is_some_and(|s| s.len() == 3)
+        // Records arrive as the job goes: wait for the job's final one and its three steps'.
+        got["jobs"][0]["state"]["current"] == "COMPLETED"
+            && got["jobs"][0]["steps"].as_array().is_some_and(|s| s.len() == 3)
             && got["jobs"][0]["steps"].as_array().unwrap().iter().all(|s| s["state"] != "RUNNING")
     });
     let want: serde_json::Value = serde_json::from_str(&compat("sacct_json_j_steps.out")).unwrap();
@@ -496,4 +498,34 @@ fn sacct_agrees_with_squeue_right_after_each_event() {
         }
         lag(id, &|s| s == "COMPLETED", within);
     }
+}
+
+/// `sacct --units` prints memory sizes in one unit, `--noconvert` in bytes, as Slurm's
+/// convert_num_unit does; a unit it does not know is Slurm's fatal error.
+#[test]
+fn sacct_units_and_noconvert() {
+    let c = lab();
+    let id = c.submit(&["--wrap", "srun python3 -c 'x = bytearray(40 << 20); import time; time.sleep(1)'"]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
+    let step = format!("{id}.0");
+    let t = std::time::Instant::now();
+    let mut mega = String::new();
+    while t.elapsed() < Duration::from_secs(10) {
+        mega = sacct(&c, &["-n", "-P", "-j", &step, "-o", "MaxRSS", "--units=M"]);
+        if !mega.trim().is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let m: f64 = mega.trim().strip_suffix('M').and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{mega:?}"));
+    assert!((40.0..200.0).contains(&m), "{mega}");
+    let bytes: u64 = sacct(&c, &["-n", "-P", "-j", &step, "-o", "MaxRSS", "--noconvert"]).trim().parse().unwrap();
+    assert_eq!(bytes % 1024, 0);
+    assert!((m - bytes as f64 / 1048576.0).abs() < 0.01, "{m} {bytes}");
+    let o = c.run("sacct", &["--units=x"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "sacct: error: Invalid unit type 'x'. Possible options are 'KMGTP'\nsacct: fatal: Invalid unit type\n"
+    );
 }

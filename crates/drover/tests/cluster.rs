@@ -373,3 +373,21 @@ fn tmp_picks_nodes_with_enough_tmp_disk() {
         "sbatch: error: Batch job submission failed: Requested node configuration is not available\n"
     );
 }
+
+/// `sinfo -O`: named fields, 20 wide and left-justified unless `:[.]N` says otherwise, no
+/// separator between columns, a suffix after the width kept; an unknown name is reported.
+#[test]
+fn sinfo_long_format_fields() {
+    let c = cluster(2, 2);
+    assert_eq!(
+        c.ok("sinfo", &["-O", "partition,nodes,cpus"]),
+        format!("{:<20}{:<20}{:<20}\n{:<20}{:<20}{:<20}\n", "PARTITION", "NODES", "CPUS", "debug*", "2", "2")
+    );
+    assert_eq!(
+        c.ok("sinfo", &["-h", "-N", "--Format=nodelist:8,statecompact:.6|,memory:5"]),
+        format!("node1     idle|{:<5}\nnode2     idle|{:<5}\n", "2000", "2000")
+    );
+    let o = c.run("sinfo", &["-h", "-O", "nodes:3,bogus"]);
+    assert_eq!(text(&o).0, "2  \n");
+    assert_eq!(text(&o).1, "sinfo: error: Invalid job format specification: bogus\n");
+}
