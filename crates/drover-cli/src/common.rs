@@ -22,27 +22,53 @@ pub struct StdFlags {
     pub usage: bool,
 }
 
+/// As [`StdFlags`], for the commands where `-h` is `--help` too (srun, salloc, sacct; `-h`
+/// is `--noheader` in squeue and sinfo).
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct StdFlagsH {
+    #[arg(short = 'V', long = "version")]
+    pub version: bool,
+    #[arg(short = 'h', long = "help")]
+    pub help: bool,
+    #[arg(long = "usage")]
+    pub usage: bool,
+}
+
+/// What [`parse_command`] reads of a command's standard flags.
+pub trait Std {
+    fn flags(&self) -> (bool, bool, bool);
+}
+
+impl Std for StdFlags {
+    fn flags(&self) -> (bool, bool, bool) {
+        (self.version, self.help, self.usage)
+    }
+}
+
+impl Std for StdFlagsH {
+    fn flags(&self) -> (bool, bool, bool) {
+        (self.version, self.help, self.usage)
+    }
+}
+
 /// Parses a command's arguments. `Err(code)` when the command is already answered: a parse
 /// error printed in Slurm's words, `--version`, or `--help`/`--usage`.
-pub fn parse_command<T: clap::Parser>(
+pub fn parse_command<T: clap::Parser, F: Std>(
     prog: &str,
     args: impl IntoIterator<Item = String>,
-    usage: &str,
-    flags: impl Fn(&T) -> &StdFlags,
+    flags: impl Fn(&T) -> &F,
 ) -> Result<T, i32> {
     let a = T::try_parse_from(std::iter::once(prog.to_string()).chain(args)).map_err(|e| {
         eprintln!("{}", crate::sbatch::clap_error(prog, &e));
         1
     })?;
-    let f = flags(&a);
-    let (version, help) = (f.version, f.help || f.usage);
+    let (version, help, usage) = flags(&a).flags();
     if version {
         print_version();
         return Err(0);
     }
-    if help {
-        println!("{usage}");
-        return Err(0);
+    if help || usage {
+        return Err(crate::help::print(prog, !help));
     }
     Ok(a)
 }

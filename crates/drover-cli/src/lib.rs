@@ -13,6 +13,7 @@ pub mod bench;
 pub mod common;
 pub mod explain;
 pub mod format;
+pub mod help;
 pub mod jobopts;
 pub mod jobview;
 pub mod json;

@@ -134,8 +134,6 @@ ReqTRES,AllocTRES,TRESUsageInAve,TRESUsageInMax,TRESUsageInMaxNode,TRESUsageInMa
 TRESUsageInMinNode,TRESUsageInMinTask,TRESUsageInTot,TRESUsageOutMax,TRESUsageOutMaxNode,TRESUsageOutMaxTask,\
 TRESUsageOutAve,TRESUsageOutTot";
 
-const USAGE: &str = "Usage: sacct [options]\n\tUse --help for help";
-
 #[derive(Parser, Debug)]
 #[command(name = "sacct", disable_help_flag = true, disable_version_flag = true, args_override_self = true)]
 struct Args {
@@ -198,7 +196,7 @@ struct Args {
     #[arg(long = "local")]
     local: bool,
     #[command(flatten)]
-    std: common::StdFlags,
+    std: common::StdFlagsH,
     /// Job ids given without -j.
     rest: Vec<String>,
 }
@@ -663,7 +661,7 @@ fn step_order(s: &v1::AcctStep) -> (u8, u32) {
 }
 
 pub fn main(args: Vec<String>) -> i32 {
-    let a: Args = match common::parse_command("sacct", args, USAGE, |a: &Args| &a.std) {
+    let a: Args = match common::parse_command("sacct", args, |a: &Args| &a.std) {
         Ok(a) => a,
         Err(code) => return code,
     };

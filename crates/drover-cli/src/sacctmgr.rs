@@ -13,18 +13,6 @@ Input line must include \"Account\", \"Association\", \"Cluster\", \"Configurati
 \"Event\", \"Federation\", \"Problem\", \"QOS\", \"Resource\", \"Reservation\",\n\
 \"RunAwayJobs\", \"Stats\", \"Transaction\", \"TRES\", \"User\", or \"WCKey\"";
 
-const USAGE: &str = "sacctmgr [<OPTION>] [<COMMAND>]\n\
-    Valid <OPTION> values are:\n\
-     -h or --help: equivalent to \"help\" command\n\
-     -i or --immediate: commit changes immediately\n\
-     -n or --noheader: no header will be added to the beginning of output\n\
-     -p or --parsable: output will be '|' delimited with a '|' at the end\n\
-     -P or --parsable2: output will be '|' delimited without a '|' at the end\n\
-     -Q or --quiet: equivalent to \"quiet\" command\n\
-     -V or --version: equivalent to \"version\" command\n\n\
-  <COMMAND> may be add, delete, modify or show (list) an entity: cluster, account,\n\
-  user, qos or association, e.g. `sacctmgr -i add account physics parent=root`.";
-
 #[derive(Debug, Default, Clone)]
 struct Opts {
     immediate: bool,
@@ -1175,10 +1163,7 @@ pub fn main(args: Vec<String>) -> i32 {
             "-P" | "--parsable2" => o.parsable = Some(false),
             "-Q" | "--quiet" => o.quiet = true,
             "-r" | "--readonly" | "-v" | "--verbose" | "-s" | "--associations" => {}
-            "-h" | "--help" | "--usage" => {
-                println!("{USAGE}");
-                return 0;
-            }
+            "-h" | "--help" | "--usage" => return crate::help::print("sacctmgr", false),
             "-V" | "--version" => {
                 crate::common::print_version();
                 return 0;
@@ -1213,10 +1198,7 @@ pub fn main(args: Vec<String>) -> i32 {
         "modify" | "update" => "modify",
         "delete" | "remove" => "delete",
         "show" | "list" => "show",
-        "help" => {
-            println!("{USAGE}");
-            return 0;
-        }
+        "help" => return crate::help::print("sacctmgr", false),
         "version" => {
             crate::common::print_version();
             return 0;

@@ -27,18 +27,13 @@ struct SallocArgs {
     #[arg(long = "no-shell")]
     no_shell: bool,
     #[command(flatten)]
-    std: common::StdFlags,
+    std: common::StdFlagsH,
     #[arg(trailing_var_arg = true)]
     command: Vec<String>,
 }
 
 pub fn main(args: Vec<String>) -> i32 {
-    let a: SallocArgs = match common::parse_command(
-        "salloc",
-        args.iter().cloned(),
-        "Usage: salloc [OPTIONS(0)...] [ : [OPTIONS(N)...]] [command(0) [args(0)...]]",
-        |a: &SallocArgs| &a.std,
-    ) {
+    let a: SallocArgs = match common::parse_command("salloc", args.iter().cloned(), |a: &SallocArgs| &a.std) {
         Ok(a) => a,
         Err(code) => return code,
     };

@@ -7,22 +7,6 @@ use crate::stepio::{IoServer, OutputMode};
 use drover_proto::v1;
 use std::time::Duration;
 
-const USAGE: &str = "Usage: sattach [options] <jobid.stepid>";
-
-fn help() -> String {
-    format!(
-        "{USAGE}\n  -h, --help                print this message\n  \
-         --input-filter=taskid     send stdin to only the specified task\n  \
-         --output-filter=taskid    only print stdout from the specified task\n  \
-         --error-filter=taskid     only print stderr from the specified task\n  \
-         -l, --label               prepend task number to lines of stdout & stderr\n  \
-         --layout                  print task layout info and exit (does not attach to tasks)\n  \
-         -Q, --quiet               quiet mode (suppress informational messages)\n  \
-         -u, --usage               print a brief usage message\n  \
-         -V, --version             print the Slurm version\n"
-    )
-}
-
 pub fn main(args: Vec<String>) -> i32 {
     let mut mode = OutputMode::default();
     let mut input = String::from("all");
@@ -38,14 +22,8 @@ pub fn main(args: Vec<String>) -> i32 {
             "--input-filter" => input = value.unwrap_or("all").to_string(),
             "--output-filter" => mode.stdout_of = task(value),
             "--error-filter" => mode.stderr_of = task(value),
-            "-h" | "--help" => {
-                print!("{}", help());
-                return 0;
-            }
-            "-u" | "--usage" => {
-                println!("{USAGE}");
-                return 0;
-            }
+            "-h" | "--help" => return crate::help::print("sattach", false),
+            "-u" | "--usage" => return crate::help::print("sattach", true),
             "-V" | "--version" => {
                 crate::common::print_version();
                 return 0;
@@ -60,7 +38,7 @@ pub fn main(args: Vec<String>) -> i32 {
     }
     // Slurm's words when the one argument is missing or one too many.
     if target.len() != 1 {
-        println!("{USAGE}");
+        crate::help::print("sattach", true);
         eprintln!("sattach: error: too many parameters");
         return 1;
     }

@@ -53,8 +53,6 @@ pub fn clap_error(prog: &str, e: &clap::Error) -> String {
     }
 }
 
-const USAGE: &str = "Usage: sbatch [OPTIONS(0)...] [ : [OPTIONS(N)...]] script(0) [args(0)...]";
-
 pub fn main(args: Vec<String>) -> i32 {
     let mut cli = match SbatchArgs::try_parse_from(std::iter::once("sbatch".to_string()).chain(args.iter().cloned())) {
         Ok(c) => c,
@@ -68,8 +66,7 @@ pub fn main(args: Vec<String>) -> i32 {
         return 0;
     }
     if cli.help || cli.usage {
-        println!("{USAGE}\n\nDrover implements sbatch as documented in sbatch(1) of Slurm 22.05.");
-        return 0;
+        return crate::help::print("sbatch", !cli.help);
     }
     use drover_model::bytes;
     use std::os::unix::ffi::OsStrExt;

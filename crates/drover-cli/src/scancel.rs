@@ -48,7 +48,7 @@ pub fn parse_signal(s: &str) -> Option<i32> {
 }
 
 pub fn main(args: Vec<String>) -> i32 {
-    let a: Args = match common::parse_command("scancel", args, "Usage: scancel [-A account] [--batch] [--full] [--interactive] [-n job_name]\n               [-p partition] [-Q] [-q qos] [--reservation=reservation]\n               [-s signal | integer] [-t PENDING | RUNNING | SUSPENDED]\n               [--usage] [-u user_name] [--hurry] [-V] [-v] [-w hosts...]\n               [--wckey=wckey] [job_id[_array_id][.step_id]]", |a: &Args| &a.std) {
+    let a: Args = match common::parse_command("scancel", args, |a: &Args| &a.std) {
         Ok(a) => a,
         Err(code) => return code,
     };

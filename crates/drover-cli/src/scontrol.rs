@@ -29,10 +29,7 @@ pub fn main(args: Vec<String>) -> i32 {
                 crate::common::print_version();
                 return 0;
             }
-            "-h" | "--help" | "--usage" => {
-                println!("Usage: scontrol [<OPTION>] [<COMMAND>]\n  Drover implements scontrol as documented in scontrol(1) of Slurm 22.05.");
-                return 0;
-            }
+            "-h" | "--help" | "--usage" => return crate::help::print("scontrol", false),
             s if s.starts_with('-') && words.is_empty() => {
                 eprintln!("scontrol: unrecognized option '{s}'\nTry \"scontrol --help\" for more information");
                 return 1;

@@ -314,7 +314,7 @@ fn value(g: &Group<'_>, code: char, cfg_users: &dyn Fn(u32) -> String) -> String
 }
 
 pub fn main(args: Vec<String>) -> i32 {
-    let a: Args = match common::parse_command("sinfo", args, "Usage: sinfo [-abdelNRrsTv] [-i seconds] [-t states] [-p partition] [-n nodes]\n             [-S fields] [-o format] [-O Format] [--json]", |a: &Args| &a.std) {
+    let a: Args = match common::parse_command("sinfo", args, |a: &Args| &a.std) {
         Ok(a) => a,
         Err(code) => return code,
     };

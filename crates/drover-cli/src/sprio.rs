@@ -5,9 +5,6 @@ use crate::common;
 use crate::format;
 use drover_proto::v1;
 
-const USAGE: &str = "Usage: sprio [-j jid[s]] [-u user_name[s]] [-o format] [-p partitions]
-     [--federation] [--local] [--sibling] [--usage] [-hlnvVw]";
-
 struct Opts {
     jobs: Option<Vec<u32>>,
     users: Vec<String>,
@@ -55,10 +52,8 @@ pub fn main(args: Vec<String>) -> i32 {
             "-n" | "--norm" => o.normalized = true,
             "-w" | "--weights" => o.weights = true,
             "-v" | "--verbose" | "--federation" | "--local" | "--sib" | "--sibling" => {}
-            "--help" | "--usage" => {
-                println!("{USAGE}");
-                return 0;
-            }
+            "--help" => return crate::help::print("sprio", false),
+            "--usage" => return crate::help::print("sprio", true),
             "-V" | "--version" => {
                 crate::common::print_version();
                 return 0;

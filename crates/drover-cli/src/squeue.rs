@@ -266,7 +266,7 @@ impl Filter {
 }
 
 pub fn main(args: Vec<String>) -> i32 {
-    let a: Args = match common::parse_command("squeue", args, "Usage: squeue [-A account] [--clusters names] [-i seconds] [--job jobid]\n              [-n name] [-o format] [--only-job-state] [-p partitions]\n              [--qos qos] [--reservation reservation] [--sort fields] [--start]\n              [--step step_id] [-t states] [-u user_name] [--usage]\n              [-L licenses] [-w nodes] [--federation] [--local] [--sibling]\n              [--expand-patterns] [--json] [--yaml] [-ahjlrsv]", |a: &Args| &a.std) {
+    let a: Args = match common::parse_command("squeue", args, |a: &Args| &a.std) {
         Ok(a) => a,
         Err(code) => return code,
     };

@@ -65,18 +65,13 @@ struct SrunArgs {
     #[arg(long = "slurmd-debug")]
     slurmd_debug: Option<String>,
     #[command(flatten)]
-    std: common::StdFlags,
+    std: common::StdFlagsH,
     #[arg(trailing_var_arg = true)]
     command: Vec<String>,
 }
 
 pub fn main(args: Vec<String>) -> i32 {
-    let a: SrunArgs = match common::parse_command(
-        "srun",
-        args.iter().cloned(),
-        "Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OPTIONS(N)...]] executable(N) [args(N)...]",
-        |a: &SrunArgs| &a.std,
-    ) {
+    let a: SrunArgs = match common::parse_command("srun", args.iter().cloned(), |a: &SrunArgs| &a.std) {
         Ok(a) => a,
         Err(code) => return code,
     };

@@ -4,8 +4,6 @@
 use crate::common;
 use drover_proto::v1;
 
-const USAGE: &str = "Usage: sshare [-a] [-A accounts] [-l] [-n] [-o format] [-p] [-P] [-u users] [-U] [-v] [-V]";
-
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Kind {
     Account,
@@ -157,10 +155,7 @@ pub fn main(args: Vec<String>) -> i32 {
             "-P" | "--parsable2" => o.parsable = Some(false),
             "-U" | "--Users" => o.users_only = true,
             "-v" | "--verbose" | "-q" | "--quiet" | "-m" | "--partition" | "-e" => {}
-            "-h" | "--help" | "--usage" => {
-                println!("{USAGE}");
-                return 0;
-            }
+            "-h" | "--help" | "--usage" => return crate::help::print("sshare", false),
             "-V" | "--version" => {
                 crate::common::print_version();
                 return 0;

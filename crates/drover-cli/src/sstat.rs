@@ -406,10 +406,8 @@ pub fn main(args: Vec<String>) -> i32 {
                 helpformat();
                 return 0;
             }
-            "-h" | "--help" | "--usage" => {
-                print!("{USAGE}");
-                return 0;
-            }
+            "-h" | "--help" => return crate::help::print("sstat", false),
+            "--usage" => return crate::help::print("sstat", true),
             "-V" | "--version" => {
                 crate::common::print_version();
                 return 0;

@@ -240,7 +240,16 @@ fn usage_of_the_batch_script_and_steps() {
         got.lines().count() == 3 && !got.contains("|RUNNING|")
     });
     let rows: Vec<Vec<&str>> = got.lines().map(|l| l.split('|').collect()).collect();
-    let kb = |v: &str| v.trim_end_matches('K').parse::<u64>().unwrap_or(0);
+    // Sizes as Slurm converts them (`40956K`, `59M`, `1.50G`).
+    let kb = |v: &str| {
+        let (num, mult) = match v.chars().last() {
+            Some('K') => (&v[..v.len() - 1], 1.0),
+            Some('M') => (&v[..v.len() - 1], 1024.0),
+            Some('G') => (&v[..v.len() - 1], 1048576.0),
+            _ => (v, 1.0 / 1024.0),
+        };
+        (num.parse::<f64>().unwrap_or(0.0) * mult) as u64
+    };
     let secs = |v: &str| {
         // MM:SS.mmm or HH:MM:SS
         let parts: Vec<f64> = v.split(':').map(|p| p.parse().unwrap_or(0.0)).collect();
@@ -250,7 +259,8 @@ fn usage_of_the_batch_script_and_steps() {
     assert_eq!((batch[0], step[0]), (format!("{j}.batch").as_str(), format!("{j}.0").as_str()), "{got}");
     assert!(kb(batch[2]) >= 55_000, "batch MaxRSS {got}");
     assert!((35_000..55_000).contains(&kb(step[2])), "step MaxRSS {got}");
-    assert!(secs(batch[3]) >= 0.2, "batch TotalCPU {got}");
+    // The shell loop alone takes about 0.2 s of CPU (less on a fast, idle machine).
+    assert!(secs(batch[3]) >= 0.1, "batch TotalCPU {got}");
     assert!(secs(batch[4]) > 0.0, "batch UserCPU {got}");
     // The job's CPU is its steps' together.
     let sum = secs(batch[3]) + secs(step[3]);

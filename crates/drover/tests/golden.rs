@@ -216,3 +216,30 @@ fn sbatch_prints_like_slurm() {
     let p = stdout(&c, "sbatch", &["--parsable", "--wrap", "hostname; sleep 1"]);
     assert!(Regex::new(r"^\d+\n$").unwrap().is_match(&p), "{p:?}");
 }
+
+/// `--help` and `--usage` of every command print real Slurm 22.05's text byte for byte (tools
+/// and Slurm's own test suite read them), with exit status 0, and no command needs a cluster
+/// for them.
+#[test]
+fn help_and_usage_are_slurms() {
+    let dir = drover_testkit::testdata("compat/slurm-22.05/help");
+    let mut checked = 0;
+    for cmd in [
+        "sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat", "sattach", "sacct", "sacctmgr",
+        "sreport", "sshare", "sprio",
+    ] {
+        for opt in ["--help", "--usage"] {
+            let want = std::fs::read(dir.join(format!("{cmd}{opt}.out"))).unwrap();
+            let o = std::process::Command::new(EXE)
+                .arg(cmd)
+                .arg(opt)
+                .env("SLURM_CONF", "/nonexistent/slurm.conf")
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(0), "{cmd} {opt}: {}", String::from_utf8_lossy(&o.stderr));
+            assert!(o.stdout == want, "{cmd} {opt} printed:\n{}", String::from_utf8_lossy(&o.stdout));
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 28);
+}

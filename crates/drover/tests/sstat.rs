@@ -29,7 +29,11 @@ fn sstat_shows_what_running_tasks_use() {
     let o = c.ok("sstat", &["-P", "-j", &format!("{id}.0"), "-o", "JobID,MaxRSS,NTasks,Nodelist,Pids,AveCPU"]);
     let row: Vec<&str> = o.lines().nth(1).unwrap().split('|').collect();
     assert_eq!(row[0], format!("{id}.0"));
-    let rss: u64 = row[1].trim_end_matches('K').parse().unwrap();
+    // In K unless Slurm's exact conversion made it M (`61440K` prints `60M`).
+    let rss: u64 = match row[1].strip_suffix('M') {
+        Some(m) => (m.parse::<f64>().unwrap() * 1024.0) as u64,
+        None => row[1].trim_end_matches('K').parse().unwrap(),
+    };
     assert!(rss > 60 * 1024, "MaxRSS {rss}K for 60 MiB each");
     assert_eq!((row[2], row[3]), ("2", "node[1-2]"));
     assert_eq!(row[4].split(',').count(), 2);
