@@ -166,6 +166,11 @@ pub fn main(args: Vec<String>) -> i32 {
             spec.environment.push(v1::KeyValue { key: key.into(), value });
         }
     }
+    if a.job.verbose > 0 {
+        for l in defined_options(&args) {
+            eprintln!("{l}");
+        }
+    }
     let opts = StepOpts {
         kill_wait: cfg.kill_wait,
         standalone,
@@ -236,6 +241,76 @@ struct StepOpts {
     verbose: bool,
 }
 
+/// `srun -v`'s first block: every option set, from the command line or srun's input
+/// variables, by Slurm's name, in Slurm's (alphabetical) order, with the value as Slurm shows
+/// it (`set` for a flag, a time limit as `00:05:00`, memory in MB).
+fn defined_options(args: &[String]) -> Vec<String> {
+    use clap::parser::ValueSource;
+    use clap::CommandFactory;
+    let cmd = SrunArgs::command();
+    let Ok(m) = cmd.clone().try_get_matches_from(std::iter::once("srun".to_string()).chain(args.iter().cloned()))
+    else {
+        return Vec::new();
+    };
+    let mut set: std::collections::BTreeMap<String, String> = Default::default();
+    // srun's input variables inside an allocation, below what the command line says.
+    let from_env = [
+        ("SLURM_JOB_ID", "jobid"),
+        ("SLURM_JOB_NAME", "job-name"),
+        ("SLURM_NNODES", "nodes"),
+        ("SLURM_NTASKS", "ntasks"),
+        ("SLURM_CPUS_PER_TASK", "cpus-per-task"),
+        ("SLURM_NTASKS_PER_NODE", "ntasks-per-node"),
+        ("SLURM_OVERCOMMIT", "overcommit"),
+    ];
+    for (var, name) in from_env {
+        if let Some(v) = env(var) {
+            let v = if name == "overcommit" { "set".to_string() } else { v };
+            set.insert(name.to_string(), v);
+        }
+    }
+    for arg in cmd.get_arguments() {
+        let id = arg.get_id().as_str();
+        if m.value_source(id) != Some(ValueSource::CommandLine) {
+            continue;
+        }
+        let Some(name) = arg.get_long() else { continue };
+        if matches!(name, "help" | "usage" | "version") {
+            continue;
+        }
+        let value = match arg.get_action() {
+            clap::ArgAction::SetTrue => "set".to_string(),
+            clap::ArgAction::Count => m.get_count(id).to_string(),
+            _ => {
+                let raw: Vec<String> =
+                    m.get_raw(id).map(|v| v.map(|x| x.to_string_lossy().into_owned()).collect()).unwrap_or_default();
+                let v = raw.join(",");
+                match name {
+                    "time" => drover_model::duration::parse_time_limit(&v)
+                        .map(drover_model::duration::fmt_limit_long)
+                        .unwrap_or(v),
+                    "mem" | "mem-per-cpu" => drover_model::memsize::parse_mb(&v).map(|mb| mb.to_string()).unwrap_or(v),
+                    "exclusive" if v.is_empty() => "exclusive".into(),
+                    _ => v,
+                }
+            }
+        };
+        set.insert(name.to_string(), value);
+    }
+    let mut lines = vec!["srun: defined options".to_string(), "srun: -------------------- --------------------".into()];
+    // The allocation's node list, an option without a name of its own in Slurm.
+    if let Some(nodes) = env("SLURM_NODELIST") {
+        lines.push(format!("srun: {:<20}: {nodes}", "(null)"));
+    }
+    // Slurm's table is in alphabetical order of the names without their dashes.
+    let mut set: Vec<(String, String)> = set.into_iter().collect();
+    set.sort_by_key(|(k, _)| k.replace('-', ""));
+    lines.extend(set.iter().map(|(k, v)| format!("srun: {k:<20}: {v}")));
+    lines.push("srun: -------------------- --------------------".into());
+    lines.push("srun: end of defined options".into());
+    lines
+}
+
 /// `srun -v`'s line for an allocation (`_print_job_information`).
 fn job_information(job: &v1::JobInfo) -> String {
     let nodes: Vec<String> = job.alloc.iter().map(|a| a.node.clone()).collect();
@@ -260,6 +335,12 @@ fn job_information(job: &v1::JobInfo) -> String {
 /// Task ids as Slurm's hostlist writes them (`0`, `[0-3]`, `[0,2]`).
 fn task_list(ids: &[u32]) -> String {
     Hostlist::from_iter(ids.iter().map(|i| i.to_string())).ranged()
+}
+
+/// Task ids as srun's exit messages write them (`0-1`, `0,2`: no brackets).
+fn exit_task_list(ids: &[u32]) -> String {
+    let l = task_list(ids);
+    l.strip_prefix('[').and_then(|l| l.strip_suffix(']')).map(str::to_string).unwrap_or(l)
 }
 
 fn env(k: &str) -> Option<String> {
@@ -557,6 +638,8 @@ async fn run_step(
     let step_id = step.step_id;
     let label = format!("StepId={job}.{step_id}");
     if opts.verbose {
+        let bind = if spec.cpu_bind.is_empty() { "(null type)".to_string() } else { spec.cpu_bind.clone() };
+        eprintln!("srun: launch/slurm: launch_p_step_launch: CpuBindType={bind}");
         for n in &step.nodes {
             eprintln!(
                 "srun: launching {label} on host {}, {} tasks: {}",
@@ -565,8 +648,9 @@ async fn run_step(
                 task_list(&n.task_ids)
             );
         }
+        eprintln!("srun: route/default: init: route default plugin loaded");
         for n in &step.nodes {
-            eprintln!("srun: Node {}, {} tasks started", n.node, n.task_ids.len());
+            eprintln!("srun: launch/slurm: _task_start: Node {}, {} tasks started", n.node, n.task_ids.len());
         }
     }
     let ntasks: usize = step.nodes.iter().map(|n| n.task_ids.len()).sum();
@@ -583,6 +667,7 @@ async fn run_step(
     let mut aborted = false;
     let mut terminating = false;
     let mut reported = 0;
+    let mut told_nodes: std::collections::HashSet<String> = Default::default();
     let mut rc = 0;
     let mut worst = 0;
     let mut signalled = false;
@@ -593,15 +678,38 @@ async fn run_step(
             // Task 0's terminal session is over: ours is a terminal again for what srun says.
             drop(raw.take());
         }
+        if opts.verbose && exits.len() > reported {
+            // One notification per node once its tasks have all ended, those of one status
+            // together, as slurmstepd reports the tasks it reaps.
+            for n in &step.nodes {
+                if told_nodes.contains(&n.node) {
+                    continue;
+                }
+                let mine: Vec<&(u32, String, i32)> = exits.iter().filter(|(_, node, _)| *node == n.node).collect();
+                if mine.len() < n.task_ids.len() {
+                    continue;
+                }
+                told_nodes.insert(n.node.clone());
+                let mut statuses: Vec<i32> = mine.iter().map(|e| e.2).collect();
+                statuses.dedup();
+                for st in statuses {
+                    let mut ids: Vec<u32> = mine.iter().filter(|e| e.2 == st).map(|e| e.0).collect();
+                    ids.sort_unstable();
+                    let k = ids.len();
+                    let (word, list) =
+                        if k == 1 { ("task", ids[0].to_string()) } else { ("tasks", exit_task_list(&ids)) };
+                    eprintln!(
+                        "srun: launch/slurm: _task_finish: Received task exit notification for {k} {word} of {label} (status=0x{st:04x})."
+                    );
+                    if st == 0 {
+                        eprintln!("srun: launch/slurm: _task_finish: {}: {word} {list}: Completed", n.node);
+                    }
+                }
+            }
+        }
         for (task, node, st) in &exits[reported..] {
             let sig = st & 0x7f;
             let code = (st >> 8) & 0xff;
-            if opts.verbose {
-                eprintln!("srun: Received task exit notification for 1 task of {label} (status=0x{st:04x}).");
-                if *st == 0 {
-                    eprintln!("srun: {node}: task {task}: Completed");
-                }
-            }
             if drover_model::job::exit_rank(*st) > drover_model::job::exit_rank(worst) {
                 worst = *st;
             }

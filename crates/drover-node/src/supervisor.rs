@@ -587,6 +587,10 @@ fn empty_once(path: &str, mark: &str, first_node: bool) -> Result<(), String> {
     )
     .map_err(|e| format!("cannot open {path}: {e}"))?;
     let file = std::fs::File::from(fd);
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        // /dev/null, a terminal, a pipe: nothing to empty.
+        return Ok(());
+    }
     let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
         .map_err(|(_, e)| format!("cannot lock {path}: {e}"))?;
     let name = c"user.drover.step";
