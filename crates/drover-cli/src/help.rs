@@ -16,6 +16,7 @@ pub fn text(prog: &str, usage: bool) -> Option<&'static str> {
         "sattach" => (include_str!("../help/sattach.help"), Some(include_str!("../help/sattach.usage"))),
         "sacct" => (include_str!("../help/sacct.help"), Some(include_str!("../help/sacct.usage"))),
         "sprio" => (include_str!("../help/sprio.help"), Some(include_str!("../help/sprio.usage"))),
+        "sdiag" => (include_str!("../help/sdiag.help"), Some(include_str!("../help/sdiag.usage"))),
         "scontrol" => (include_str!("../help/scontrol.help"), None),
         "sacctmgr" => (include_str!("../help/sacctmgr.help"), None),
         "sreport" => (include_str!("../help/sreport.help"), None),

@@ -25,6 +25,7 @@ pub mod sattach;
 pub mod sbatch;
 pub mod scancel;
 pub mod scontrol;
+pub mod sdiag;
 pub mod sinfo;
 pub mod sprio;
 pub mod squeue;
@@ -56,6 +57,7 @@ pub const COMMANDS: &[(&str, CommandMain)] = &[
     ("sreport", sreport::main),
     ("sshare", sshare::main),
     ("sprio", sprio::main),
+    ("sdiag", sdiag::main),
 ];
 
 /// Runs command `prog` with its arguments (without argv[0]); returns the exit status.

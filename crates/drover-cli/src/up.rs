@@ -315,8 +315,15 @@ fn strays(dir: &Path) -> Vec<u32> {
 pub fn install_links(dir: &Path) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let real = std::fs::canonicalize(&exe).unwrap_or_else(|_| exe.clone());
     for c in crate::COMMANDS.iter().map(|(name, _)| name).chain(["drover"].iter()) {
         let link = dir.join(c);
+        // The binary itself may live there (a test cluster's own copy): left as it is.
+        if std::fs::canonicalize(&link).is_ok_and(|l| l == real)
+            && std::fs::symlink_metadata(&link).is_ok_and(|m| !m.is_symlink())
+        {
+            continue;
+        }
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&exe, &link).map_err(|e| format!("{}: {e}", link.display()))?;
     }

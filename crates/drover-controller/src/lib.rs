@@ -14,6 +14,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod acct;
+mod diag;
 mod explain;
 mod fairshare;
 mod intern;
@@ -124,6 +125,7 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
         sessions: Arc::new(AtomicU64::new(0)),
         shutdown: shutdown.clone(),
         auth: auth.clone(),
+        stats: Arc::new(diag::RpcStats::default()),
     };
 
     // Local commands come over a Unix socket whose peer credentials say who they are; it

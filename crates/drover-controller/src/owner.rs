@@ -133,6 +133,12 @@ pub enum Msg {
     },
     /// Accounting's associations and QoS, as read now.
     AcctAdmin(Box<v1::AdminState>),
+    /// sdiag: the owner's statistics (and a fresh start of them with `reset`).
+    Diag {
+        reset: bool,
+        caller: Caller,
+        reply: Reply<v1::DiagReply>,
+    },
     Shutdown,
 }
 
@@ -230,6 +236,8 @@ pub struct Owner {
     self_tx: Option<std::sync::mpsc::Sender<Msg>>,
     /// Wakes the delivery to accounting when its outbox has something (see `crate::acct`).
     acct_wake: Option<Arc<tokio::sync::Notify>>,
+    /// What sdiag shows of jobs and scheduling passes.
+    diag: crate::diag::Counters,
     ctld_prolog: HashSet<JobId>,
     /// Nodes running the epilog of jobs that ended there: they take no new work (they show
     /// `comp`) until it is done.
@@ -346,6 +354,7 @@ impl Owner {
             stats: HashMap::new(),
             self_tx: None,
             acct_wake: None,
+            diag: crate::diag::Counters::new(now(), Default::default()),
             ctld_prolog: HashSet::new(),
             epilog_pending: HashMap::new(),
             stat_parts: HashMap::new(),
@@ -504,7 +513,10 @@ impl Owner {
                 self.last_periodic = t;
                 self.periodic(t);
             }
+            let (before, started) = (self.core.pass_stats(), std::time::Instant::now());
             self.schedule(t);
+            let us = started.elapsed().as_micros() as u64;
+            self.diag.pass(before, self.core.pass_stats(), us, t);
             if let Err(e) = self.journal.commit() {
                 // Nothing may be acknowledged that is not durable: stop, the supervisor of
                 // this process (or the admin) restarts it from the journal.
@@ -681,6 +693,28 @@ impl Owner {
                         }
                     }
                 }
+            }
+            Msg::Diag { reset, caller, reply } => {
+                let t = now();
+                if reset && !self.operator(caller) {
+                    self.reply(reply, Err(Status::permission_denied("Access/permission denied")));
+                    return;
+                }
+                if reset {
+                    self.diag = crate::diag::Counters::new(t, self.core.pass_stats());
+                }
+                let mut r = self.diag.reply(self.core.pass_stats(), t);
+                for j in self.durable.jobs.values() {
+                    match j.status.state {
+                        JobState::Pending => {
+                            r.jobs_pending += j.array.as_ref().map_or(1, |a| a.pending.len().max(1)) as u32
+                        }
+                        JobState::Running | JobState::Suspended | JobState::Completing => r.jobs_running += 1,
+                        _ => {}
+                    }
+                }
+                r.dbd_queue = self.durable.acct.as_ref().map_or(0, |o| (o.dirty.len() + o.gone.len()) as u32);
+                self.reply(reply, Ok(r));
             }
             Msg::Shutdown => self.shutdown = true,
         }
@@ -1421,6 +1455,7 @@ impl Owner {
         let io_key = if spec.io_addr.is_some() { self.io_key(id, None, status.submit_time) } else { Vec::new() };
         self.record(Record::Submit { id, spec, status });
         self.core.handle(Event::Submitted(sj));
+        self.diag.submitted += 1;
         Ok(v1::SubmitReply { job_id: id, io_key: io_key.into(), ..Default::default() })
     }
 
@@ -1477,6 +1512,7 @@ impl Owner {
     fn start_job(&mut self, id: JobId, alloc: drover_model::alloc::Allocation, time_limit: Option<u64>, t: i64) {
         // sshare's TRESRunMins follow the jobs that run.
         self.fs.stale = true;
+        self.diag.started += 1;
         let Some(j) = self.durable.jobs.get(&id).cloned() else {
             return;
         };
@@ -1843,6 +1879,11 @@ impl Owner {
     /// Moves a job to its final state (or back to pending when it is being requeued).
     fn finish(&mut self, id: JobId, mut st: JobStatus, how: &str, end: i64) {
         let requeue = st.state_desc == "REQUEUE" || how == "REQUEUE";
+        match how {
+            "FAILED_LAUNCH" | "NODE_FAIL" => self.diag.failed += 1,
+            _ if !requeue => self.diag.completed += 1,
+            _ => {}
+        }
         let preempted = self.preempting.remove(&id).is_some() && st.state_desc == "PREEMPTED";
         if let Some(j) = self.durable.jobs.get(&id).cloned() {
             // Its run since it was last credited counts now (not time it spent suspended).
@@ -2407,6 +2448,7 @@ impl Owner {
                         continue;
                     }
                     self.end_pending(id, Some(caller.uid), PendingReason::None, t);
+                    self.diag.canceled += 1;
                     results.push(err(""));
                 }
                 _ => {
@@ -2425,6 +2467,7 @@ impl Owner {
                         }
                         let mut st = j.status.clone();
                         st.cancelled_by = Some(caller.uid);
+                        self.diag.canceled += 1;
                         if !j.batch {
                             // Nothing on a node ends an allocation: it ends now, and its
                             // steps are terminated.

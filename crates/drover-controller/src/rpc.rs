@@ -1,6 +1,7 @@
 //! gRPC handlers. They turn requests into [`Msg`]s for the state owner and await its reply;
 //! reads are answered from the published view without touching the owner.
 
+use crate::diag::msg;
 use crate::owner::{now, Msg, Reply};
 use crate::view::{state_reply, View};
 use arc_swap::ArcSwap;
@@ -25,6 +26,13 @@ pub struct Handlers {
     pub shutdown: Arc<Notify>,
     /// Checks who may register a node, and signs launches on their way out.
     pub auth: Arc<drover_proto::auth::Auth>,
+    /// RPCs answered, for sdiag.
+    pub stats: Arc<crate::diag::RpcStats>,
+}
+
+/// The caller's uid for the statistics (before any check: refused calls count too).
+fn uid_of<T>(req: &Request<T>) -> u32 {
+    caller(req).map_or(u32::MAX, |c| c.uid)
 }
 
 fn who<T>(req: &Request<T>) -> Result<Caller, Status> {
@@ -49,6 +57,12 @@ type NodeStream = Pin<Box<dyn Stream<Item = Result<v1::ControllerToNode, Status>
 #[tonic::async_trait]
 impl Controller for Handlers {
     async fn submit(&self, req: Request<v1::SubmitRequest>) -> Result<Response<v1::SubmitReply>, Status> {
+        let kind = if req.get_ref().spec.as_ref().is_some_and(|s| s.batch) {
+            msg::SUBMIT_BATCH_JOB
+        } else {
+            msg::RESOURCE_ALLOCATION
+        };
+        let _t = self.stats.time(kind, uid_of(&req));
         let caller = who(&req)?;
         let r = req.into_inner();
         let spec = drover_proto::spec_from_wire(r.spec.unwrap_or_default()).map_err(Status::invalid_argument)?;
@@ -57,18 +71,55 @@ impl Controller for Handlers {
     }
 
     async fn get_state(&self, req: Request<v1::StateRequest>) -> Result<Response<v1::StateReply>, Status> {
+        let (uid, started) = (uid_of(&req), std::time::Instant::now());
         // Encoding a large queue takes milliseconds: off the async workers.
         let view = self.view.load_full();
         let req = req.into_inner();
+        // One read here is what Slurm's commands ask in one RPC each.
+        let kinds: Vec<(&'static str, u32)> = [
+            (req.jobs, msg::JOB_INFO),
+            (req.nodes, msg::NODE_INFO),
+            (req.partitions, msg::PARTITION_INFO),
+            (req.config, msg::BUILD_INFO),
+            (req.shares, msg::SHARE_INFO),
+            (req.prio, msg::PRIORITY_FACTORS),
+            (req.reservations, msg::RESERVATION_INFO),
+        ]
+        .into_iter()
+        .filter_map(|(asked, k)| asked.then_some(k))
+        .collect();
         let reply = tokio::task::spawn_blocking(move || state_reply(&view, &req, now()))
             .await
             .map_err(|e| Status::internal(e.to_string()))?;
+        let us = started.elapsed().as_micros() as u64;
+        for k in kinds {
+            self.stats.record(k, uid, us);
+        }
         Ok(Response::new(reply))
+    }
+
+    async fn diag(&self, req: Request<v1::DiagRequest>) -> Result<Response<v1::DiagReply>, Status> {
+        let _t = self.stats.time(msg::STATS_INFO, uid_of(&req));
+        let caller = who(&req)?;
+        let reset = req.into_inner().reset;
+        let mut r = self.ask(|reply| Msg::Diag { reset, caller, reply }).await?;
+        if reset {
+            self.stats.reset();
+        }
+        (r.rpc_types, r.rpc_users) = self.stats.snapshot();
+        r.server_threads = tokio::runtime::Handle::current().metrics().num_workers() as u32;
+        let t0 = std::time::Instant::now();
+        for _ in 0..1000 {
+            std::hint::black_box(std::time::SystemTime::now());
+        }
+        r.clock_latency_us = t0.elapsed().as_micros() as u32;
+        Ok(Response::new(r))
     }
 
     type ListJobsStream = ListStream;
 
     async fn list_jobs(&self, req: Request<v1::StateRequest>) -> Result<Response<Self::ListJobsStream>, Status> {
+        let _t = self.stats.time(msg::JOB_INFO, uid_of(&req));
         // Batches are encoded on a blocking thread, a few ahead of the reader.
         let view = self.view.load_full();
         let batches = crate::view::job_batches(view, req.into_inner(), now());
@@ -84,40 +135,47 @@ impl Controller for Handlers {
     }
 
     async fn cancel(&self, req: Request<v1::CancelRequest>) -> Result<Response<v1::CancelReply>, Status> {
+        let _t = self.stats.time(msg::KILL_JOB, uid_of(&req));
         let caller = who(&req)?;
         let req = req.into_inner();
         self.ask(|reply| Msg::Cancel { req, caller, reply }).await.map(Response::new)
     }
 
     async fn job_control(&self, req: Request<v1::JobControlRequest>) -> Result<Response<v1::JobControlReply>, Status> {
+        let _t = self.stats.time(msg::UPDATE_JOB, uid_of(&req));
         let caller = who(&req)?;
         let req = req.into_inner();
         self.ask(|reply| Msg::JobControl { req, caller, reply }).await.map(Response::new)
     }
 
     async fn update_node(&self, req: Request<v1::UpdateNodeRequest>) -> Result<Response<v1::Empty>, Status> {
+        let _t = self.stats.time(msg::UPDATE_NODE, uid_of(&req));
         let caller = who(&req)?;
         let req = req.into_inner();
         self.ask(|reply| Msg::UpdateNode { req, caller, reply }).await.map(Response::new)
     }
 
     async fn explain(&self, req: Request<v1::ExplainRequest>) -> Result<Response<v1::ExplainReply>, Status> {
+        let _t = self.stats.time(msg::JOB_INFO, uid_of(&req));
         let job = req.into_inner().job_id;
         self.ask(|reply| Msg::Explain { job, reply }).await.map(Response::new)
     }
 
     async fn reservation(&self, req: Request<v1::ResvRequest>) -> Result<Response<v1::ResvReply>, Status> {
+        let _t = self.stats.time(msg::UPDATE_RESERVATION, uid_of(&req));
         let caller = who(&req)?;
         let req = req.into_inner();
         self.ask(|reply| Msg::Reservation { req, caller, reply }).await.map(Response::new)
     }
 
     async fn reconfigure(&self, req: Request<v1::Empty>) -> Result<Response<v1::Empty>, Status> {
+        let _t = self.stats.time(msg::RECONFIGURE, uid_of(&req));
         let caller = who(&req)?;
         self.ask(|reply| Msg::Reconfigure { caller, reply }).await.map(Response::new)
     }
 
     async fn ping(&self, _req: Request<v1::Empty>) -> Result<Response<v1::PingReply>, Status> {
+        let _t = self.stats.time(msg::PING, uid_of(&_req));
         let view = self.view.load();
         let host = view.cfg.controller_hosts.first().map(|h| h.name.clone()).unwrap_or_default();
         Ok(Response::new(v1::PingReply { cluster: view.cfg.cluster_name.clone(), host }))
@@ -126,6 +184,7 @@ impl Controller for Handlers {
     type WatchJobStream = EventStream;
 
     async fn watch_job(&self, req: Request<v1::WatchRequest>) -> Result<Response<Self::WatchJobStream>, Status> {
+        let _t = self.stats.time(msg::JOB_READY, uid_of(&req));
         let job = req.get_ref().job_id;
         let (tx, rx) = mpsc::unbounded_channel();
         self.ask(|reply| Msg::Watch { job, tx, reply }).await?;
@@ -134,6 +193,7 @@ impl Controller for Handlers {
     }
 
     async fn create_step(&self, req: Request<v1::StepCreateRequest>) -> Result<Response<v1::StepCreateReply>, Status> {
+        let _t = self.stats.time(msg::JOB_STEP_CREATE, uid_of(&req));
         let caller = who(&req)?;
         let r = req.into_inner();
         let spec = r.spec.ok_or_else(|| Status::invalid_argument("step request without a step"))?;
@@ -142,18 +202,21 @@ impl Controller for Handlers {
     }
 
     async fn step_stat(&self, req: Request<v1::StepStatRequest>) -> Result<Response<v1::StepStatReply>, Status> {
+        let _t = self.stats.time(msg::JOB_STEP_STAT, uid_of(&req));
         let caller = who(&req)?;
         let req = req.into_inner();
         self.ask(|reply| Msg::StepStat { req, caller, reply }).await.map(Response::new)
     }
 
     async fn attach_step(&self, req: Request<v1::AttachRequest>) -> Result<Response<v1::StepCreateReply>, Status> {
+        let _t = self.stats.time(msg::STEP_LAYOUT, uid_of(&req));
         let caller = who(&req)?;
         let req = req.into_inner();
         self.ask(|reply| Msg::AttachStep { req, caller, reply }).await.map(Response::new)
     }
 
     async fn complete_job(&self, req: Request<v1::CompleteRequest>) -> Result<Response<v1::Empty>, Status> {
+        let _t = self.stats.time(msg::COMPLETE_JOB_ALLOCATION, uid_of(&req));
         let caller = who(&req)?;
         let req = req.into_inner();
         self.ask(|reply| Msg::CompleteJob { req, caller, reply }).await.map(Response::new)
@@ -162,6 +225,7 @@ impl Controller for Handlers {
     /// Configless mode: `slurm.conf` and the files beside it that agents read (never a key,
     /// never `slurmdbd.conf`), for any authenticated caller, as Slurm serves them.
     async fn get_config(&self, req: Request<v1::Empty>) -> Result<Response<v1::ConfigReply>, Status> {
+        let _t = self.stats.time(msg::CONFIG, uid_of(&req));
         who(&req)?;
         let cfg = self.view.load().cfg.clone();
         if !cfg.configless {
@@ -183,6 +247,7 @@ impl Controller for Handlers {
     }
 
     async fn shutdown(&self, req: Request<v1::Empty>) -> Result<Response<v1::Empty>, Status> {
+        let _t = self.stats.time(msg::SHUTDOWN, uid_of(&req));
         let caller = who(&req)?;
         // Root, SlurmUser, or the controller's own user (a `drover up` of an ordinary user).
         if !self.auth.is_trusted(caller.uid) && caller.uid != nix::unistd::getuid().as_raw() {
@@ -223,6 +288,7 @@ impl NodeLink for Handlers {
         let Some(node_to_controller::Msg::Register(reg)) = first.msg else {
             return Err(Status::invalid_argument("the first message of a node session must be Register"));
         };
+        self.stats.record(msg::NODE_REGISTRATION, caller.uid, 0);
         let session = self.sessions.fetch_add(1, Ordering::Relaxed) + 1;
         let node = reg.node.clone();
         let signer_node = node.clone();
@@ -231,9 +297,15 @@ impl NodeLink for Handlers {
             .send(Msg::NodeRegister { reg, tx, session, host, from })
             .map_err(|_| Status::unavailable("controller is shutting down"))?;
         let owner = self.tx.clone();
+        let stats = self.stats.clone();
         tokio::spawn(async move {
             while let Ok(Some(m)) = inbound.message().await {
                 if let Some(msg) = m.msg {
+                    // A step's or a batch script's end, as slurmd's RPCs report them.
+                    if let node_to_controller::Msg::Ended(e) = &msg {
+                        let kind = if e.step_id.is_some() { msg::STEP_COMPLETE } else { msg::COMPLETE_BATCH_SCRIPT };
+                        stats.record(kind, caller.uid, 0);
+                    }
                     if owner.send(Msg::FromNode { node: node.clone(), session, msg }).is_err() {
                         return;
                     }

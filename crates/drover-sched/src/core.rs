@@ -457,8 +457,29 @@ impl Shape {
     }
 }
 
+/// What the scheduling passes did, for `sdiag`: counts only (the controller, which may read
+/// clocks, times the passes).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PassStats {
+    /// Passes that ran (a pass with nothing changed is skipped and not counted).
+    pub passes: u64,
+    /// Of those, passes that also planned ahead (backfill reservations).
+    pub planning_passes: u64,
+    /// The last pass: jobs in the queue when it began, and jobs it evaluated.
+    pub last_queue_len: u32,
+    pub last_depth: u32,
+    /// Jobs evaluated over every pass.
+    pub depth_sum: u64,
+    /// Jobs started ahead of a job of higher priority that was left waiting (backfilled).
+    pub backfilled: u64,
+    /// Reservations the last planning pass holds (backfill's table).
+    pub last_table_size: u32,
+}
+
 #[derive(Default, Clone)]
 pub struct Core {
+    /// Counts of what the passes did (`sdiag`).
+    stats: PassStats,
     nodes: Vec<NodeRes>,
     node_idx: HashMap<String, usize>,
     partitions: Vec<PartitionRes>,
@@ -1117,6 +1138,9 @@ impl Core {
             return Vec::new();
         }
         self.changed = false;
+        self.stats.passes += 1;
+        self.stats.last_queue_len = self.queue.len() as u32;
+        self.stats.last_depth = 0;
         self.wake_at = None;
         self.dep_wake.set(None);
         self.free_now.set(None);
@@ -1164,6 +1188,11 @@ impl Core {
         } else if self.config.policy != Policy::Fcfs && self.plan_dirty {
             self.wake_at = Some(self.wake_at.map_or(self.next_plan, |w| w.min(self.next_plan)));
         }
+        if planning {
+            self.stats.planning_passes += 1;
+        }
+        // A job that found no room was passed over: one started after it is backfilled.
+        let mut passed_over = false;
         let depth = match self.config.policy {
             _ if !planning => 0,
             Policy::Fcfs => 0,
@@ -1230,6 +1259,8 @@ impl Core {
             }
             let inside = within.as_ref().map(|(_, w)| w);
             let how = Eval { strict: depth == 0, reserved: old.contains_key(&id), within: inside };
+            self.stats.last_depth += 1;
+            self.stats.depth_sum += 1;
             let mut result = self.evaluate(job, now, &blocked, &tl, how);
             // An array's remainder starts as many tasks as fit, one at a time.
             while let Ok((alloc, limit)) = result {
@@ -1280,6 +1311,9 @@ impl Core {
                 }
                 self.started_at.insert(job_id, now);
                 self.ends.insert(job_id, end);
+                if passed_over {
+                    self.stats.backfilled += 1;
+                }
                 out.push(Decision::Start { job: job_id, alloc, time_limit: limit, split });
                 result = match self.pending.get(&id) {
                     Some((job, _)) if !done => self.evaluate(job, now, &blocked, &tl, how),
@@ -1294,6 +1328,9 @@ impl Core {
             let Err(reason) = result else { continue };
             if !self.pending.contains_key(&id) {
                 continue;
+            }
+            if matches!(reason, PendingReason::Resources | PendingReason::Priority) {
+                passed_over = true;
             }
             if within.is_some() {
                 // Inside its reservation only its fellow members compete: no backfill
@@ -1383,8 +1420,14 @@ impl Core {
             out.push(Decision::Planned { job, start: None, nodes: Vec::new() });
         }
         self.shown = shown;
+        self.stats.last_table_size = planned.len() as u32;
         self.planned = planned;
         out
+    }
+
+    /// What the passes did so far (see [`PassStats`]).
+    pub fn pass_stats(&self) -> PassStats {
+        self.stats
     }
 
     /// QoS preemption: each waiting job (in priority order) that may preempt and is first in

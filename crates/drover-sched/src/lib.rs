@@ -27,8 +27,8 @@ pub mod priority;
 pub mod step;
 
 pub use crate::core::{
-    AdvanceResv, Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, Preempt, SchedArray, SchedJob, SchedMore,
-    SubmitCheck,
+    AdvanceResv, Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, PassStats, Preempt, SchedArray, SchedJob,
+    SchedMore, SubmitCheck,
 };
 pub use crate::plan::{Policy, SchedConfig};
 pub use drover_model::alloc::{Allocation, NodeAlloc};

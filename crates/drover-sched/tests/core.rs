@@ -582,11 +582,19 @@ fn easy_backfills_what_ends_before_the_reservation_and_nothing_else() {
         c.handle(Event::Submitted(limited(2, 4, 100))); // waits for job 1: reserved at 100
         c.handle(Event::Submitted(limited(3, 1, 200))); // would delay job 2
         c.handle(Event::Submitted(limited(4, 1, 50))); // ends before 100: backfills
+        let before = c.pass_stats();
         let d = c.schedule(10, &mut no_ids);
         assert_eq!(started(&d), [4], "{policy:?}");
         assert_eq!(planned(&d, 2), Some((Some(100), vec!["node1".to_string()])));
         assert_eq!(reason(&d, 3), Some(PendingReason::Priority));
         c.check_invariants().unwrap();
+        // sdiag's counts: one more pass, over the three waiting jobs, one of them backfilled.
+        let s = c.pass_stats();
+        assert_eq!((s.passes - before.passes, s.backfilled - before.backfilled), (1, 1), "{policy:?}");
+        assert_eq!((s.last_queue_len, s.last_depth), (3, 3), "{policy:?}");
+        // Nothing changed: no pass, nothing counted.
+        c.schedule(11, &mut no_ids);
+        assert_eq!(c.pass_stats().passes, s.passes);
     }
     // FCFS starts nothing past the waiting job.
     let mut c = with_policy(cluster(1, 4, 1000), drover_sched::Policy::Fcfs);

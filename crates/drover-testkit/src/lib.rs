@@ -139,12 +139,9 @@ impl Cluster {
         // keeps `target/` out of the test users' reach, and their commands and jobs run it.
         let own = bin.join("drover");
         place_binary(Path::new(exe), &own);
-        for c in [
-            "sbatch", "srun", "salloc", "squeue", "sinfo", "scancel", "scontrol", "sstat", "sattach", "sacct",
-            "sacctmgr", "sreport", "sshare", "sprio",
-        ] {
-            std::os::unix::fs::symlink("drover", bin.join(c)).expect("command link");
-        }
+        // Every command, from the binary's own table (`drover install-links`).
+        let st = Command::new(&own).arg("install-links").arg(&bin).status().expect("drover install-links");
+        assert!(st.success(), "drover install-links {}", bin.display());
         let node_names: Vec<String> = (1..=o.nodes).map(|i| format!("node{i}")).collect();
         let mut c = Cluster {
             dir,

@@ -67,6 +67,8 @@ rpcs![
     StepStat,
     AttachStep,
     Reservation,
+    Diag,
+    DiagReset,
     // The node link.
     Session,
     // Accounting.
@@ -104,9 +106,9 @@ fn expected(rpc: Rpc, who: Who) -> Outcome {
     let op_root = if matches!(who, Who::Operator | Who::Root) { Allowed } else { Denied };
     let root = if who == Who::Root { Allowed } else { Denied };
     match rpc {
-        Ping | GetState | ListJobs | Explain | WatchJob | Submit | AcctPing | Jobs | AdminGet | Usage => Allowed,
+        Ping | GetState | ListJobs | Explain | WatchJob | Submit | Diag | AcctPing | Jobs | AdminGet | Usage => Allowed,
         Cancel | Hold | CreateStep | CompleteJob | StepStat | AttachStep => owner_op_root,
-        UpdateNode | Reservation | AdminPut | AdminDelete => op_root,
+        UpdateNode | Reservation | DiagReset | AdminPut | AdminDelete => op_root,
         Reconfigure | Shutdown | Session | Record => root,
     }
 }
@@ -203,6 +205,8 @@ async fn call(rpc: Rpc, ch: tonic::transport::Channel, job: u32) -> Outcome {
             .await,
         ),
         Reconfigure => outcome(ctl.reconfigure(v1::Empty {}).await),
+        Diag => outcome(ctl.diag(v1::DiagRequest { reset: false }).await),
+        DiagReset => outcome(ctl.diag(v1::DiagRequest { reset: true }).await),
         Shutdown => outcome(ctl.shutdown(v1::Empty {}).await),
         CreateStep => outcome(
             ctl.create_step(v1::StepCreateRequest {

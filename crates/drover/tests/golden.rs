@@ -243,3 +243,53 @@ fn help_and_usage_are_slurms() {
     }
     assert_eq!(checked, 28);
 }
+
+/// `sdiag` prints the lines real Slurm's does (`sdiag.out`, captured on the lab), in its
+/// order and layout, with this cluster's counts: jobs submitted, started, completed and
+/// cancelled, the passes, and the RPCs by Slurm's message types and by user. `-r` starts
+/// the counts over.
+#[test]
+fn sdiag_counts_what_the_controller_did() {
+    let c = lab();
+    let done = c.submit(&["--wrap", "true"]);
+    let held = c.submit(&["-H", "--wrap", "true"]);
+    c.wait_state(done, &["COMPLETED"], Duration::from_secs(20));
+    c.ok("scancel", &[&held.to_string()]);
+    c.ok("sinfo", &[]);
+    let out = c.ok("sdiag", &[]);
+    // Layout: every line the capture has, numbers and times aside, in the same order (the
+    // RPC tables have the lines of this run). Lines sdiag prints only with enough data (a
+    // minute of it, backfill cycles: the lab had none) are left out of both.
+    let shape = |t: &str| -> Vec<String> {
+        let num = Regex::new(r"\d+").unwrap();
+        let date = Regex::new(r"\w{3} \w{3} \d{2} \d{2}:\d{2}:\d{2} \d{4} \(\d+\)|N/A").unwrap();
+        let mut in_bf = false;
+        t.lines()
+            .take_while(|l| !l.starts_with("Remote Procedure Call statistics by message type"))
+            .filter(|l| {
+                in_bf |= l.starts_with("Backfilling stats");
+                let when_data = ["\tCycles per minute:", "\tDepth Mean", "\tQueue length mean:", "\tMean table size:"];
+                let bf_mean = in_bf && l.starts_with("\tMean cycle:");
+                !(bf_mean || when_data.iter().any(|p| l.starts_with(p)))
+            })
+            .map(|l| num.replace_all(&date.replace_all(l, "<DATE>"), "N").into_owned())
+            .collect()
+    };
+    assert_eq!(shape(&out), shape(&compat("sdiag.out")), "{out}");
+    let line = |prefix: &str| out.lines().find(|l| l.starts_with(prefix)).unwrap_or_default().to_string();
+    assert_eq!(line("Jobs submitted:"), "Jobs submitted: 2");
+    assert_eq!(line("Jobs started:"), "Jobs started:   1");
+    assert_eq!(line("Jobs completed:"), "Jobs completed: 1");
+    assert_eq!(line("Jobs canceled:"), "Jobs canceled:  1");
+    assert_eq!(line("Jobs pending:"), "Jobs pending:   0");
+    let submits = out.lines().find(|l| l.contains("REQUEST_SUBMIT_BATCH_JOB")).unwrap_or_default();
+    assert!(submits.starts_with("\tREQUEST_SUBMIT_BATCH_JOB                ( 4003) count:2      ave_time:"), "{out}");
+    assert!(out.contains("\tREQUEST_NODE_INFO                       ( 2007) count:"), "{out}");
+    assert!(out.contains("\tREQUEST_KILL_JOB                        ( 5032) count:1 "), "{out}");
+    assert!(out.contains("\nRemote Procedure Call statistics by user\n\troot            (       0) count:"), "{out}");
+    assert!(out.ends_with("\nPending RPC statistics\n\tNo pending RPCs\n"), "{out}");
+    assert_eq!(c.ok("sdiag", &["-r"]), "Reset scheduling statistics\n");
+    let after = c.ok("sdiag", &["-i"]);
+    assert!(after.contains("\nJobs submitted: 0\n"), "{after}");
+    assert!(!after.contains("REQUEST_SUBMIT_BATCH_JOB"), "{after}");
+}

@@ -34,7 +34,8 @@ fn drover_up_runs_jobs_and_keeps_them_across_a_restart() {
         .collect();
     bin.sort();
     let want =
-        "drover sacct sacctmgr salloc sattach sbatch scancel scontrol sinfo sprio squeue sreport srun sshare sstat";
+        "drover sacct sacctmgr salloc sattach sbatch scancel scontrol sdiag sinfo sprio squeue sreport srun sshare \
+                sstat";
     assert_eq!(bin.join(" "), want);
     for prog in &bin[1..] {
         let v = run(prog, &["--version"]);

@@ -914,6 +914,102 @@ pub struct JobEvent {
     #[prost(message, optional, tag = "2")]
     pub step: ::core::option::Option<StepInfo>,
 }
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DiagRequest {
+    #[prost(bool, tag = "1")]
+    pub reset: bool,
+}
+/// Counts of one kind of RPC (by Slurm's message type) or of one user's RPCs.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RpcCount {
+    /// Slurm's name and number of the message type (REQUEST_SUBMIT_BATCH_JOB, 4003), or the
+    /// user's uid (name empty).
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "2")]
+    pub id: u32,
+    #[prost(uint64, tag = "3")]
+    pub count: u64,
+    /// Microseconds.
+    #[prost(uint64, tag = "4")]
+    pub total_us: u64,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct DiagReply {
+    #[prost(int64, tag = "1")]
+    pub now: i64,
+    /// Since when the counts run (the controller's start or the last reset).
+    #[prost(int64, tag = "2")]
+    pub since: i64,
+    #[prost(uint32, tag = "3")]
+    pub server_threads: u32,
+    #[prost(uint32, tag = "4")]
+    pub agent_queue: u32,
+    /// Records waiting for accounting.
+    #[prost(uint32, tag = "5")]
+    pub dbd_queue: u32,
+    #[prost(uint64, tag = "6")]
+    pub jobs_submitted: u64,
+    #[prost(uint64, tag = "7")]
+    pub jobs_started: u64,
+    #[prost(uint64, tag = "8")]
+    pub jobs_completed: u64,
+    #[prost(uint64, tag = "9")]
+    pub jobs_canceled: u64,
+    #[prost(uint64, tag = "10")]
+    pub jobs_failed: u64,
+    #[prost(uint32, tag = "11")]
+    pub jobs_pending: u32,
+    #[prost(uint32, tag = "12")]
+    pub jobs_running: u32,
+    /// Scheduling passes: microseconds and counts.
+    #[prost(uint64, tag = "13")]
+    pub sched_last_us: u64,
+    #[prost(uint64, tag = "14")]
+    pub sched_max_us: u64,
+    #[prost(uint64, tag = "15")]
+    pub sched_cycles: u64,
+    #[prost(uint64, tag = "16")]
+    pub sched_sum_us: u64,
+    #[prost(uint64, tag = "17")]
+    pub sched_depth_sum: u64,
+    #[prost(uint32, tag = "18")]
+    pub sched_queue_len: u32,
+    /// Passes that planned ahead (backfill).
+    #[prost(uint64, tag = "19")]
+    pub bf_backfilled_total: u64,
+    #[prost(uint64, tag = "20")]
+    pub bf_backfilled: u64,
+    #[prost(uint64, tag = "21")]
+    pub bf_cycles: u64,
+    #[prost(int64, tag = "22")]
+    pub bf_last_when: i64,
+    #[prost(uint64, tag = "23")]
+    pub bf_last_us: u64,
+    #[prost(uint64, tag = "24")]
+    pub bf_max_us: u64,
+    #[prost(uint64, tag = "25")]
+    pub bf_sum_us: u64,
+    #[prost(uint32, tag = "26")]
+    pub bf_last_depth: u32,
+    #[prost(uint64, tag = "27")]
+    pub bf_depth_sum: u64,
+    #[prost(uint32, tag = "28")]
+    pub bf_queue_len: u32,
+    #[prost(uint64, tag = "29")]
+    pub bf_queue_len_sum: u64,
+    #[prost(uint32, tag = "30")]
+    pub bf_table_size: u32,
+    #[prost(uint64, tag = "31")]
+    pub bf_table_size_sum: u64,
+    #[prost(message, repeated, tag = "32")]
+    pub rpc_types: ::prost::alloc::vec::Vec<RpcCount>,
+    #[prost(message, repeated, tag = "33")]
+    pub rpc_users: ::prost::alloc::vec::Vec<RpcCount>,
+    /// Microseconds 1,000 reads of the clock take on the controller's host.
+    #[prost(uint32, tag = "34")]
+    pub clock_latency_us: u32,
+}
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ConfigFile {
     #[prost(string, tag = "1")]
@@ -2159,6 +2255,27 @@ pub mod controller_client {
                 .insert(GrpcMethod::new("drover.v1.Controller", "GetConfig"));
             self.inner.unary(req, path, codec).await
         }
+        /// The controller's statistics (sdiag); reset (operators) starts them over.
+        pub async fn diag(
+            &mut self,
+            request: impl tonic::IntoRequest<super::DiagRequest>,
+        ) -> std::result::Result<tonic::Response<super::DiagReply>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/drover.v1.Controller/Diag",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("drover.v1.Controller", "Diag"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -2263,6 +2380,11 @@ pub mod controller_server {
             &self,
             request: tonic::Request<super::Empty>,
         ) -> std::result::Result<tonic::Response<super::ConfigReply>, tonic::Status>;
+        /// The controller's statistics (sdiag); reset (operators) starts them over.
+        async fn diag(
+            &self,
+            request: tonic::Request<super::DiagRequest>,
+        ) -> std::result::Result<tonic::Response<super::DiagReply>, tonic::Status>;
     }
     #[derive(Debug)]
     pub struct ControllerServer<T> {
@@ -3074,6 +3196,49 @@ pub mod controller_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetConfigSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/drover.v1.Controller/Diag" => {
+                    #[allow(non_camel_case_types)]
+                    struct DiagSvc<T: Controller>(pub Arc<T>);
+                    impl<T: Controller> tonic::server::UnaryService<super::DiagRequest>
+                    for DiagSvc<T> {
+                        type Response = super::DiagReply;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::DiagRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Controller>::diag(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = DiagSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
