@@ -265,6 +265,43 @@ fn num<T: std::str::FromStr>(v: &str, what: &str) -> Result<T, String> {
     v.trim().parse().map_err(|_| format!("Invalid {what} specification: {v}"))
 }
 
+/// A positive count as Slurm's parse_int reads it: `Invalid numeric value "x" for --opt.`
+pub(crate) fn count(v: &str, opt: &str) -> Result<u32, String> {
+    match v.trim().parse::<u32>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("Invalid numeric value \"{v}\" for --{opt}.")),
+    }
+}
+
+/// A node count of `-N` (`"x" is not a valid node count`, exit 255).
+pub(crate) fn node_count(v: &str) -> Result<u32, String> {
+    v.trim().parse().map_err(|_| format!("{EXIT_255}\"{v}\" is not a valid node count"))
+}
+
+/// The mail types Slurm knows (`--mail-type`, comma separated, any case).
+const MAIL_TYPES: &[&str] = &[
+    "NONE",
+    "BEGIN",
+    "END",
+    "FAIL",
+    "REQUEUE",
+    "ALL",
+    "INVALID_DEPEND",
+    "STAGE_OUT",
+    "TIME_LIMIT",
+    "TIME_LIMIT_90",
+    "TIME_LIMIT_80",
+    "TIME_LIMIT_50",
+    "ARRAY_TASKS",
+];
+
+/// How validation errors say what Slurm's commands do with them (see [`report`]): an option
+/// value Slurm's option parser refuses exits 255; a request the controller would refuse is
+/// told as a failed submission; `fatal: ` is Slurm's fatal(); lines before a `\n` are printed
+/// as they are.
+pub(crate) const EXIT_255: &str = "255:";
+const REFUSED: &str = "submit:";
+
 impl JobArgs {
     pub fn validate(&self, batch: bool) -> Result<Validated, String> {
         let mut spec = JobSpec { batch, ..Default::default() };
@@ -292,38 +329,25 @@ impl JobArgs {
                 Some((a, b)) => (a, Some(b)),
                 None => (n.as_str(), None),
             };
-            let lo: u32 = num(lo, "node count")?;
+            let lo = node_count(lo)?;
+            let hi = hi.map(node_count).transpose()?;
+            if let Some(h) = hi.filter(|h| *h < lo) {
+                return Err(format!("{EXIT_255}Maximum node count {h} is less than minimum node count {lo}"));
+            }
             if lo == 0 {
-                return Err(format!("Invalid node count specification: {n}"));
+                return Err(format!("{REFUSED}Node count specification invalid"));
             }
             spec.min_nodes = Some(lo);
-            spec.max_nodes = match hi {
-                Some(h) => {
-                    let h: u32 = num(h, "node count")?;
-                    if h < lo {
-                        return Err(format!("Invalid node count specification: {n}"));
-                    }
-                    Some(h)
-                }
-                None => Some(lo),
-            };
+            spec.max_nodes = Some(hi.unwrap_or(lo));
         }
         if let Some(n) = &self.ntasks {
-            let n: u32 = num(n, "number of tasks")?;
-            if n == 0 {
-                return Err("invalid number of tasks (-n 0)".into());
-            }
-            spec.ntasks = Some(n);
+            spec.ntasks = Some(count(n, "ntasks")?);
         }
         if let Some(n) = &self.ntasks_per_node {
-            spec.ntasks_per_node = Some(num(n, "ntasks-per-node")?);
+            spec.ntasks_per_node = Some(count(n, "ntasks-per-node")?);
         }
         if let Some(c) = &self.cpus_per_task {
-            let c: u32 = num(c, "cpus-per-task")?;
-            if c == 0 {
-                return Err("invalid number of cpus per task (-c 0)".into());
-            }
-            spec.cpus_per_task = Some(c);
+            spec.cpus_per_task = Some(count(c, "cpus-per-task")?);
         }
         let mems = [&self.mem, &self.mem_per_cpu, &self.mem_per_gpu].iter().filter(|m| m.is_some()).count();
         if mems > 1 {
@@ -333,14 +357,15 @@ impl JobArgs {
             return Err("--cpus-per-gpu is mutually exclusive with --cpus-per-task".into());
         }
         if let Some(m) = &self.mem {
-            spec.mem_per_node_mb = Some(parse_mb(m).map_err(|_| "invalid memory constraint".to_string())?);
+            spec.mem_per_node_mb = Some(parse_mb(m).map_err(|_| format!("{EXIT_255}Invalid --mem specification"))?);
         }
         if let Some(m) = &self.mem_per_cpu {
-            spec.mem_per_cpu_mb = Some(parse_mb(m).map_err(|_| "invalid memory constraint".to_string())?);
+            spec.mem_per_cpu_mb =
+                Some(parse_mb(m).map_err(|_| format!("{EXIT_255}Invalid --mem-per-cpu specification"))?);
         }
         if let Some(t) = &self.time {
             spec.time_limit =
-                Some(parse_time_limit(t).map_err(|_| "Invalid time limit specification".to_string()).map(|l| {
+                Some(parse_time_limit(t).map_err(|_| format!("{EXIT_255}Invalid --time specification")).map(|l| {
                     // Slurm rounds a limit of seconds up to whole minutes.
                     l.map(|s| s.div_ceil(60) * 60)
                 })?);
@@ -365,18 +390,23 @@ impl JobArgs {
             match e.as_str() {
                 "" | "mcs" => spec.exclusive = true,
                 "user" => spec.exclusive_user = true,
-                other => return Err(format!("invalid exclusive option {other}")),
+                _ => return Err(format!("{EXIT_255}Invalid --exclusive specification")),
             }
         }
         spec.hold = self.hold;
         if let Some(b) = &self.begin {
-            spec.begin_time = Some(
-                crate::common::parse_time_spec(b, crate::common::now())
-                    .ok_or_else(|| format!("Invalid time specification {b}"))?,
-            );
+            spec.begin_time = Some(crate::common::parse_time_spec(b, crate::common::now()).ok_or_else(|| {
+                // Slurm's time parser says where it stopped (after a word it knows).
+                let lower = b.to_ascii_lowercase();
+                let pos = ["tomorrow", "midnight", "elevenses", "teatime", "today", "noon", "fika", "now"]
+                    .iter()
+                    .find(|w| lower.starts_with(*w))
+                    .map_or(0, |w| w.len());
+                format!("Invalid time specification (pos={pos}): {b}\n{EXIT_255}Invalid --begin specification")
+            })?);
         }
         if let Some(d) = &self.dependency {
-            spec.dependency = parse_dependency(d).map_err(|_| "Job dependency problem".to_string())?;
+            spec.dependency = parse_dependency(d).map_err(|_| format!("{REFUSED}Job dependency problem"))?;
         }
         let cwd = crate::common::cwd("/tmp");
         spec.work_dir = match &self.chdir {
@@ -396,10 +426,15 @@ impl JobArgs {
             spec.environment.push(("SLURM_GET_USER_ENV".into(), "1".into()));
         }
         spec.comment = self.comment.clone();
+        if let Some(m) = &self.mail_type {
+            if !m.split(',').all(|t| MAIL_TYPES.iter().any(|k| k.eq_ignore_ascii_case(t))) {
+                return Err(format!("{EXIT_255}Invalid --mail-type specification"));
+            }
+        }
         spec.mail_type = self.mail_type.clone();
         spec.mail_user = self.mail_user.clone();
         if let Some(s) = &self.signal {
-            validate_signal(s)?;
+            validate_signal(s).map_err(|_| format!("{EXIT_255}Invalid --signal specification"))?;
             spec.signal = Some(s.clone());
         }
         if self.requeue {
@@ -412,7 +447,7 @@ impl JobArgs {
             spec.open_mode_append = match m.as_str() {
                 "append" | "a" | "A" => true,
                 "truncate" | "t" | "T" => false,
-                _ => return Err(format!("Invalid --open-mode argument: {m}. Ignored")),
+                _ => return Err(format!("{EXIT_255}Invalid --open-mode specification")),
             };
         }
         if let Some(i) = &self.immediate {
@@ -434,7 +469,7 @@ impl JobArgs {
         spec.mem_per_gpu_mb = self
             .mem_per_gpu
             .as_deref()
-            .map(|m| parse_mb(m).map_err(|_| "invalid memory constraint".to_string()))
+            .map(|m| parse_mb(m).map_err(|_| format!("{EXIT_255}Invalid --mem-per-gpu specification")))
             .transpose()?;
         spec.ntasks_per_gpu = self.ntasks_per_gpu.as_deref().map(|n| num(n, "ntasks-per-gpu")).transpose()?;
         spec.account = self.account.clone();
@@ -451,7 +486,8 @@ impl JobArgs {
         spec.use_min_nodes = self.use_min_nodes;
         spec.overcommit = self.overcommit;
         if let Some(t) = &self.tmp {
-            spec.tmp_mb = Some(drover_model::memsize::parse_mb(t).map_err(|_| format!("invalid tmp value {t}"))?);
+            spec.tmp_mb =
+                Some(drover_model::memsize::parse_mb(t).map_err(|_| format!("{EXIT_255}Invalid --tmp specification"))?);
         }
         if let Some(s) = &self.segment {
             spec.segment = Some(num(s, "segment")?);
@@ -472,7 +508,8 @@ impl JobArgs {
             spec.licenses = Some(l.clone());
         }
         if let Some(a) = &self.array {
-            let a = drover_model::array::ArraySpec::parse(a).map_err(|e| e.to_string())?;
+            let a = drover_model::array::ArraySpec::parse(a)
+                .map_err(|_| format!("{REFUSED}Invalid job array specification"))?;
             spec.array = Some(a.canonical());
         }
         spec.submit_host = crate::common::hostname();
@@ -517,11 +554,25 @@ fn leading_int(s: &str) -> i64 {
 
 /// How a command prints a validation error: Slurm's `fatal:` ones as such, the rest as
 /// `error:` lines.
-pub fn error_line(e: &str) -> String {
-    if e.starts_with("fatal: ") {
-        e.to_string()
+/// Prints a validation error as `prog` (sbatch, salloc, srun) prints it; its exit status.
+pub fn report(prog: &str, e: &str) -> i32 {
+    let (before, last) = e.rsplit_once('\n').unwrap_or(("", e));
+    for line in before.lines() {
+        eprintln!("{line}");
+    }
+    if let Some(m) = last.strip_prefix("fatal: ") {
+        eprintln!("{prog}: fatal: {m}");
+        1
+    } else if let Some(m) = last.strip_prefix(EXIT_255) {
+        eprintln!("{prog}: error: {m}");
+        255
+    } else if let Some(m) = last.strip_prefix(REFUSED) {
+        let failed = if prog == "sbatch" { "Batch job submission failed" } else { "Unable to allocate resources" };
+        eprintln!("{prog}: error: {failed}: {m}");
+        1
     } else {
-        format!("error: {e}")
+        eprintln!("{prog}: error: {last}");
+        1
     }
 }
 

@@ -40,8 +40,7 @@ pub fn main(args: Vec<String>) -> i32 {
     let validated = match a.job.validate(false) {
         Ok(v) => v,
         Err(e) => {
-            eprintln!("salloc: {}", crate::jobopts::error_line(&e));
-            return 1;
+            return crate::jobopts::report("salloc", &e);
         }
     };
     let kill_signal = match a.kill_command.as_deref().map(crate::scancel::parse_signal) {

@@ -204,8 +204,7 @@ pub fn main(args: Vec<String>) -> i32 {
     let validated = match merged.validate(true) {
         Ok(v) => v,
         Err(e) => {
-            eprintln!("sbatch: {}", crate::jobopts::error_line(&e));
-            return 1;
+            return crate::jobopts::report("sbatch", &e);
         }
     };
     let mut spec = validated.spec;

@@ -313,6 +313,42 @@ fn value(g: &Group<'_>, code: char, cfg_users: &dyn Fn(u32) -> String) -> String
     }
 }
 
+/// The node states sinfo knows, as its error lists them.
+const NODE_STATES: &str = "unknown,down,idle,allocated,?,mixed,future,drain,drained,draining,no_respond,reserved,\
+perfctrs,cloud,completing,powering_down,powered_down,power_down,powering_up,fail,maint,reboot,reboot^,unknown";
+
+/// The first of `-t`'s states (`,` or `&` between them) that starts no state name, long or
+/// compact, as sinfo matches them.
+fn bad_node_state(list: &str) -> Option<&str> {
+    const COMPACT: &[&str] = &[
+        "unk",
+        "down",
+        "idle",
+        "alloc",
+        "mix",
+        "futr",
+        "drain",
+        "drng",
+        "resv",
+        "npc",
+        "comp",
+        "plnd",
+        "planned",
+        "pow_dn",
+        "pow_up",
+        "boot",
+        "fail",
+        "maint",
+        "reboot",
+        "inval",
+        "no_respond",
+    ];
+    list.split([',', '&']).filter(|s| !s.is_empty()).find(|s| {
+        let l = s.to_ascii_lowercase();
+        !NODE_STATES.split(',').chain(COMPACT.iter().copied()).any(|n| n.starts_with(&l))
+    })
+}
+
 pub fn main(args: Vec<String>) -> i32 {
     let a: Args = match common::parse_command("sinfo", args, |a: &Args| &a.std) {
         Ok(a) => a,
@@ -339,6 +375,11 @@ pub fn main(args: Vec<String>) -> i32 {
     }
     let part_filter: Option<Vec<String>> = a.partition.as_ref().map(|p| p.split(',').map(String::from).collect());
     let node_filter: Option<Vec<String>> = a.nodes.as_ref().and_then(|n| Hostlist::parse(n).ok()).map(|h| h.names());
+    if let Some(bad) = a.states.as_deref().and_then(bad_node_state) {
+        eprintln!("sinfo: error: Bad state string: \"{bad}\"");
+        eprintln!("sinfo: error: valid states: {NODE_STATES}");
+        return 1;
+    }
     let state_filter: Option<Vec<String>> = a.states.as_ref().map(|s| s.split(',').map(String::from).collect());
     let node_ok = |n: &v1::NodeInfo| {
         node_filter.as_ref().is_none_or(|f| f.contains(&n.name))
@@ -349,8 +390,9 @@ pub fn main(args: Vec<String>) -> i32 {
                     let want = s.to_ascii_lowercase();
                     let short = n.state_short.trim_end_matches('*');
                     let long = n.state_long.trim_end_matches('*');
-                    want == short
-                        || want == long
+                    // A state is named by any start of its name, as sinfo matches it.
+                    short.starts_with(&want)
+                        || long.starts_with(&want)
                         || (want == "alloc" && short == "alloc")
                         || (want == "drain" && (short == "drain" || short == "drng"))
                         || (want == "down" && short.starts_with("down"))

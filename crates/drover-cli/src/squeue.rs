@@ -265,6 +265,23 @@ impl Filter {
     }
 }
 
+/// The job states squeue knows, in the order its error lists them.
+const JOB_STATES: &str = "PENDING,RUNNING,SUSPENDED,COMPLETED,CANCELLED,FAILED,TIMEOUT,NODE_FAIL,PREEMPTED,\
+BOOT_FAIL,DEADLINE,OUT_OF_MEMORY,COMPLETING,CONFIGURING,RESIZING,RESV_DEL_HOLD,REQUEUED,REQUEUE_FED,REQUEUE_HOLD,\
+REVOKED,SIGNALING,SPECIAL_EXIT,STAGE_OUT,STOPPED";
+
+/// The first of `-t`'s states that is none of Slurm's (long or short names, or `all`).
+fn bad_job_state(list: &str) -> Option<&str> {
+    const SHORT: &[&str] = &[
+        "PD", "R", "S", "CD", "CA", "F", "TO", "NF", "PR", "BF", "DL", "OOM", "CG", "CF", "RS", "RD", "RQ", "RF", "RH",
+        "RV", "SI", "SE", "SO", "ST",
+    ];
+    list.split(',').filter(|s| !s.is_empty()).find(|s| {
+        let u = s.to_ascii_uppercase();
+        u != "ALL" && !SHORT.contains(&u.as_str()) && !JOB_STATES.split(',').any(|n| n == u)
+    })
+}
+
 pub fn main(args: Vec<String>) -> i32 {
     let a: Args = match common::parse_command("squeue", args, |a: &Args| &a.std) {
         Ok(a) => a,
@@ -293,6 +310,11 @@ pub fn main(args: Vec<String>) -> i32 {
         Err(code) => return code,
     };
     let timing = std::env::var_os("DROVER_TIMING").is_some();
+    if let Some(bad) = a.states.as_deref().and_then(bad_job_state) {
+        eprintln!("squeue: error: Invalid job state specified: {bad}");
+        eprintln!("squeue: error: Valid job states include: {JOB_STATES}\n");
+        return 1;
+    }
     let t0 = std::time::Instant::now();
     let active_only = a.states.is_none();
     let req = v1::StateRequest { job_ids: job_ids.clone(), jobs: true, active_only, ..Default::default() };

@@ -121,10 +121,7 @@ pub fn main(args: Vec<String>) -> i32 {
     }
     let mut spec = match step_spec(&a, standalone) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("srun: {}", crate::jobopts::error_line(&e));
-            return 1;
-        }
+        Err(e) => return crate::jobopts::report("srun", &e),
     };
     spec.submit_line = std::iter::once("srun").chain(args.iter().map(String::as_str)).collect::<Vec<_>>().join(" ");
     if a.multi_prog {
@@ -355,25 +352,27 @@ fn env_num(k: &str) -> Option<u32> {
     env(k).and_then(|v| v.trim().parse().ok())
 }
 
-fn num(v: &str, what: &str) -> Result<u32, String> {
-    v.trim().parse().map_err(|_| format!("Invalid {what} specification: {v}"))
-}
-
 /// The step srun asks for: its command line over the environment of the allocation it runs
 /// in (`SLURM_NNODES`, `SLURM_NTASKS`, ...: Slurm's srun input variables).
 fn step_spec(a: &SrunArgs, standalone: bool) -> Result<v1::StepSpec, String> {
     let j = &a.job;
     let ntasks = match &j.ntasks {
-        Some(n) => Some(num(n, "number of tasks")?).filter(|n| *n > 0).ok_or("invalid number of tasks (-n 0)")?.into(),
+        Some(n) => Some(crate::jobopts::count(n, "ntasks")?),
         None => env_num("SLURM_NTASKS").or_else(|| env_num("SLURM_NPROCS")),
     };
     let mut s = v1::StepSpec { ntasks, ..Default::default() };
     match &j.nodes {
         Some(n) => {
             let (lo, hi) = n.split_once('-').unwrap_or((n, n));
-            let (lo, hi) = (num(lo, "node count")?, num(hi, "node count")?);
-            if lo == 0 || hi < lo {
-                return Err(format!("invalid number of nodes (-N {lo}-{hi})"));
+            let (lo, hi) = (crate::jobopts::node_count(lo)?, crate::jobopts::node_count(hi)?);
+            if hi < lo {
+                return Err(format!(
+                    "{}Maximum node count {hi} is less than minimum node count {lo}",
+                    crate::jobopts::EXIT_255
+                ));
+            }
+            if lo == 0 {
+                return Err("Invalid node count specification".into());
             }
             s.min_nodes = Some(lo);
             s.max_nodes = Some(hi);
@@ -392,26 +391,26 @@ fn step_spec(a: &SrunArgs, standalone: bool) -> Result<v1::StepSpec, String> {
         }
     }
     s.ntasks_per_node = match &j.ntasks_per_node {
-        Some(n) => Some(num(n, "ntasks-per-node")?),
+        Some(n) => Some(crate::jobopts::count(n, "ntasks-per-node")?),
         None => env_num("SLURM_NTASKS_PER_NODE"),
     };
     // -c on the command line implies --exact, as in Slurm 22.05.
     match &j.cpus_per_task {
         Some(c) => {
-            s.cpus_per_task = num(c, "cpus-per-task")?;
-            if s.cpus_per_task == 0 {
-                return Err("invalid number of cpus per task (-c 0)".into());
-            }
+            s.cpus_per_task = crate::jobopts::count(c, "cpus-per-task")?;
             s.exact = true;
         }
         None => s.cpus_per_task = env_num("SLURM_CPUS_PER_TASK").unwrap_or(0),
     }
     if j.mem.is_some() && j.mem_per_cpu.is_some() {
-        return Err("--mem and --mem-per-cpu are mutually exclusive.".into());
+        return Err("fatal: --mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.".into());
     }
-    let mb = |m: &str| drover_model::memsize::parse_mb(m).map_err(|_| "invalid memory constraint".to_string());
-    s.mem_per_node_mb = j.mem.as_deref().map(mb).transpose()?;
-    s.mem_per_cpu_mb = j.mem_per_cpu.as_deref().map(mb).transpose()?;
+    let mb = |m: &str, opt: &str| {
+        drover_model::memsize::parse_mb(m)
+            .map_err(|_| format!("{}Invalid --{opt} specification", crate::jobopts::EXIT_255))
+    };
+    s.mem_per_node_mb = j.mem.as_deref().map(|m| mb(m, "mem")).transpose()?;
+    s.mem_per_cpu_mb = j.mem_per_cpu.as_deref().map(|m| mb(m, "mem-per-cpu")).transpose()?;
     let hosts = |h: &str| drover_model::hostlist::Hostlist::parse(h).map(|h| h.names()).map_err(|e| e.to_string());
     s.nodelist = j.nodelist.as_deref().map(hosts).transpose()?.unwrap_or_default();
     s.exclude = j.exclude.as_deref().map(hosts).transpose()?.unwrap_or_default();
@@ -440,8 +439,8 @@ fn step_spec(a: &SrunArgs, standalone: bool) -> Result<v1::StepSpec, String> {
     s.distribution = a.distribution.clone().or_else(|| env("SLURM_DISTRIBUTION")).unwrap_or_default();
     drover_model::step::Distribution::parse(&s.distribution)?;
     if let Some(t) = &j.time {
-        let l =
-            drover_model::duration::parse_time_limit(t).map_err(|_| "Invalid time limit specification".to_string())?;
+        let l = drover_model::duration::parse_time_limit(t)
+            .map_err(|_| format!("{}Invalid --time specification", crate::jobopts::EXIT_255))?;
         s.time_limit_secs = l.map(|x| x.div_ceil(60) * 60);
     }
     s.name = j.job_name.clone().unwrap_or_else(|| {
@@ -510,10 +509,7 @@ async fn standalone_run(
 ) -> i32 {
     let validated = match a.job.validate(false) {
         Ok(v) => v,
-        Err(e) => {
-            eprintln!("srun: error: {e}");
-            return 1;
-        }
+        Err(e) => return crate::jobopts::report("srun", &e),
     };
     let mut spec = validated.spec;
     spec.overcommit |= step.overcommit;

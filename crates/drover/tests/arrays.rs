@@ -95,7 +95,10 @@ fn elements_are_cancelled_released_and_shown_alone() {
         "sbatch: error: Batch job submission failed: Invalid job array specification"
     );
     let bad = c.run("sbatch", &["--array=3-1", "--wrap", "true"]);
-    assert_eq!(String::from_utf8_lossy(&bad.stderr).trim(), "sbatch: error: Invalid --array specification");
+    assert_eq!(
+        String::from_utf8_lossy(&bad.stderr).trim(),
+        "sbatch: error: Batch job submission failed: Invalid job array specification"
+    );
 }
 
 #[test]

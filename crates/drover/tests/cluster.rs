@@ -215,7 +215,8 @@ fn sbatch_refuses_bad_requests_with_slurms_words_and_keeps_what_it_accepted() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out).1.starts_with("sbatch: unrecognized option '--bogus'"), "{}", text(&out).1);
     let out = c.run("sbatch", &["-t", "abc", "--wrap", "true"]);
-    assert_eq!(text(&out).1, "sbatch: error: Invalid time limit specification\n");
+    assert_eq!(out.status.code(), Some(255));
+    assert_eq!(text(&out).1, "sbatch: error: Invalid --time specification\n");
     // -N beyond the partition is accepted and waits, as in Slurm.
     let wide = c.submit(&["-N5", "--wrap", "true"]);
     std::thread::sleep(Duration::from_millis(300));

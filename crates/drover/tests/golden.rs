@@ -293,3 +293,25 @@ fn sdiag_counts_what_the_controller_did() {
     assert!(after.contains("\nJobs submitted: 0\n"), "{after}");
     assert!(!after.contains("REQUEST_SUBMIT_BATCH_JOB"), "{after}");
 }
+
+/// Bad option values: sbatch's words and exit status are real Slurm's for every line of
+/// `sbatch_bad_values.tsv` (255 where Slurm's option parser refuses the value, 1 where the
+/// request is refused), and nothing reaches the queue.
+#[test]
+fn bad_option_values_are_refused_in_slurms_words() {
+    let c = lab();
+    let table = compat("sbatch_bad_values.tsv");
+    let mut checked = 0;
+    for line in table.lines().filter(|l| !l.starts_with('#')) {
+        let mut f = line.splitn(3, '\t');
+        let (opts, rc, err) = (f.next().unwrap(), f.next().unwrap(), f.next().unwrap());
+        let mut args: Vec<&str> = opts.split(' ').collect();
+        args.extend(["--wrap", "true"]);
+        let o = c.run("sbatch", &args);
+        assert_eq!(o.status.code(), Some(rc.parse().unwrap()), "sbatch {opts}: {}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(String::from_utf8_lossy(&o.stderr), format!("{}\n", err.replace("\\n", "\n")), "sbatch {opts}");
+        checked += 1;
+    }
+    assert_eq!(checked, 23);
+    assert_eq!(c.ok("squeue", &["-h", "-t", "all"]), "");
+}
