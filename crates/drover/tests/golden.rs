@@ -315,3 +315,18 @@ fn bad_option_values_are_refused_in_slurms_words() {
     assert_eq!(checked, 23);
     assert_eq!(c.ok("squeue", &["-h", "-t", "all"]), "");
 }
+
+/// An unknown state for `squeue -t` or `sinfo -t`: real Slurm's refusal, byte for byte.
+#[test]
+fn unknown_states_are_refused_as_slurm_refuses_them() {
+    let c = lab();
+    for (cmd, args, name) in [("squeue", ["-t", "FOO"], "squeue_t_bad"), ("sinfo", ["-t", "bogus"], "sinfo_t_bad")] {
+        let o = c.run(cmd, &args);
+        assert_eq!(o.status.code(), Some(1), "{cmd}");
+        assert_eq!(String::from_utf8_lossy(&o.stderr), compat(&format!("{name}.err")), "{cmd}");
+        assert_eq!(String::from_utf8_lossy(&o.stdout), compat(&format!("{name}.out")), "{cmd}");
+    }
+    // Known ones, in any case and by any start of a node state's name, are taken.
+    c.ok("squeue", &["-t", "pd,R,completed,all"]);
+    c.ok("sinfo", &["-t", "i,alloc,DRAIN,mix"]);
+}
