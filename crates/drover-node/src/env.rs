@@ -83,11 +83,6 @@ fn add_job_vars(c: &EnvCtx<'_>, env: &mut Vec<(String, String)>) {
     set("SLURM_TOPOLOGY_ADDR_PATTERN", topology(c).1);
     set("SLURM_WORKING_CLUSTER", format!("{}:{}:9728:109", l.cluster_name, l.controller_host));
     set("SLURMD_NODENAME", c.node.to_string());
-    set("SLURM_JOB_START_TIME", job.start_time.to_string());
-    set(
-        "SLURM_JOB_END_TIME",
-        job.time_limit_secs.map(|t| job.start_time + t as i64).unwrap_or(job.start_time + 365 * 86400).to_string(),
-    );
     // Only a job that was requeued has it, as in Slurm.
     if job.restarts > 0 {
         set("SLURM_RESTART_COUNT", job.restarts.to_string());

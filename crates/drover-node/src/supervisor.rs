@@ -1178,9 +1178,10 @@ impl Supervisor<'_> {
                         Some(st) => format!("{}.{}", self.job.job_id, st.step_id),
                         None => format!("{}.batch", self.job.job_id),
                     };
-                    let s = if ooms == 1 { "" } else { "s" };
+                    // Slurm 22.05's words (task/cgroup's task_cgroup_memory.c).
                     self.note_stderr(&format!(
-                        "Detected {ooms} oom_kill event{s} in StepId={id}. Some of the step tasks have been OOM Killed."
+                        "Detected {ooms} oom-kill event(s) in StepId={id}. Some of your processes may have been \
+                         killed by the cgroup out-of-memory handler."
                     ));
                 }
                 let mut tasks: Vec<(u32, i32)> = self.statuses.iter().map(|(t, s)| (*t, *s)).collect();

@@ -126,7 +126,8 @@ fn jobs_are_confined_to_their_cores_memory_and_gpus() {
     assert!(o.contains("rc 137\n"), "{o}");
     assert!(
         o.contains(&format!(
-            "error: Detected 1 oom_kill event in StepId={id}.batch. Some of the step tasks have been OOM Killed."
+            "error: Detected 1 oom-kill event(s) in StepId={id}.batch. Some of your processes may have been killed by \
+             the cgroup out-of-memory handler."
         )),
         "{o}"
     );

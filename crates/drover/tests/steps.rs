@@ -68,15 +68,10 @@ fn env_map(text: &str) -> BTreeMap<String, String> {
         "SLURM_LAUNCH_NODE_IPADDR",
         "SLURM_SRUN_COMM_HOST",
     ];
-    // Drover's documented additions (Slurm 23.02's variables).
-    const NOT_COMPARED: &[&str] = &["SLURM_JOB_START_TIME", "SLURM_JOB_END_TIME"];
     text.lines()
         .filter_map(|l| l.split_once('='))
         // The captures hold the `SLURM_` variables and the GPU ones.
-        .filter(|(k, _)| {
-            (k.starts_with("SLURM_") || *k == "CUDA_VISIBLE_DEVICES" || *k == "GPU_DEVICE_ORDINAL")
-                && !NOT_COMPARED.contains(k)
-        })
+        .filter(|(k, _)| k.starts_with("SLURM_") || *k == "CUDA_VISIBLE_DEVICES" || *k == "GPU_DEVICE_ORDINAL")
         .map(|(k, v)| {
             let v = if VOLATILE.contains(&k) { "<V>".to_string() } else { v.to_string() };
             (k.to_string(), v)
