@@ -307,12 +307,28 @@ impl JobArgs {
         let mut spec = JobSpec { batch, ..Default::default() };
         let uid = nix::unistd::getuid().as_raw();
         let gid = nix::unistd::getgid().as_raw();
+        // Only root may run a job as someone else (Slurm's option parser says so, exit 255).
+        if uid != 0 {
+            if self.uid.is_some() {
+                return Err(format!("{EXIT_255}--uid only permitted by root user"));
+            }
+            if self.gid.is_some() {
+                return Err(format!("{EXIT_255}--gid only permitted by root user"));
+            }
+        }
         spec.uid = match &self.uid {
-            Some(u) => crate::common::uid_of(u).ok_or_else(|| format!("Invalid user id: {u}"))?,
+            Some(u) => crate::common::uid_of(u).ok_or_else(|| format!("{EXIT_255}Invalid --uid specification"))?,
             None => uid,
         };
         spec.gid = match &self.gid {
-            Some(g) => g.parse().map_err(|_| format!("Invalid group id: {g}"))?,
+            Some(g) => match g.parse() {
+                Ok(n) => n,
+                Err(_) => nix::unistd::Group::from_name(g)
+                    .ok()
+                    .flatten()
+                    .map(|gr| gr.gid.as_raw())
+                    .ok_or_else(|| format!("{EXIT_255}Invalid --gid specification"))?,
+            },
             None if self.uid.is_some() => nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(spec.uid))
                 .ok()
                 .flatten()

@@ -138,3 +138,28 @@ fn export_none_gives_the_job_the_users_login_environment() {
     let all_out = read(all);
     assert!(all_out.contains("PROFILE= FOO=foo BAR=bar JOB=set"), "{all_out}");
 }
+
+/// `--uid` and `--gid` are root's: an ordinary user gets Slurm's refusal (exit 255) and no
+/// job; root may name a user or group by name or number.
+#[test]
+fn only_root_may_submit_as_someone_else() {
+    if !drover_testkit::root_or_skip("needs root to create a test user") {
+        return;
+    }
+    let pid = std::process::id() % 10000;
+    let dave = TestUser::create(&format!("drvd{pid}"));
+    let c = Cluster::start(EXE, Options { nodes: 1, cpus: 1, ..Default::default() });
+    for (opt, word) in [("--uid=0", "--uid"), ("--gid=0", "--gid")] {
+        let o = c.run_as(&dave, "sbatch", &[opt, "--wrap", "true"], std::path::Path::new("/tmp"));
+        assert_eq!(o.status.code(), Some(255), "{opt}");
+        assert_eq!(String::from_utf8_lossy(&o.stderr), format!("sbatch: error: {word} only permitted by root user\n"));
+    }
+    assert_eq!(c.ok("squeue", &["-h", "-t", "all"]), "");
+    let o = c.run("sbatch", &["--uid=nosuchuser-xyz", "--wrap", "true"]);
+    assert_eq!(
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned()),
+        (Some(255), "sbatch: error: Invalid --uid specification\n".to_string())
+    );
+    let id = c.submit(&[&format!("--uid={}", dave.name), "-D", "/tmp", "-o", "/dev/null", "--wrap", "true"]);
+    assert_eq!(c.ok("squeue", &["-h", "-t", "all", "-j", &id.to_string(), "-o", "%u"]).trim(), dave.name);
+}
