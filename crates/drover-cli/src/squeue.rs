@@ -79,7 +79,10 @@ fn long_field(name: &str) -> Option<char> {
         "feature" => 'f',
         "groupid" => 'G',
         "groupname" => 'g',
-        "jobid" | "jobarrayid" => 'i',
+        // JobID is each job's own id (a pending array's is its base id); JobArrayID is
+        // `12_[1-3]`, `12_1`.
+        "jobid" => 'A',
+        "jobarrayid" => 'i',
         "minmemory" => 'm',
         "name" => 'j',
         "nice" => 'y',
@@ -125,10 +128,9 @@ fn parse_long_format(spec: &str) -> Result<Vec<Item>, String> {
             }
             None => (false, Some(20)),
         };
+        // The width is the whole column's: no separator between columns, as in Slurm.
         items.push(Item::Field { code, width, right });
-        items.push(Item::Lit(" ".into()));
     }
-    items.pop();
     Ok(items)
 }
 

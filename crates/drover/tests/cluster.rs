@@ -392,3 +392,21 @@ fn sinfo_long_format_fields() {
     assert_eq!(text(&o).0, "2  \n");
     assert_eq!(text(&o).1, "sinfo: error: Invalid job format specification: bogus\n");
 }
+
+/// `squeue -O`: `:N` is the whole column's width, with no separator (as real Slurm prints
+/// `JOBID   NAME      STATE               `), and JobID is a pending array's own id where
+/// JobArrayID is `N_[1-3]`.
+#[test]
+fn squeue_long_format_widths_and_job_ids() {
+    let c = cluster(1, 1);
+    let one = c.submit(&["-H", "-J", "true", "--wrap", "true"]);
+    let arr = c.submit(&["-H", "-J", "arr", "--array=1-3", "--wrap", "true"]);
+    assert_eq!(
+        c.ok("squeue", &["-O", "jobid:8,name:10,state"]),
+        format!("JOBID   NAME      STATE               \n{one:<8}true      PENDING             \n{arr:<8}arr       PENDING             \n")
+    );
+    assert_eq!(
+        c.ok("squeue", &["-h", "-j", &arr.to_string(), "-O", "jobid:6,jobarrayid:10"]),
+        format!("{arr:<6}{:<10}\n", format!("{arr}_[1-3]"))
+    );
+}
