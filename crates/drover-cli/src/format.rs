@@ -137,13 +137,29 @@ pub fn render_fields_into(
     scratch: &mut String,
     value: &mut impl FnMut(&mut String, char),
 ) {
+    render_fields_uncut_into(out, items, scratch, value, &|_, _| false);
+}
+
+/// As [`render_fields_into`], where `whole(code, value)` says a value is printed whole when
+/// longer than its width (Slurm's commands do not cut times and node lists).
+pub fn render_fields_uncut_into(
+    out: &mut String,
+    items: &[Item],
+    scratch: &mut String,
+    value: &mut impl FnMut(&mut String, char),
+    whole: &dyn Fn(char, &str) -> bool,
+) {
     for it in items {
         match it {
             Item::Lit(l) => out.push_str(l),
             Item::Field { code, width, right } => {
                 scratch.clear();
                 value(scratch, *code);
-                cell_into(out, scratch, *width, *right);
+                let width = match width {
+                    Some(w) if whole(*code, scratch) && scratch.chars().count() > *w => None,
+                    w => *w,
+                };
+                cell_into(out, scratch, width, *right);
             }
         }
     }

@@ -527,6 +527,13 @@ fn steps_main(a: &Args, steps: &str) -> i32 {
 }
 
 /// Rendered lines and their sort keys, each in one arena.
+/// What squeue prints whole however narrow its column (Slurm's print.c passes no cut for
+/// them): times left, limits and used, node lists, the reason list, and a pending array's
+/// `N_[1-3]`.
+fn uncut(code: char, value: &str) -> bool {
+    matches!(code, 'L' | 'l' | 'M' | 'N' | 'Y' | 'R') || (code == 'i' && value.contains('['))
+}
+
 #[derive(Default)]
 struct Lines {
     text: String,
@@ -537,9 +544,13 @@ struct Lines {
 
 impl Lines {
     fn push(&mut self, j: &v1::JobInfo, items: &[Item], sort: &[(bool, char)], now: i64, scratch: &mut String) {
-        format::render_fields_into(&mut self.text, items, scratch, &mut |buf, c| {
-            jobview::squeue_field_into(buf, j, c, now)
-        });
+        format::render_fields_uncut_into(
+            &mut self.text,
+            items,
+            scratch,
+            &mut |buf, c| jobview::squeue_field_into(buf, j, c, now),
+            &uncut,
+        );
         self.text.push('\n');
         self.text_ends.push(self.text.len());
         push_sort_key(&mut self.keys, j, sort, now);

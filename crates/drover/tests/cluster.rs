@@ -410,3 +410,14 @@ fn squeue_long_format_widths_and_job_ids() {
         format!("{arr:<6}{:<10}\n", format!("{arr}_[1-3]"))
     );
 }
+
+/// squeue never cuts a time or a node list to its column, as Slurm's print.c does not:
+/// `squeue -l` shows a limit of `1-02:00:00` in the 9-wide TIME_LIMIT column whole.
+#[test]
+fn squeue_keeps_times_and_node_lists_whole() {
+    let c = cluster(1, 1);
+    let id = c.submit(&["-H", "-t", "1-02:00:00", "--wrap", "true"]);
+    let l = c.ok("squeue", &["-h", "-l", "-j", &id.to_string()]);
+    assert!(l.contains(" 1-02:00:00 "), "{l:?}");
+    assert_eq!(c.ok("squeue", &["-h", "-j", &id.to_string(), "-o", "%.4l|%.3j"]), "1-02:00:00|wra\n");
+}
