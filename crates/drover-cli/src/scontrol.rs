@@ -53,7 +53,9 @@ pub fn main(args: Vec<String>) -> i32 {
         "update" => update(rest),
         "top" => top(rest),
         "create" => match rest.first().map(|w| w.to_ascii_lowercase()) {
-            Some(w) if w.starts_with("res") => crate::resv::create(&rest[1..]),
+            // The entity word may itself name the reservation (`ReservationName=X`,
+            // `reservation=X`), as scontrol reads it: the whole line goes to the parser.
+            Some(w) if w.starts_with("res") => crate::resv::create(rest),
             Some(w) => {
                 eprintln!("scontrol: error: Invalid creation entity: {w}");
                 1

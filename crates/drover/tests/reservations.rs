@@ -255,3 +255,22 @@ fn reservation_commands_match_slurm() {
     }
     assert!(failed.is_empty(), "{} of the captures differ:\n{}", failed.len(), failed.join("\n"));
 }
+
+/// The entity word of `scontrol create` may name the reservation itself
+/// (`ReservationName=X`, `reservation=X`), as scontrol reads it; a bare word gets Slurm's
+/// generated name.
+#[test]
+fn create_takes_the_name_from_the_entity_word() {
+    let c = Cluster::start(EXE, Options { nodes: 1, ..Default::default() });
+    let rest = ["StartTime=now+1hour", "Duration=60", "Users=root", "Nodes=node1"];
+    let create = |first: &str| {
+        let mut args = vec!["create", first];
+        args.extend(rest);
+        c.ok("scontrol", &args)
+    };
+    assert_eq!(create("ReservationName=maint"), "Reservation created: maint\n");
+    c.ok("scontrol", &["delete", "ReservationName=maint"]);
+    assert_eq!(create("reservation=other"), "Reservation created: other\n");
+    c.ok("scontrol", &["delete", "reservation=other"]);
+    assert_eq!(create("reservation"), "Reservation created: root_1\n");
+}
