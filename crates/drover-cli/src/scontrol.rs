@@ -372,9 +372,8 @@ fn show(rest: &[String], o: &Opts) -> i32 {
                 }
             };
             let mut out = format!("Configuration data as of {}\n", fmt_time(reply.last_update.max(1)));
-            let mut entries = reply.config.clone();
-            entries.sort_by(|a, b| a.key.cmp(&b.key));
-            for e in entries {
+            // In the controller's order (Slurm's).
+            for e in &reply.config {
                 out.push_str(&format!("{:<23} = {}\n", e.key, e.value));
             }
             let host = reply

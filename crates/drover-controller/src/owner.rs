@@ -238,6 +238,8 @@ pub struct Owner {
     acct_wake: Option<Arc<tokio::sync::Notify>>,
     /// What sdiag shows of jobs and scheduling passes.
     diag: crate::diag::Counters,
+    /// When this controller started (BOOT_TIME).
+    diag_boot: i64,
     ctld_prolog: HashSet<JobId>,
     /// Nodes running the epilog of jobs that ended there: they take no new work (they show
     /// `comp`) until it is done.
@@ -355,6 +357,7 @@ impl Owner {
             self_tx: None,
             acct_wake: None,
             diag: crate::diag::Counters::new(now(), Default::default()),
+            diag_boot: now(),
             ctld_prolog: HashSet::new(),
             epilog_pending: HashMap::new(),
             stat_parts: HashMap::new(),
@@ -3456,6 +3459,8 @@ impl Owner {
             shares: self.fs.rows.clone(),
             prio: self.fs.prio.clone(),
             reservations: self.resv_view.clone(),
+            boot_time: self.diag_boot,
+            next_job_id: self.durable.next_job_id,
         };
         self.view.store(Arc::new(view));
         self.dirty = false;

@@ -43,6 +43,9 @@ pub struct View {
     pub prio: Arc<std::collections::HashMap<drover_model::job::JobId, drover_sched::priority::Factors>>,
     /// Advance reservations, as `scontrol show reservation` shows them.
     pub reservations: Arc<Vec<v1::ResvInfo>>,
+    /// When the controller started, and the id the next job gets (scontrol show config).
+    pub boot_time: i64,
+    pub next_job_id: u32,
 }
 
 impl Default for View {
@@ -57,6 +60,8 @@ impl Default for View {
             shares: Default::default(),
             prio: Default::default(),
             reservations: Default::default(),
+            boot_time: 0,
+            next_job_id: 0,
         }
     }
 }
@@ -299,7 +304,7 @@ pub fn state_reply(view: &View, req: &v1::StateRequest, now: i64) -> v1::StateRe
             .collect();
     }
     if everything || req.config {
-        reply.config = config_entries(&view.cfg);
+        reply.config = config_entries(view);
     }
     if req.shares {
         reply.shares = view.shares.as_ref().clone();
@@ -330,42 +335,16 @@ pub fn state_reply(view: &View, req: &v1::StateRequest, now: i64) -> v1::StateRe
     reply
 }
 
-/// `scontrol show config` entries Drover knows.
-fn config_entries(c: &Config) -> Vec<v1::ConfigEntry> {
-    let e = |k: &str, v: String| v1::ConfigEntry { key: k.to_string(), value: v };
-    vec![
-        e("ClusterName", c.cluster_name.clone()),
-        e(
-            "SlurmctldHost[0]",
-            c.controller_hosts.first().map(|h| format!("{}({})", h.name, h.addr)).unwrap_or_default(),
-        ),
-        e("SlurmctldPort", c.slurmctld_port.to_string()),
-        e("SlurmdPort", c.slurmd_port.to_string()),
-        e("StateSaveLocation", c.state_save_location.clone()),
-        e("SlurmdSpoolDir", c.slurmd_spool_dir.clone()),
-        e("SlurmctldLogFile", c.slurmctld_log_file.clone().unwrap_or_else(|| "(null)".into())),
-        e("SlurmdLogFile", c.slurmd_log_file.clone().unwrap_or_else(|| "(null)".into())),
-        e("MaxJobCount", c.max_job_count.to_string()),
-        e("MaxArraySize", c.max_array_size.to_string()),
-        e("FirstJobId", c.first_job_id.to_string()),
-        e("KillWait", format!("{} sec", c.kill_wait)),
-        e("SlurmdTimeout", format!("{} sec", c.slurmd_timeout)),
-        e("MinJobAge", format!("{} sec", c.min_job_age)),
-        e("ReturnToService", c.return_to_service.to_string()),
-        e(
-            "EnforcePartLimits",
-            match c.enforce_part_limits {
-                drover_model::conf::EnforcePartLimits::No => "NO",
-                drover_model::conf::EnforcePartLimits::Any => "ANY",
-                drover_model::conf::EnforcePartLimits::All => "ALL",
-            }
-            .into(),
-        ),
-        e("SchedulerParameters", c.scheduler_parameters.clone().unwrap_or_else(|| "(null)".into())),
-        e("SchedulerType", if c.backfill { "sched/backfill" } else { "sched/builtin" }.into()),
-        e("SelectType", "select/cons_tres".into()),
-        e("SelectTypeParameters", "CR_CORE_MEMORY".into()),
-        e("SLURM_CONF", c.path.clone()),
-        e("SLURM_VERSION", crate::SLURM_VERSION.into()),
-    ]
+/// `scontrol show config`: every key of Slurm 22.05's, in its order (see
+/// [`drover_model::showconfig`]).
+fn config_entries(view: &View) -> Vec<v1::ConfigEntry> {
+    let boot = jiff::Timestamp::from_second(view.boot_time)
+        .map(|t| t.to_zoned(jiff::tz::TimeZone::system()).strftime("%Y-%m-%dT%H:%M:%S").to_string())
+        .unwrap_or_default();
+    let uid_of = |name: &str| nix::unistd::User::from_name(name).ok().flatten().map(|u| u.uid.as_raw());
+    let cx = drover_model::showconfig::Context { boot_time: &boot, next_job_id: view.next_job_id, uid_of: &uid_of };
+    drover_model::showconfig::entries(&view.cfg, &cx)
+        .into_iter()
+        .map(|(key, value)| v1::ConfigEntry { key, value })
+        .collect()
 }

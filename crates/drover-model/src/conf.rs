@@ -203,6 +203,10 @@ pub struct Config {
     pub nodes: Vec<NodeConf>,
     pub partitions: Vec<PartitionConf>,
     pub unsupported: Vec<Unsupported>,
+    /// Every top-level `Key=Value` as written (the last of a key wins), for `scontrol show
+    /// config` to show what Drover does not model as the file says it.
+    #[serde(default)]
+    pub raw: Vec<(String, String)>,
 }
 
 /// `PreemptMode`: what becomes of a preempted job.
@@ -347,6 +351,7 @@ impl Default for Config {
             nodes: Vec::new(),
             partitions: Vec::new(),
             unsupported: Vec::new(),
+            raw: Vec::new(),
         }
     }
 }
@@ -698,6 +703,8 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
         }
         for (k, v) in &l.pairs {
             let kl = k.to_ascii_lowercase();
+            cfg.raw.retain(|(rk, _)| !rk.eq_ignore_ascii_case(k));
+            cfg.raw.push((k.clone(), v.clone()));
             let num = |v: &str| v.parse::<u32>().map_err(|_| err(format!("{k}: expected a number, found `{v}`")));
             match kl.as_str() {
                 "clustername" => cfg.cluster_name = v.to_ascii_lowercase(),

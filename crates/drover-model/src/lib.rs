@@ -25,6 +25,7 @@ pub mod multiprog;
 pub mod priority_conf;
 pub mod resv;
 pub mod rlimits;
+pub mod showconfig;
 pub mod signal;
 pub mod state;
 pub mod step;

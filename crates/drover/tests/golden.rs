@@ -330,3 +330,50 @@ fn unknown_states_are_refused_as_slurm_refuses_them() {
     c.ok("squeue", &["-t", "pd,R,completed,all"]);
     c.ok("sinfo", &["-t", "i,alloc,DRAIN,mix"]);
 }
+
+/// `scontrol show config`: Slurm 22.05's keys in Slurm's order, and Slurm's defaults for what
+/// neither the lab's slurm.conf nor this cluster's sets (values that name this run, the host
+/// or the installation aside).
+#[test]
+fn show_config_has_slurms_keys_and_defaults() {
+    let c = lab();
+    let ours = c.ok("scontrol", &["show", "config"]);
+    let theirs = compat("scontrol_show_config.out");
+    let pairs = |t: &str| -> Vec<(String, String)> {
+        t.lines()
+            .skip(1)
+            .filter_map(|l| l.split_once(" = ").or_else(|| l.strip_suffix(" =").map(|k| (k, ""))))
+            .map(|(k, v)| (k.trim_end().to_string(), v.to_string()))
+            .collect()
+    };
+    let (ours_p, theirs_p) = (pairs(&ours), pairs(&theirs));
+    let keys = |p: &[(String, String)]| p.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+    assert_eq!(keys(&ours_p), keys(&theirs_p), "{ours}");
+    assert!(ours.starts_with("Configuration data as of "), "{ours}");
+    assert!(ours.ends_with("\n\nSlurmctld(primary) at localhost is UP\n"), "{ours}");
+    // Set by a configuration file (the lab's or this cluster's), or naming this run or host.
+    let conf = |text: &str| -> Vec<String> {
+        text.lines().filter_map(|l| l.split_once('=')).map(|(k, _)| k.trim().to_ascii_lowercase()).collect()
+    };
+    let mut set =
+        conf(&std::fs::read_to_string(drover_testkit::testdata("compat/slurm-22.05/conf/slurm.conf")).unwrap());
+    set.extend(conf(&std::fs::read_to_string(c.path().join("slurm.conf")).unwrap()));
+    let volatile = [
+        "BOOT_TIME",
+        "NEXT_JOB_ID",
+        "MaxNodeCount",
+        "MaxDBDMsgs",
+        "SLURM_CONF",
+        "SlurmctldHost[0]",
+        "SchedulerParameters",
+    ];
+    let mut compared = 0;
+    for ((k, ours_v), (_, theirs_v)) in ours_p.iter().zip(&theirs_p) {
+        if set.contains(&k.to_ascii_lowercase()) || volatile.contains(&k.as_str()) {
+            continue;
+        }
+        assert_eq!(ours_v, theirs_v, "{k}");
+        compared += 1;
+    }
+    assert!(compared > 140, "{compared}");
+}
