@@ -18,10 +18,14 @@ use std::time::Duration;
 /// Jobs per batch: one store transaction.
 const BATCH_JOBS: usize = 5000;
 
-/// The least time between two deliveries: what comes meanwhile goes in the next one, so a
-/// busy controller makes at most a score of store transactions a second, and `sacct` trails
-/// `squeue` by at most this and one transaction.
-const DELIVERY_GAP: Duration = Duration::from_millis(50);
+/// The pause after a delivery, by how much it carried: what comes meanwhile goes in the next
+/// one. A few records (a job submitted, one ending) are followed by a short pause, so `sacct`
+/// trails `squeue` by little more than one store transaction; a big batch (a storm of
+/// submissions) by a longer one, so the store's transactions stay few and large and the
+/// controller's throughput is not spent on them: 2 ms a record, between 10 and 250 ms.
+fn delivery_gap(records: usize) -> Duration {
+    Duration::from_millis((records as u64 * 2).clamp(10, 250))
+}
 
 /// With nothing to send, the delivery waits for the owner's wake-up; this long at most (a
 /// safety net: the owner wakes it after every commit that leaves records to send).
@@ -245,11 +249,12 @@ pub async fn deliver(
                 }
                 backoff = Duration::from_millis(500);
                 let full = batch.jobs.len() >= BATCH_JOBS;
+                let gap = delivery_gap(batch.jobs.len() + batch.gone.len());
                 let _ = tx.send(Msg::AcctDone { jobs: batch.jobs, gone: batch.gone.len() });
-                // Records that came during this delivery wait DELIVERY_GAP to be sent in
-                // one transaction (one fsync in the store), already durable in the journal.
+                // Records that came during this delivery wait out the gap to be sent in one
+                // transaction (one fsync in the store), already durable in the journal.
                 if !full {
-                    tokio::time::sleep(DELIVERY_GAP).await;
+                    tokio::time::sleep(gap).await;
                 }
             }
             Err(e) => {
