@@ -284,6 +284,8 @@ fn job_id(j: &v1::JobInfo) -> String {
     }
     match j.array_task_id {
         Some(t) => format!("{}_{t}", j.array_job_id),
+        // With its %N throttle, as slurmdbd's xlate_array_task_str writes it.
+        None if j.array_max_tasks > 0 => format!("{}_[{}%{}]", j.array_job_id, j.array_pending, j.array_max_tasks),
         None => format!("{}_[{}]", j.array_job_id, j.array_pending),
     }
 }

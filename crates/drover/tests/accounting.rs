@@ -539,3 +539,11 @@ fn sacct_units_and_noconvert() {
         "sacct: error: Invalid unit type 'x'. Possible options are 'KMGTP'\nsacct: fatal: Invalid unit type\n"
     );
 }
+
+/// A pending array's JobID in sacct keeps its `%N` throttle (`12_[1-3%2]`), as Slurm's.
+#[test]
+fn sacct_shows_a_pending_arrays_throttle() {
+    let c = lab();
+    let id = c.submit(&["-H", "--array=1-3%2", "--wrap", "true"]);
+    wait_sacct(&c, &["-n", "-X", "-P", "-o", "JobID", "-j", &id.to_string()], &format!("{id}_[1-3%2]\n"));
+}
