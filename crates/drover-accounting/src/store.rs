@@ -315,8 +315,13 @@ fn job_args(j: &v1::AcctJob) -> Vec<Arg> {
         Arg::S(info.state.clone()),
         i(info.exit_status),
         i(info.submit_time),
-        // A run that started has been eligible (the rollup walks runs by this column).
-        i(if info.eligible_time == 0 && info.start_time > 0 { info.start_time } else { info.eligible_time }),
+        // A run that started on nodes has been eligible (the rollup walks runs by this
+        // column); a job cancelled before it ever was (held) stays out of sacct's windows.
+        i(if info.eligible_time == 0 && info.start_time > 0 && !info.alloc.is_empty() {
+            info.start_time
+        } else {
+            info.eligible_time
+        }),
         i(info.start_time),
         i(info.end_time),
         Arg::S(info.nodes.clone()),

@@ -53,8 +53,9 @@ fn gpus_tracked(cfg: &Config) -> bool {
 pub fn job_record(cfg: &Config, j: &Job) -> v1::AcctJob {
     let mut info = view::job_info(j);
     info.steps.clear();
-    if j.status.state == JobState::Pending && j.status.hold.is_some() {
-        // A held job is not eligible to run (Slurm records no eligible time for it).
+    if j.status.hold.is_some() && j.status.alloc.is_none() {
+        // A held job is not eligible to run (Slurm records no eligible time for it), nor is
+        // one cancelled while held: sacct's windows leave it out, as Slurm's do.
         info.eligible_time = 0;
     }
     let tracked = gpus_tracked(cfg);

@@ -547,3 +547,20 @@ fn sacct_shows_a_pending_arrays_throttle() {
     let id = c.submit(&["-H", "--array=1-3%2", "--wrap", "true"]);
     wait_sacct(&c, &["-n", "-X", "-P", "-o", "JobID", "-j", &id.to_string()], &format!("{id}_[1-3%2]\n"));
 }
+
+/// A job cancelled while held was never eligible: sacct's default window leaves it out (its
+/// Eligible is Unknown), as Slurm's does; named with -j it is there.
+#[test]
+fn sacct_leaves_out_jobs_cancelled_before_they_were_eligible() {
+    let c = lab();
+    let held = c.submit(&["-H", "--wrap", "true"]);
+    let ran = c.submit(&["--wrap", "true"]);
+    c.wait_state(ran, &["COMPLETED"], Duration::from_secs(20));
+    c.ok("scancel", &[&held.to_string()]);
+    wait_sacct(
+        &c,
+        &["-n", "-X", "-P", "-o", "JobID,State,Eligible", "-j", &held.to_string()],
+        &format!("{held}|CANCELLED by 0|Unknown\n"),
+    );
+    wait_sacct(&c, &["-n", "-X", "-P", "-o", "JobID,State"], &format!("{ran}|COMPLETED\n"));
+}
