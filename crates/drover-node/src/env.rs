@@ -73,8 +73,17 @@ fn add_job_vars(c: &EnvCtx<'_>, env: &mut Vec<(String, String)>) {
     set("SLURM_NNODES", nodes.len().to_string());
     set("SLURM_NODELIST", nodelist);
     set("SLURM_NODE_ALIASES", "(null)".into());
-    set("SLURM_NPROCS", ntasks.to_string());
-    set("SLURM_NTASKS", ntasks.to_string());
+    // Only where the request fixed a task count, as Slurm 22.05 (checked on its lab): -n,
+    // --ntasks-per-node over a fixed node count, --ntasks-per-gpu, or a node list (-w).
+    let fixed_nodes = spec.max_nodes.is_none_or(|m| Some(m) == spec.min_nodes);
+    if spec.ntasks.is_some()
+        || (spec.ntasks_per_node.is_some() && fixed_nodes)
+        || spec.ntasks_per_gpu.is_some()
+        || !spec.nodelist.is_empty()
+    {
+        set("SLURM_NPROCS", ntasks.to_string());
+        set("SLURM_NTASKS", ntasks.to_string());
+    }
     set("SLURM_PRIO_PROCESS", "0".into());
     set("SLURM_SUBMIT_DIR", spec.work_dir.clone());
     set("SLURM_SUBMIT_HOST", c.submit_host.to_string());

@@ -487,7 +487,8 @@ fn per_gpu_cpus_memory_and_tasks() {
     let b = c.submit(&["-p", "gpu", "--gpus-per-node=1", "--cpus-per-gpu=2", "-w", "node1", "--wrap", probe]);
     c.wait_state(a, &["COMPLETED"], Duration::from_secs(30));
     c.wait_state(b, &["COMPLETED"], Duration::from_secs(30));
-    assert_eq!(output(&c, a), "2 2 1000 1\n");
+    // No task count was asked for: no SLURM_NTASKS (real Slurm's lab leaves it unset).
+    assert_eq!(output(&c, a), "2 2 1000\n");
     let show = c.ok("scontrol", &["show", "job", &a.to_string()]);
     assert!(show.contains("MinMemoryNode=1000M"), "{show}");
     // Two tasks for each GPU.
@@ -736,4 +737,30 @@ fn srun_task_prolog_and_epilog_run_around_each_task() {
     let o = c.run("srun", &["--threads=0", "true"]);
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(text(&o).1, "srun: error: Invalid numeric value \"0\" for --threads.\n");
+}
+
+/// SLURM_NTASKS and SLURM_NPROCS are set for a batch job only where its request fixed a task
+/// count, as real Slurm 22.05 sets them (checked on the lab: plain, -N2, -c, --mem, --gres,
+/// --array and --exclusive leave them unset; -n, -N2 --ntasks-per-node=2 and -w set them).
+#[test]
+fn ntasks_variables_only_where_the_request_fixed_a_task_count() {
+    let c = cluster(2, 2);
+    let show = "echo ${SLURM_NTASKS:-unset} ${SLURM_NPROCS:-unset}";
+    for (opts, want) in [
+        (vec![], "unset unset"),
+        (vec!["-N2"], "unset unset"),
+        (vec!["-c", "2"], "unset unset"),
+        (vec!["--array=0-0"], "unset unset"),
+        (vec!["-n3"], "3 3"),
+        (vec!["-N2", "--ntasks-per-node=2"], "4 4"),
+        (vec!["-w", "node2"], "1 1"),
+        (vec!["--ntasks-per-node=2"], "2 2"),
+    ] {
+        let mut args = opts.clone();
+        args.extend(["-o", "nt-%j.out", "--wrap", show]);
+        let id = c.submit(&args);
+        c.wait_state(id, &["COMPLETED"], Duration::from_secs(20));
+        let got = std::fs::read_to_string(c.path().join(format!("nt-{id}.out"))).unwrap();
+        assert_eq!(got.trim(), want, "{opts:?}");
+    }
 }
