@@ -352,7 +352,7 @@ pub fn cwd(fallback: &str) -> String {
 /// Writes a command's output to stdout, the bytes its strings carry given back as they were
 /// (a job name or path that is not UTF-8 prints as Slurm prints it).
 pub fn print_raw(text: &str) {
-    write_stdout(&drover_model::bytes::decode_output(text.as_bytes().to_vec()));
+    write_stdout(&drover_model::bytes::decode_output(text.as_bytes()));
 }
 
 /// Writes `out` to stdout; a reader that has gone (`squeue | head`) ends the command by

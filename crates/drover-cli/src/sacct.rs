@@ -807,7 +807,7 @@ pub fn main(args: Vec<String>) -> i32 {
             line(&mut out, &mut cols.iter().map(|c| (c, Line::Step { j, s }.field(c.name, now, units))));
         }
     }
-    crate::common::write_stdout(&drover_model::bytes::decode_output(out.into_bytes()));
+    crate::common::print_raw(&out);
     0
 }
 

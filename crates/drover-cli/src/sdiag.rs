@@ -26,13 +26,6 @@ struct Args {
     std: common::StdFlags,
 }
 
-/// `Sat Dec 05 04:26:16 2026`, in local time (Slurm's slurm_ctime2).
-fn ctime(t: i64) -> String {
-    jiff::Timestamp::from_second(t)
-        .map(|ts| ts.to_zoned(common::tz()).strftime("%a %b %d %H:%M:%S %Y").to_string())
-        .unwrap_or_default()
-}
-
 #[derive(Clone, Copy)]
 enum Sort {
     Count,
@@ -64,8 +57,8 @@ fn render(r: &v1::DiagReply, sort: Sort, user_name: &dyn Fn(u32) -> String) -> S
     let mut o = String::new();
     let stars = "*******************************************************";
     let _ = writeln!(o, "{stars}");
-    let _ = writeln!(o, "sdiag output at {} ({})", ctime(r.now), r.now);
-    let _ = writeln!(o, "Data since      {} ({})", ctime(r.since), r.since);
+    let _ = writeln!(o, "sdiag output at {} ({})", common::fmt_header_date(r.now), r.now);
+    let _ = writeln!(o, "Data since      {} ({})", common::fmt_header_date(r.since), r.since);
     let _ = writeln!(o, "{stars}");
     let _ = writeln!(o, "Server thread count:  {}", r.server_threads);
     let _ = writeln!(o, "Agent queue size:     {}", r.agent_queue);
@@ -77,7 +70,7 @@ fn render(r: &v1::DiagReply, sort: Sort, user_name: &dyn Fn(u32) -> String) -> S
     let _ = writeln!(o, "Jobs completed: {}", r.jobs_completed);
     let _ = writeln!(o, "Jobs canceled:  {}", r.jobs_canceled);
     let _ = writeln!(o, "Jobs failed:    {}\n", r.jobs_failed);
-    let _ = writeln!(o, "Job states ts:  {} ({})", ctime(r.now), r.now);
+    let _ = writeln!(o, "Job states ts:  {} ({})", common::fmt_header_date(r.now), r.now);
     let _ = writeln!(o, "Jobs pending:   {}", r.jobs_pending);
     let _ = writeln!(o, "Jobs running:   {}", r.jobs_running);
     let _ = writeln!(o, "\nMain schedule statistics (microseconds):");
@@ -101,7 +94,7 @@ fn render(r: &v1::DiagReply, sort: Sort, user_name: &dyn Fn(u32) -> String) -> S
     let _ = writeln!(o, "\tTotal backfilled heterogeneous job components: 0");
     let _ = writeln!(o, "\tTotal cycles: {}", r.bf_cycles);
     if r.bf_last_when > 0 {
-        let _ = writeln!(o, "\tLast cycle when: {} ({})", ctime(r.bf_last_when), r.bf_last_when);
+        let _ = writeln!(o, "\tLast cycle when: {} ({})", common::fmt_header_date(r.bf_last_when), r.bf_last_when);
     } else {
         let _ = writeln!(o, "\tLast cycle when: N/A");
     }

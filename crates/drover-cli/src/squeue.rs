@@ -463,7 +463,7 @@ pub fn main(args: Vec<String>) -> i32 {
     for i in order {
         out.extend_from_slice(lines.line(i).as_bytes());
     }
-    common::write_stdout(&drover_model::bytes::decode_output(out));
+    common::write_stdout(&drover_model::bytes::decode_output(&out));
     if timing {
         eprintln!("write {:?}", t0.elapsed());
     }

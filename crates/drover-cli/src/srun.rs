@@ -429,9 +429,7 @@ fn step_spec(a: &SrunArgs, standalone: bool) -> Result<v1::StepSpec, String> {
     s.task_prolog = a.task_prolog.as_ref().map(abs).unwrap_or_default();
     s.task_epilog = a.task_epilog.as_ref().map(abs).unwrap_or_default();
     if let Some(t) = &a.threads {
-        if t.parse::<u32>().map_or(true, |n| n == 0) {
-            return Err(format!("Invalid numeric value \"{t}\" for --threads."));
-        }
+        crate::jobopts::count(t, "threads")?;
     }
     if s.overlap && j.exclusive.is_some() {
         return Err("--exclusive and --overlap are mutually exclusive".into());
@@ -687,6 +685,7 @@ async fn run_step(
                 }
                 told_nodes.insert(n.node.clone());
                 let mut statuses: Vec<i32> = mine.iter().map(|e| e.2).collect();
+                statuses.sort_unstable();
                 statuses.dedup();
                 for st in statuses {
                     let mut ids: Vec<u32> = mine.iter().filter(|e| e.2 == st).map(|e| e.0).collect();

@@ -1814,6 +1814,13 @@ impl Owner {
         self.outbox.push((node.to_string(), controller_to_node::Msg::Signal(msg)));
     }
 
+    /// Asks `node` to send `signal` to every step of a job there, not its batch script
+    /// (`scancel --signal` without `--batch` or `--full`).
+    fn signal_steps(&mut self, node: &str, job: JobId, signal: i32) {
+        let msg = v1::Signal { job_id: job, signal, steps_only: true, ..Default::default() };
+        self.outbox.push((node.to_string(), controller_to_node::Msg::Signal(msg)));
+    }
+
     /// Nodes where something of the job runs: its batch script or any of its steps.
     fn busy_nodes(j: &Job) -> Vec<String> {
         let mut nodes = j.status.nodes_running.clone();
@@ -2486,8 +2493,7 @@ impl Owner {
                     let steps_only = !terminate && !req.batch_only && !req.full;
                     for n in Self::busy_nodes(&j) {
                         if steps_only {
-                            let msg = v1::Signal { job_id: id, signal, steps_only, ..Default::default() };
-                            self.outbox.push((n, controller_to_node::Msg::Signal(msg)));
+                            self.signal_steps(&n, id, signal);
                         } else {
                             self.signal_node(&n, id, step, signal, terminate);
                         }
@@ -3472,7 +3478,7 @@ impl Owner {
 /// fill the controller's memory and journal.
 fn fields_fit(spec: &JobSpec, max_script: usize) -> bool {
     const PATH_MAX: usize = 4096;
-    let len = |s: &str| drover_model::bytes::decode(s).len();
+    let len = drover_model::bytes::decoded_len;
     let opt = |s: &Option<String>, max: usize| s.as_deref().is_none_or(|s| len(s) <= max);
     len(&spec.script) <= max_script
         && len(&spec.name) <= 1024

@@ -76,19 +76,19 @@ pub fn decode(s: &str) -> Vec<u8> {
 /// Text about to be written out (a command's output, a file), with the bytes its strings
 /// carry given back; text without any is returned as it is, after one fast scan for the lead
 /// byte of the escape range.
-pub fn decode_output(text: Vec<u8>) -> Vec<u8> {
+pub fn decode_output(text: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     if !text.contains(&0xF4) {
-        return text;
+        return std::borrow::Cow::Borrowed(text);
     }
-    match std::str::from_utf8(&text) {
-        Ok(s) => decode(s),
-        Err(_) => text,
+    match std::str::from_utf8(text) {
+        Ok(s) => std::borrow::Cow::Owned(decode(s)),
+        Err(_) => std::borrow::Cow::Borrowed(text),
     }
 }
 
-/// Whether `s` carries bytes that are not UTF-8 (so it must be decoded before use).
-pub fn has_raw(s: &str) -> bool {
-    s.chars().any(|c| u32::from(c) >= BASE)
+/// How many bytes `s` carries (the length of [`decode`]'s result, without making it).
+pub fn decoded_len(s: &str) -> usize {
+    s.chars().map(|c| if u32::from(c) >= BASE { 1 } else { c.len_utf8() }).sum()
 }
 
 #[cfg(test)]
@@ -101,8 +101,9 @@ mod tests {
         assert_eq!(encode("café ☃".as_bytes()), "café ☃");
         let raw = b"caf\xe9 \xff\xfe end";
         let e = encode(raw);
-        assert!(has_raw(&e));
+        assert_ne!(e.as_bytes(), raw);
         assert_eq!(decode(&e), raw);
+        assert_eq!(decoded_len(&e), raw.len());
         // The escape range itself, given as text, round-trips too.
         let tricky = "x\u{10ff41}y".as_bytes();
         assert_eq!(decode(&encode(tricky)), tricky);
@@ -114,8 +115,9 @@ mod tests {
         #[test]
         fn any_bytes_round_trip(b in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
             proptest::prop_assert_eq!(decode(&encode(&b)), b.clone());
+            proptest::prop_assert_eq!(decoded_len(&encode(&b)), b.len());
             if let Ok(s) = std::str::from_utf8(&b) {
-                if !has_raw(s) {
+                if !s.chars().any(|c| u32::from(c) >= BASE) {
                     proptest::prop_assert_eq!(encode(&b), s);
                 }
             }

@@ -579,7 +579,6 @@ fn open_out(path: &str, append: bool) -> Result<OwnedFd, String> {
 /// Empties `path` (made if missing) unless a node of the same step did already: see
 /// `truncate_once_as_user`.
 fn empty_once(path: &str, mark: &str, first_node: bool) -> Result<(), String> {
-    use std::os::fd::AsRawFd;
     let fd = nix::fcntl::open(
         raw_path(path).as_path(),
         nix::fcntl::OFlag::O_WRONLY | nix::fcntl::OFlag::O_CREAT | nix::fcntl::OFlag::O_APPEND,
