@@ -14,6 +14,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod acct;
+pub mod check;
 mod diag;
 mod explain;
 mod fairshare;
@@ -23,6 +24,7 @@ mod owner;
 mod policy;
 mod rpc;
 mod state;
+mod storage;
 mod view;
 
 use arc_swap::ArcSwap;
@@ -48,6 +50,12 @@ pub enum ControllerError {
     Journal(#[from] drover_journal::JournalError),
     #[error("recovering state: {0}")]
     Recover(String),
+    #[error(
+        "refusing to start: {damage}. Nothing was changed. `drover controller --check-state {dir}` reports what \
+         is intact; restore the file from a backup, or recover what is intact with \
+         `drover controller --check-state {dir} --salvage`"
+    )]
+    Damaged { damage: Box<drover_journal::Damage>, dir: String },
     #[error("cannot listen on {addr}: {source}")]
     Listen { addr: String, source: std::io::Error },
     #[error("serving: {0}")]
@@ -91,9 +99,14 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
         cfg.auth.cred_kind().cred_plugin()
     ));
     let io_secret = io_secret(&state_dir)?;
-    let (journal, rec) = Journal::open(&state_dir.join("journal"))?;
-    if rec.truncated_bytes > 0 {
-        log(&format!("dropped a torn journal tail of {} bytes (never acknowledged)", rec.truncated_bytes));
+    let (journal, rec) = match Journal::open(&state_dir.join("journal")) {
+        Err(drover_journal::JournalError::Damaged(damage)) => {
+            return Err(ControllerError::Damaged { damage, dir: state_dir.display().to_string() })
+        }
+        r => r?,
+    };
+    for note in &rec.notes {
+        log(note);
     }
     let view = Arc::new(ArcSwap::from_pointee(view::View::default()));
     let mut owner = owner::Owner::recover(cfg.clone(), journal, rec, view.clone()).map_err(ControllerError::Recover)?;
@@ -272,7 +285,7 @@ fn log_to(path: &str) -> std::io::Result<()> {
 }
 
 /// One controller per state directory: an exclusive `flock` held for the process's life.
-fn lock_state_dir(dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, ControllerError> {
+pub(crate) fn lock_state_dir(dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, ControllerError> {
     let path = dir.join("controller.lock");
     let f = std::fs::OpenOptions::new()
         .create(true)

@@ -266,6 +266,8 @@ pub struct Owner {
     /// as readers see them (rebuilt when they change, not on every publish).
     resv_active: Vec<String>,
     resv_view: Arc<Vec<v1::ResvInfo>>,
+    /// A full or failing StateSaveLocation.
+    storage: crate::storage::Storage,
 }
 
 /// User and group names by id, looked up once (NSS can be slow; ids rarely change names).
@@ -321,10 +323,11 @@ impl Owner {
     /// Rebuilds the state from the journal.
     pub fn recover(
         cfg: Arc<Config>,
-        journal: Journal,
+        mut journal: Journal,
         rec: drover_journal::Recovered,
         view: Arc<ArcSwap<View>>,
     ) -> Result<Owner, String> {
+        let legacy = rec.legacy;
         let mut durable = match rec.snapshot {
             Some(b) => Durable::decode(&b).map_err(|e| format!("cannot decode snapshot: {e}"))?,
             None => Durable::default(),
@@ -339,6 +342,23 @@ impl Owner {
             durable.apply(decode_record(&b).map_err(|e| format!("cannot decode journal record: {e}"))?, Some(at));
         }
         durable.next_job_id = durable.next_job_id.max(cfg.first_job_id);
+        // The journal files that hold jobs' scripts must all be there (they are read only
+        // when a job launches: find out now, not then).
+        for g in durable.blob_generations() {
+            if !journal.has_generation(g) {
+                let n = durable.jobs.values().filter(|j| j.blob.is_some_and(|b| b.generation == g)).count();
+                return Err(format!(
+                    "{} is missing: the scripts and environments of {n} jobs are in it. Nothing was changed; restore \
+                     the file, or see `drover controller --check-state`",
+                    journal.segment_path(g).display()
+                ));
+            }
+        }
+        if legacy {
+            journal
+                .snapshot(&durable.encode(), &durable.blob_generations())
+                .map_err(|e| format!("moving the state to chained segments: {e}"))?;
+        }
         // slurmctld keeps associations' usage in StateSaveLocation/assoc_usage too.
         let usage_path = std::path::Path::new(&cfg.state_save_location).join("assoc_usage");
         let mut o = Owner {
@@ -381,6 +401,7 @@ impl Owner {
                 path: usage_path,
                 ..Default::default()
             },
+            storage: Default::default(),
         };
         if o.cfg.accounting_storage.is_some() {
             o.acct_admin = crate::acct::load_admin_cache(&crate::acct_cache_path(&o.cfg))
@@ -520,11 +541,14 @@ impl Owner {
             self.schedule(t);
             let us = started.elapsed().as_micros() as u64;
             self.diag.pass(before, self.core.pass_stats(), us, t);
-            if let Err(e) = self.journal.commit() {
-                // Nothing may be acknowledged that is not durable: stop, the supervisor of
-                // this process (or the admin) restarts it from the journal.
-                eprintln!("drover controller: fatal: {e}");
-                std::process::exit(1);
+            let res = self.journal.commit();
+            if !self.storage.committed(&self.journal, res, t) {
+                // Nothing may be acknowledged that is not durable: the batch stays buffered
+                // and its replies, launches and readers' view wait for a later pass to write it.
+                if self.shutdown {
+                    break;
+                }
+                continue;
             }
             for f in self.after_commit.drain(..) {
                 f();
@@ -543,10 +567,10 @@ impl Owner {
             if self.dirty {
                 self.publish();
             }
-            if self.journal.records_since_snapshot > 20_000 {
+            if self.journal.records_since_snapshot > 20_000 && self.storage.may_snapshot(t) {
                 let live = self.durable.blob_generations();
                 if let Err(e) = self.journal.snapshot(&self.durable.encode(), &live) {
-                    eprintln!("drover controller: snapshot failed: {e}");
+                    self.storage.snapshot_failed(&e, t);
                 }
             }
             if self.shutdown {
@@ -574,7 +598,10 @@ impl Owner {
     fn handle(&mut self, m: Msg) {
         match m {
             Msg::Submit { spec, caller, test_only, reply } => {
-                let r = self.submit(*spec, caller, test_only);
+                let r = match self.storage.refusal(&self.journal).filter(|_| !test_only) {
+                    Some(no) => Err(no),
+                    None => self.submit(*spec, caller, test_only),
+                };
                 self.reply(reply, r);
             }
             Msg::Cancel { req, caller, reply } => {
@@ -582,7 +609,10 @@ impl Owner {
                 self.reply(reply, Ok(r));
             }
             Msg::JobControl { req, caller, reply } => {
-                let r = self.job_control(req, caller);
+                let r = match self.storage.refusal(&self.journal) {
+                    Some(no) => Err(no),
+                    None => self.job_control(req, caller),
+                };
                 self.reply(reply, r);
             }
             Msg::UpdateNode { req, caller, reply } => {
@@ -590,7 +620,10 @@ impl Owner {
                 self.reply(reply, r);
             }
             Msg::Reservation { req, caller, reply } => {
-                let r = self.reservation(req, caller);
+                let r = match self.storage.refusal(&self.journal) {
+                    Some(no) => Err(no),
+                    None => self.reservation(req, caller),
+                };
                 self.reply(reply, r);
             }
             Msg::Explain { job, reply } => {
@@ -601,7 +634,10 @@ impl Owner {
                 let r = self.reconfigure(caller);
                 self.reply(reply, r);
             }
-            Msg::CreateStep { spec, wait, caller, reply } => self.create_step(*spec, wait, caller, reply),
+            Msg::CreateStep { spec, wait, caller, reply } => match self.storage.refusal(&self.journal) {
+                Some(no) => self.reply(reply, Err(no)),
+                None => self.create_step(*spec, wait, caller, reply),
+            },
             Msg::StepStat { req, caller, reply } => self.step_stat(req, caller, reply),
             Msg::CtldPrologDone { job, result } => self.ctld_prolog_done(job, result),
             Msg::AttachStep { req, caller, reply } => {

@@ -230,6 +230,20 @@ impl Cluster {
         text.lines().find_map(|l| l.strip_prefix("DbdPort=")).and_then(|p| p.trim().parse().ok())
     }
 
+    /// Waits up to `timeout` for the controller to exit by itself (it refused to start,
+    /// say); its exit status, or `None` if it still runs.
+    pub fn controller_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline {
+            if let Some(st) = self.controller.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                self.controller = None;
+                return Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
     /// `kill -9` of the controller.
     pub fn kill_controller(&mut self) {
         if let Some(mut c) = self.controller.take() {
