@@ -1,0 +1,181 @@
+//! Multifactor priority and fairshare: what a job's run counts for, and each pending job's priority.
+
+use super::*;
+
+impl Owner {
+    /// What a job's run counts for fairshare and `GrpTRESMins`: its account and user, what it
+    /// holds (CPUs, memory, nodes, billing (its CPUs), GPUs), and its QoS's `UsageFactor`.
+    pub(super) fn fairshare_of(&self, j: &Job) -> (String, String, [f64; 5], f64) {
+        let w = j.spec.wire();
+        let account = drover_proto::jobinfo::account(&w).to_string();
+        let qos = drover_proto::jobinfo::qos(&w);
+        let nodes = j.status.alloc.as_ref().map_or(&[][..], |a| a.nodes.as_slice());
+        let cpus = nodes.iter().map(|n| n.cpu_ids.len()).sum::<usize>() as f64;
+        let mem = nodes.iter().map(|n| n.mem_mb).sum::<u64>() as f64;
+        let gpus = nodes.iter().map(|n| n.gpus().len()).sum::<usize>() as f64;
+        let factor = self.acct_admin.as_deref().and_then(|a| a.qos.iter().find(|q| q.name == qos)).map_or(1.0, |q| {
+            if q.usage_factor >= 0.0 {
+                q.usage_factor
+            } else {
+                1.0
+            }
+        });
+        (account, w.user.clone(), [cpus, mem, nodes.len() as f64, cpus, gpus], factor)
+    }
+
+    /// Credits a job's run up to `to` to its association: from where it was last credited,
+    /// else from `since` (its start, or the last calculation before this controller started).
+    pub(super) fn credit_run(&mut self, j: &Job, since: i64, to: i64) {
+        if !self.cfg.priority.multifactor || j.status.start_time == 0 {
+            return;
+        }
+        let from = self.fs.credited.get(&j.id).copied().unwrap_or(since).max(j.status.start_time);
+        self.fs.credited.insert(j.id, to.max(from));
+        if to <= from {
+            return;
+        }
+        let (account, user, held, factor) = self.fairshare_of(j);
+        let hl = self.cfg.priority.decay_half_life;
+        self.fs.usage.credit(&account, &user, (to - from) as f64, held, factor, hl);
+        self.fs.stale = true;
+    }
+
+    /// `PriorityCalcPeriod`: usage decays to `t`, running jobs' runs since the last
+    /// calculation count, the usage is saved, and priorities follow.
+    pub(super) fn priority_calc(&mut self, t: i64) {
+        let from = self.fs.usage.at;
+        self.fs.usage.decay_to(t, self.cfg.priority.decay_half_life);
+        self.reset_usage_if_due(t);
+        if from > 0 {
+            let running: Vec<Arc<Job>> =
+                self.durable.jobs.values().filter(|j| j.status.state == JobState::Running).cloned().collect();
+            for j in running {
+                self.credit_run(&j, j.status.start_time.max(from), t);
+            }
+        }
+        let tmp = self.fs.path.with_extension("new");
+        if std::fs::write(&tmp, self.fs.usage.encode()).and_then(|_| std::fs::rename(&tmp, &self.fs.path)).is_err() {
+            eprintln!("drover controller: error: cannot save {}", self.fs.path.display());
+        }
+        self.refresh_priorities(t);
+    }
+
+    /// `PriorityUsageResetPeriod`: usage starts from nothing when a period begins on the
+    /// local calendar (`NOW`: once, when this controller starts).
+    pub(super) fn reset_usage_if_due(&mut self, t: i64) {
+        use drover_model::priority_conf::UsageReset;
+        let period = self.cfg.priority.usage_reset;
+        let clear = |u: &mut crate::fairshare::Usage| {
+            u.raw.clear();
+            u.tres.clear();
+        };
+        if period == UsageReset::Now {
+            if !self.fs.reset_now_done {
+                clear(&mut self.fs.usage);
+                self.fs.usage.last_reset = t;
+                self.fs.reset_now_done = true;
+            }
+            return;
+        }
+        if self.fs.usage.last_reset == 0 {
+            self.fs.usage.last_reset = t;
+            return;
+        }
+        if let Some(next) = crate::fairshare::next_reset(period, self.fs.usage.last_reset, t) {
+            if t >= next {
+                clear(&mut self.fs.usage);
+                self.fs.usage.last_reset = next;
+            }
+        }
+    }
+
+    /// Fair Tree from the current usage, then every waiting job's priority; the scheduler
+    /// hears of those that changed.
+    pub(super) fn refresh_priorities(&mut self, t: i64) {
+        self.fs.stale = false;
+        if let Some(st) = self.acct_admin.as_deref() {
+            // TRES-minutes running jobs still hold (their time limit less the time they ran).
+            let mut run_mins: std::collections::HashMap<(String, String), [f64; 5]> = Default::default();
+            for j in self.durable.jobs.values().filter(|j| j.status.state == JobState::Running) {
+                let Some(limit) = j.status.time_limit else { continue };
+                let left = (j.status.start_time + limit as i64 + j.status.suspended_secs - t).max(0) as f64 / 60.0;
+                let (account, user, held, _) = self.fairshare_of(j);
+                let e = run_mins.entry((account, user)).or_default();
+                for (k, n) in held.iter().enumerate() {
+                    e[k] += n * left;
+                }
+            }
+            let (factors, mut rows) = crate::fairshare::compute(st, &self.cfg.cluster_name, &self.fs.usage);
+            crate::fairshare::add_run_mins(&mut rows, &run_mins);
+            self.fs.factors = factors;
+            self.fs.rows = Arc::new(rows);
+            self.dirty = true;
+        }
+        // A priority an administrator fixed stays as it is.
+        let pending: Vec<Arc<Job>> = self
+            .durable
+            .jobs
+            .values()
+            .filter(|j| j.status.state == JobState::Pending && !j.status.priority_set)
+            .cloned()
+            .collect();
+        // Usage moved: GrpTRESMins may now hold (or free) waiting jobs.
+        let minutes_limits = self.cfg.enforce.limits
+            && self.acct_admin.as_deref().is_some_and(|a| {
+                a.assocs.iter().any(|x| x.limits.as_ref().is_some_and(|l| !l.grp_tres_mins.is_empty()))
+            });
+        let mut prio = std::collections::HashMap::with_capacity(pending.len());
+        for j in pending {
+            let spec = j.spec.unpack();
+            let (p, f) = self.multifactor_priority(&spec, j.status.eligible_time, t);
+            prio.insert(j.id, drover_sched::priority::weighted(&self.cfg.priority, &f));
+            if u64::from(p) != j.status.priority || minutes_limits {
+                if let Some(m) = self.durable.jobs.get_mut(&j.id) {
+                    // Derived, like reasons: recomputed after recovery, never journalled.
+                    Arc::make_mut(m).status.priority = u64::from(p);
+                }
+                if let Some(m) = self.durable.jobs.get(&j.id).cloned() {
+                    self.core.handle(Event::Updated(self.sched_job(&m)));
+                }
+                self.dirty = true;
+            }
+        }
+        self.fs.prio = Arc::new(prio);
+        self.dirty = true;
+    }
+
+    /// A job's multifactor priority and its factors.
+    pub(super) fn multifactor_priority(
+        &self,
+        spec: &JobSpec,
+        eligible: i64,
+        t: i64,
+    ) -> (u32, drover_sched::priority::Factors) {
+        use drover_sched::priority::{self, ClusterSize, JobInput};
+        let w = crate::policy::JobPolicy::of(spec);
+        let admin = self.acct_admin.as_deref();
+        let qos_prio = |name: &str| admin.and_then(|a| a.qos.iter().find(|q| q.name == name)).map_or(0, |q| q.priority);
+        let max_qos = admin.map_or(0, |a| a.qos.iter().map(|q| q.priority).max().unwrap_or(0));
+        let assoc_prio = admin
+            .and_then(|a| a.assoc(w.account, w.user, ""))
+            .and_then(|a| a.limits.as_ref().and_then(|l| l.priority))
+            .unwrap_or(0);
+        let max_assoc = admin.map_or(0, |a| {
+            a.assocs.iter().filter_map(|x| x.limits.as_ref().and_then(|l| l.priority)).max().unwrap_or(0)
+        });
+        let input = JobInput {
+            eligible: if spec.hold { 0 } else { eligible },
+            fairshare: self.fs.factors.get(&(w.account.to_string(), w.user.to_string())).copied().unwrap_or(0.0),
+            min_nodes: spec.min_nodes.unwrap_or(1),
+            cpus: spec.task_count().max(1) * spec.cpus_per_task().max(1),
+            partition: (1, 1),
+            qos: (qos_prio(w.qos), max_qos),
+            assoc: (assoc_prio, max_assoc),
+            nice: i64::from(spec.nice),
+        };
+        let size =
+            ClusterSize { nodes: self.cfg.nodes.len() as u32, cpus: self.cfg.nodes.iter().map(|n| n.cpus).sum() };
+        let f = priority::factors(&self.cfg.priority, &input, size, t);
+        (priority::priority(&self.cfg.priority, &f), f)
+    }
+}

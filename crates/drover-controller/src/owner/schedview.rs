@@ -1,0 +1,359 @@
+//! What the scheduler sees of a job: its request, limits, QoS preemption and tiers.
+
+use super::*;
+
+impl Owner {
+    pub(super) fn sched_job(&self, j: &Job) -> SchedJob {
+        self.sched_job_of(j.id, &j.spec.unpack(), &j.status, j.array.as_deref())
+    }
+
+    /// What the scheduler sees of a job: its request, with what the controller knows that
+    /// the scheduler does not (singletons, limits, tiers, preemption, node properties).
+    pub(super) fn sched_job_of(
+        &self,
+        id: JobId,
+        spec: &JobSpec,
+        status: &JobStatus,
+        array: Option<&crate::state::ArrayPart>,
+    ) -> SchedJob {
+        let mut sj = Self::sched_job_from(id, spec, status, array);
+        if let Some(tmp) = spec.tmp_mb {
+            // --tmp: nodes with less TmpDisk are out (what they hold is not tracked).
+            let small = self.cfg.nodes.iter().filter(|n| n.tmp_disk_mb < tmp).map(|n| n.name.clone());
+            sj.more_mut().exclude.extend(small);
+        }
+        self.add_singleton(&mut sj, spec);
+        self.apply_limits(&mut sj, spec);
+        self.apply_tier(&mut sj, spec);
+        self.apply_preempt(&mut sj, spec);
+        sj
+    }
+
+    /// Partitions of a higher `PriorityTier` come first in the scheduler's queue, whatever
+    /// preempts: the tier rides above the priority in the queue's key.
+    pub(super) fn apply_tier(&self, sj: &mut SchedJob, spec: &JobSpec) {
+        if let Some(p) = spec.partitions.first().and_then(|p| self.cfg.partition(p)) {
+            sj.priority |= u64::from(p.priority_tier.min(u32::from(u16::MAX))) << 32;
+        }
+    }
+
+    /// QoS preemption (`PreemptType=preempt/qos`): the job's QoS, and the QoS whose running
+    /// jobs it may preempt (its QoS's `Preempt`, less those whose mode is off).
+    pub(super) fn apply_preempt(&self, sj: &mut SchedJob, spec: &JobSpec) {
+        if self.cfg.preempt_partition {
+            // Partition preemption (`preempt/partition_prio`): the job's class is its
+            // partition; it may preempt those of a lower tier whose mode is not off.
+            let Some(mine) = spec.partitions.first().and_then(|p| self.cfg.partition(p)) else { return };
+            let can_preempt = self
+                .cfg
+                .partitions
+                .iter()
+                .filter(|p| p.priority_tier < mine.priority_tier)
+                .filter(|p| self.preempt_mode_of(&partition_class(&p.name)) != drover_model::conf::PreemptMode::Off)
+                .map(|p| intern(&partition_class(&p.name)))
+                .collect();
+            sj.more_mut().preempt =
+                Some(drover_sched::Preempt { qos: intern(&partition_class(&mine.name)), can_preempt });
+            return;
+        }
+        if !self.cfg.preempt_qos {
+            return;
+        }
+        let qos = crate::policy::JobPolicy::of(spec).qos;
+        let admin = self.acct_admin.as_deref();
+        let can_preempt = admin
+            .and_then(|a| a.qos.iter().find(|q| q.name == qos))
+            .map(|q| {
+                q.preempt
+                    .iter()
+                    .filter(|victim| self.preempt_mode_of(victim) != drover_model::conf::PreemptMode::Off)
+                    .map(|v| intern(v))
+                    .collect()
+            })
+            .unwrap_or_default();
+        sj.more_mut().preempt = Some(drover_sched::Preempt { qos: intern(qos), can_preempt });
+    }
+
+    /// What preemption does to a job of QoS `qos`: its own `PreemptMode`, else the cluster's.
+    pub(super) fn preempt_mode_of(&self, qos: &str) -> drover_model::conf::PreemptMode {
+        use drover_model::conf::PreemptMode;
+        if let Some(part) = qos.strip_prefix(PARTITION_CLASS) {
+            return self.cfg.partition(part).and_then(|p| p.preempt_mode).unwrap_or(self.cfg.preempt_mode);
+        }
+        let own = self
+            .acct_admin
+            .as_deref()
+            .and_then(|a| a.qos.iter().find(|q| q.name == qos))
+            .map(|q| q.preempt_mode.clone());
+        match own.as_deref().map(str::to_ascii_lowercase).as_deref() {
+            Some("cancel") => PreemptMode::Cancel,
+            Some("requeue") => PreemptMode::Requeue,
+            Some("suspend") => PreemptMode::Suspend,
+            Some("off") => PreemptMode::Off,
+            _ => self.cfg.preempt_mode,
+        }
+    }
+
+    /// The scheduler chose running `victim` to make room for waiting `by`: its processes get
+    /// SIGTERM now and, once its QoS's `GraceTime` is over, it is requeued (or cancelled,
+    /// as its mode says); without a grace time at once.
+    pub(super) fn preempt_job(&mut self, victim: JobId, by: JobId, t: i64) {
+        use drover_model::conf::PreemptMode;
+        let Some(j) = self.durable.jobs.get(&victim).cloned() else { return };
+        if j.status.state != JobState::Running || self.preempting.contains_key(&victim) {
+            return;
+        }
+        // Its class: its partition (partition_prio) or its QoS.
+        let qos = if self.cfg.preempt_partition {
+            partition_class(&j.status.partition)
+        } else {
+            crate::policy::JobPolicy::of(&j.spec.unpack()).qos.to_string()
+        };
+        let mode = self.preempt_mode_of(&qos);
+        if mode == PreemptMode::Suspend {
+            // Stopped now, its resources lent to the preempting job; the scheduler resumes it
+            // when they are free again.
+            crate::log(&format!("preempting job {victim} ({}) for job {by}: suspended", class_text(&qos)));
+            if self.suspend_or_resume(victim, true, t).is_ok() {
+                // Noted (journalled) so that a restarted controller lends its resources again.
+                if let Some(mut st) = self.durable.jobs.get(&victim).map(|j| j.status.clone()) {
+                    st.state_desc = "PREEMPTED".into();
+                    self.set_status(victim, st);
+                }
+                self.core.handle(Event::Suspended { job: victim, alloc: None });
+            }
+            return;
+        }
+        let grace = match qos.strip_prefix(PARTITION_CLASS) {
+            Some(part) => self.cfg.partition(part).map_or(0, |p| i64::from(p.grace_time)),
+            None => self
+                .acct_admin
+                .as_deref()
+                .and_then(|a| a.qos.iter().find(|q| q.name == qos))
+                .map_or(0, |q| q.grace_time_secs as i64),
+        };
+        let deadline = t + grace;
+        self.preempting.insert(victim, (deadline, mode));
+        self.core.handle(Event::Preempting { job: victim, end: deadline });
+        crate::log(&format!(
+            "preempting job {victim} ({}) for job {by}: {mode:?} after GraceTime {grace}s",
+            class_text(&qos)
+        ));
+        if grace > 0 {
+            for n in Self::busy_nodes(&j) {
+                let msg = v1::Signal { job_id: victim, signal: libc_sigterm(), ..Default::default() };
+                self.outbox.push((n, controller_to_node::Msg::Signal(msg)));
+            }
+        } else {
+            self.preempt_now(victim);
+        }
+    }
+
+    /// Whether preempting this job requeues it: its mode is REQUEUE and it is a batch job
+    /// that may be requeued.
+    pub(super) fn preempt_requeues(&self, j: &Job) -> bool {
+        let mode = self.preempting.get(&j.id).map(|&(_, m)| m);
+        mode == Some(drover_model::conf::PreemptMode::Requeue) && j.batch && j.spec.unpack().requeue != Some(false)
+    }
+
+    /// A preempted job's grace time is over: it is requeued (a batch job that may be) or
+    /// ends `PREEMPTED`.
+    pub(super) fn preempt_now(&mut self, id: JobId) {
+        if !self.preempting.contains_key(&id) {
+            return;
+        }
+        let Some(j) = self.durable.jobs.get(&id).cloned() else { return };
+        if j.status.state != JobState::Running {
+            return;
+        }
+        let requeue = self.preempt_requeues(&j);
+        let mut st = j.status.clone();
+        st.state = JobState::Completing;
+        st.state_desc = "PREEMPTED".into();
+        self.set_status(id, st);
+        for n in Self::busy_nodes(&j) {
+            let msg = v1::Signal { job_id: id, terminate: true, requeue, ..Default::default() };
+            self.outbox.push((n, controller_to_node::Msg::Signal(msg)));
+        }
+    }
+
+    /// A job's accounting limits (`AccountingStorageEnforce=limits`): the groups it counts
+    /// in and a per-job limit it exceeds, from its account, user, partition and QoS.
+    pub(super) fn apply_limits(&self, sj: &mut SchedJob, spec: &JobSpec) {
+        let (Some(st), true) = (self.acct_admin.as_deref(), self.cfg.enforce.limits) else { return };
+        let j = crate::policy::JobPolicy::of(spec);
+        let (groups, mut policy) = crate::policy::job_limits(&self.cfg, st, &self.limit_keys, &j, &sj.need());
+        if policy.is_none() && self.cfg.priority.multifactor {
+            // GrpTRESMins, against the usage fairshare keeps (as in Slurm, with multifactor
+            // priority only).
+            policy = crate::policy::over_minutes(&self.cfg, st, &j, &sj.need(), &self.fs.usage);
+        }
+        if !groups.is_empty() || policy.is_some() {
+            let m = sj.more_mut();
+            m.limits = groups;
+            m.policy = policy;
+        }
+    }
+
+    /// Accounting's associations or QoS changed (or were read): the scheduler gets the new
+    /// caps, and with `resend`, every pending job its groups and per-job limit again.
+    pub(super) fn refresh_limits(&mut self, resend: bool) {
+        let (Some(st), true) = (self.acct_admin.as_deref(), self.cfg.enforce.limits) else { return };
+        let caps = crate::policy::caps(&self.cfg, st);
+        if caps != self.limit_caps {
+            self.limit_keys = caps.iter().map(|(k, _)| k.clone()).collect();
+            self.limit_caps = caps.clone();
+            self.core.handle(Event::LimitsDefined(caps));
+        }
+        if resend {
+            let pending: Vec<Arc<Job>> =
+                self.durable.jobs.values().filter(|j| j.status.state == JobState::Pending).cloned().collect();
+            for j in pending {
+                self.core.handle(Event::Updated(self.sched_job(&j)));
+            }
+        }
+    }
+
+    /// Submit limits (`MaxSubmitJobs`, `GrpSubmitJobs`, a QoS's `MaxSubmitJobsPerUser`):
+    /// whether one more unfinished job of this account, user and QoS would go over one.
+    pub(super) fn over_submit_limit(&self, spec: &JobSpec) -> bool {
+        let (Some(st), true) = (self.acct_admin.as_deref(), self.cfg.enforce.limits) else { return false };
+        let j = crate::policy::JobPolicy::of(spec);
+        let limits = crate::policy::submit_limits(&self.cfg, st, &j);
+        if limits.is_empty() {
+            return false;
+        }
+        let mut counts = vec![0u32; limits.len()];
+        for job in self.durable.jobs.values().filter(|j| !j.status.state.is_finished()) {
+            let w = job.spec.wire();
+            let (account, qos) = (drover_proto::jobinfo::account(&w), drover_proto::jobinfo::qos(&w));
+            for (n, l) in counts.iter_mut().zip(&limits) {
+                if l.counts(account, &w.user, qos) {
+                    *n += 1;
+                }
+            }
+        }
+        counts.iter().zip(&limits).any(|(n, l)| *n >= l.max)
+    }
+
+    /// `singleton`: the job waits for every earlier job of its user with its name that has not
+    /// ended (the core knows no names; the controller lists them once).
+    pub(super) fn add_singleton(&self, sj: &mut SchedJob, spec: &JobSpec) {
+        if !spec.dependency.singleton() {
+            return;
+        }
+        let earlier: Vec<JobId> = self
+            .durable
+            .jobs
+            .range(..sj.id)
+            .filter(|(_, j)| j.uid == spec.uid && !j.status.state.is_finished())
+            .filter(|(_, j)| j.spec.wire().name == spec.name)
+            .map(|(id, _)| *id)
+            .collect();
+        sj.more_mut().singleton_after = earlier;
+    }
+
+    /// Whether a dependency names a job (or array task) this controller knows.
+    pub(super) fn dependency_target_known(&self, d: &drover_model::job::Dependency) -> bool {
+        use drover_model::job::DependencyKind;
+        if matches!(d.kind, DependencyKind::Singleton | DependencyKind::AfterBurstBuffer) {
+            return true;
+        }
+        match d.task {
+            None => self.durable.jobs.contains_key(&d.job) || self.durable.jobs.values().any(|j| j.in_array(d.job)),
+            Some(t) => self.durable.jobs.values().any(|j| {
+                j.array_task() == Some((d.job, t))
+                    || j.array_remainder().is_some_and(|a| a.array_job_id == d.job && a.pending.contains(t))
+            }),
+        }
+    }
+
+    pub(super) fn sched_job_from(
+        id: JobId,
+        s: &JobSpec,
+        status: &JobStatus,
+        array: Option<&crate::state::ArrayPart>,
+    ) -> SchedJob {
+        let min_nodes = s.min_nodes.unwrap_or(1).max(1);
+        let max_nodes = s.max_nodes.or(s.min_nodes);
+        // -O: allocated as if one task per node were asked for (its -c CPUs on each); the
+        // tasks are laid out over those nodes when it starts (see `overcommit_layout`).
+        let overcommit = s.overcommit && !s.exclusive;
+        SchedJob {
+            id,
+            priority: status.priority,
+            partitions: s.partitions.iter().map(|p| intern(p)).collect(),
+            min_nodes,
+            max_nodes,
+            ntasks: if overcommit { min_nodes } else { s.task_count().max(min_nodes) },
+            cpus_per_task: s.cpus_per_task(),
+            mem_per_node_mb: s.mem_per_node_mb,
+            mem_per_cpu_mb: s.mem_per_cpu_mb,
+            time_limit: s.time_limit,
+            exclusive: s.exclusive,
+            uid: s.uid,
+            queued: status.eligible_time,
+            hold: status.hold.map(|h| match h {
+                HoldKind::User | HoldKind::ResvDeleted => Hold::User,
+                HoldKind::Admin | HoldKind::LaunchFailed => Hold::Admin,
+            }),
+            more: SchedMore {
+                ntasks_per_node: if overcommit { None } else { s.ntasks_per_node },
+                nodelist: s.nodelist.clone(),
+                exclude: s.exclude.clone(),
+                constraint: s.constraint.as_deref().and_then(|c| Constraint::parse(c).ok()),
+                begin_time: s.begin_time,
+                dependency: s.dependency.clone(),
+                singleton_after: Vec::new(),
+                array: array.map(|a| SchedArray {
+                    array_id: a.array_job_id,
+                    throttle: a.throttle,
+                    task: a.task_id,
+                    pending: a.pending.clone(),
+                }),
+                gres: Self::gres_needs(s),
+                licenses: Self::licenses_of(s),
+                limits: Vec::new(),
+                policy: None,
+                preempt: None,
+                reservation: s.reservation.as_deref().map(intern),
+                switches: s.switches.map(|n| (n, status.eligible_time + i64::from(s.switch_wait.unwrap_or(0)))),
+                exclusive_user: s.exclusive_user,
+                contiguous: s.contiguous,
+                spread: s.spread_job,
+                use_min_nodes: s.use_min_nodes,
+                segment: s.segment,
+            }
+            .boxed(),
+        }
+    }
+
+    pub(super) fn licenses_of(s: &JobSpec) -> Vec<(String, u32)> {
+        s.licenses.as_deref().and_then(|l| drover_model::job::parse_licenses(l).ok()).unwrap_or_default()
+    }
+
+    /// A request's GRES as the scheduler places them: per node, and per task. `--gpus` (for
+    /// the whole job) is spread evenly over the job's minimum node count.
+    pub(super) fn gres_needs(s: &JobSpec) -> Vec<drover_sched::gres::GresNeed> {
+        use drover_sched::gres::GresNeed;
+        let mut out: Vec<GresNeed> = s
+            .gres
+            .iter()
+            .chain(s.gpus_per_node.iter())
+            .map(|g| GresNeed { name: g.name.clone(), kind: g.kind.clone(), per_node: g.count, per_task: 0 })
+            .collect();
+        if let Some(g) = &s.gpus {
+            let nodes = u64::from(s.min_nodes.unwrap_or(1).max(1));
+            out.push(GresNeed {
+                name: g.name.clone(),
+                kind: g.kind.clone(),
+                per_node: g.count.div_ceil(nodes),
+                per_task: 0,
+            });
+        }
+        if let Some(g) = &s.gpus_per_task {
+            out.push(GresNeed { name: g.name.clone(), kind: g.kind.clone(), per_node: 0, per_task: g.count });
+        }
+        out
+    }
+}
