@@ -10,6 +10,8 @@
 //!   start-latency   submit to RUNNING on an idle cluster (ms)
 //!   squeue-10k      `squeue` with 10,000 pending jobs (ms)
 //!   squeue-100k     `squeue` with 100,000 pending jobs (ms)
+//!   read-load       with 100,000 pending jobs, one sequential `sbatch` submitter beside 20
+//!                   `squeue` loops, as a share of its rate alone (%: reads never starve writes)
 //!   mem-per-job     controller resident memory per pending job, marginal over the second
 //!                   half of 10k and of 100k jobs; runs shows [marginal, total/jobs] (KB)
 //!   array-submit    `sbatch --array=0-9999` answered (ms)
@@ -27,6 +29,8 @@ use drover_model::job::JobSpec;
 use drover_proto::v1;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
@@ -135,6 +139,34 @@ impl BenchCluster {
         for h in handles {
             let _ = h.join();
         }
+    }
+
+    /// One `sbatch --hold` after another for `secs`: jobs per second.
+    fn submit_for(&self, secs: Duration) -> Result<f64, String> {
+        let t = Instant::now();
+        let mut n = 0u32;
+        while t.elapsed() < secs {
+            let st = self.cmd("sbatch").args(["--hold", "--wrap", "true"]).status().map_err(|e| e.to_string())?;
+            if !st.success() {
+                return Err("sbatch failed".into());
+            }
+            n += 1;
+        }
+        Ok(f64::from(n) / t.elapsed().as_secs_f64())
+    }
+
+    /// `squeue` over and over until `stop`: how many it ran.
+    fn squeue_loop(&self, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<usize> {
+        let sq = self.bin.join("squeue");
+        let conf = self.dir.path().join("slurm.conf");
+        std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let _ = Command::new(&sq).env("SLURM_CONF", &conf).stdout(Stdio::null()).stderr(Stdio::null()).status();
+                n += 1;
+            }
+            n
+        })
     }
 
     /// `n` jobs (`sbatch -o /dev/null --wrap true` from 8 submitters) until all have ended:
@@ -398,7 +430,8 @@ pub fn main(a: BenchArgs) -> i32 {
         }
         for (name, count, target) in [("squeue-10k", 10_000usize, "<= 20"), ("squeue-100k", 100_000, "<= 150")] {
             let measure_mem = want("mem-per-job");
-            if !want(name) && !measure_mem {
+            let read_load = count == 100_000 && want("read-load");
+            if !want(name) && !measure_mem && !read_load {
                 continue;
             }
             if a.quick && count > 10_000 {
@@ -434,6 +467,26 @@ pub fn main(a: BenchArgs) -> i32 {
                     eprintln!("drover bench: {count} jobs loaded; holding for {secs}s");
                     tokio::time::sleep(Duration::from_secs(secs)).await;
                 }
+            }
+            if read_load {
+                // One sequential submitter, alone and then beside 20 squeue loops over the
+                // whole queue: reads must not starve writes.
+                let mut alone = Vec::new();
+                let mut loaded = Vec::new();
+                for _ in 0..runs {
+                    alone.push(c.submit_for(Duration::from_secs(5))?);
+                    let stop = Arc::new(AtomicBool::new(false));
+                    let readers: Vec<_> = (0..20).map(|_| c.squeue_loop(stop.clone())).collect();
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    loaded.push(c.submit_for(Duration::from_secs(5))?);
+                    stop.store(true, Ordering::Relaxed);
+                    let reads: usize = readers.into_iter().map(|h| h.join().unwrap_or(0)).sum();
+                    eprintln!("drover bench: read-load: {reads} squeue of {count} jobs beside the submitter");
+                }
+                let ratio: Vec<f64> = alone.iter().zip(&loaded).map(|(a, l)| l / a * 100.0).collect();
+                report("submit-alone@100k", median(alone.clone()), "jobs/s", &alone, "");
+                report("submit-beside-20-squeue", median(loaded.clone()), "jobs/s", &loaded, "");
+                report("read-load", median(ratio.clone()), "% of alone", &ratio, ">= 50");
             }
             if measure_mem {
                 let total = (after.saturating_sub(before)) as f64 / count as f64;

@@ -479,8 +479,10 @@ pub fn parse_time_spec(s: &str, now: i64) -> Option<i64> {
     let s = s.trim();
     let zone = tz();
     let today = jiff::Timestamp::from_second(now).ok()?.to_zoned(zone.clone());
+    // A time of day that does not exist (`25:00`) is no time, not a panic.
+    let clock = |h: i8, m: i8, sec: i8| jiff::civil::Time::new(h, m, sec, 0).ok();
     let at = |h: i8, m: i8, sec: i8, next_if_past: bool| -> Option<i64> {
-        let d = today.date().at(h, m, sec, 0).to_zoned(zone.clone()).ok()?;
+        let d = today.date().to_datetime(clock(h, m, sec)?).to_zoned(zone.clone()).ok()?;
         let t = d.timestamp().as_second();
         if next_if_past && t <= now {
             Some(t + 86400)
@@ -508,7 +510,7 @@ pub fn parse_time_spec(s: &str, now: i64) -> Option<i64> {
             "w" | "week" | "weeks" => 604800,
             _ => return None,
         };
-        return Some(now + sign * n * mult);
+        return now.checked_add(n.checked_mul(mult)?.checked_mul(sign)?);
     }
     match lower.as_str() {
         "today" => return at(0, 0, 0, false),
@@ -534,7 +536,7 @@ pub fn parse_time_spec(s: &str, now: i64) -> Option<i64> {
         let parts: Vec<i8> = time.split(':').map(|p| p.parse().ok()).collect::<Option<_>>()?;
         let (h, m, sec) =
             (parts.first().copied()?, parts.get(1).copied().unwrap_or(0), parts.get(2).copied().unwrap_or(0));
-        return d.at(h, m, sec, 0).to_zoned(zone).ok().map(|z| z.timestamp().as_second());
+        return d.to_datetime(clock(h, m, sec)?).to_zoned(zone).ok().map(|z| z.timestamp().as_second());
     }
     let parts: Vec<i8> = s.split(':').map(|p| p.parse().ok()).collect::<Option<_>>()?;
     if parts.len() >= 2 {
@@ -559,6 +561,11 @@ mod tests {
     fn time_specs() {
         let now = 1_796_212_615;
         assert_eq!(parse_time_spec("now+60", now), Some(now + 60));
+        // Found by fuzzing (scripts/fuzz values): an hour past 23 panicked, and so did an
+        // offset that overflows.
+        assert_eq!(parse_time_spec("055:0", now), None);
+        assert_eq!(parse_time_spec("2026-12-05T25:00", now), None);
+        assert_eq!(parse_time_spec("now+9999999999999999weeks", now), None);
         assert_eq!(parse_time_spec("now+2hours", now), Some(now + 7200));
         assert_eq!(parse_time_spec("now", now), Some(now));
         assert_eq!(parse_time_spec("now-30days", now), Some(now - 30 * 86400));

@@ -60,10 +60,14 @@ fn expand_list(list: &str) -> Result<Vec<String>, String> {
         if v.is_empty() {
             return Err(bad_number(v));
         }
-        out.extend(std::iter::repeat_n(v.to_string(), n));
+        // Entries past any node's task count are never used: a repetition stops there.
+        out.extend(std::iter::repeat_n(v.to_string(), n.min(MAX_ENTRIES - out.len())));
     }
     Ok(out)
 }
+
+/// More map or mask entries than a node could have tasks (Slurm's MAX_TASKS_PER_NODE is 512).
+const MAX_ENTRIES: usize = 65_536;
 
 fn bad_number(v: &str) -> String {
     let c = v.chars().find(|c| !c.is_ascii_hexdigit()).map(String::from).unwrap_or_default();
@@ -345,6 +349,14 @@ mod tests {
 
     fn get(b: &NodeBinding, k: &str) -> String {
         b.env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).unwrap_or_default()
+    }
+
+    /// Found by fuzzing (scripts/fuzz values): `*N` repeated an entry N times whatever N,
+    /// 18 GB for one `map_cpu`.
+    #[test]
+    fn a_repetition_stops_where_no_task_could_use_it() {
+        assert_eq!(expand_list("1*99999999999").unwrap().len(), MAX_ENTRIES);
+        assert_eq!(expand_list("0*2,3").unwrap(), ["0", "0", "3"]);
     }
 
     #[test]

@@ -38,7 +38,7 @@ fn count(s: &str) -> Option<u64> {
         Some(b'g' | b'G') => (&s[..s.len() - 1], 1024 * 1024 * 1024),
         _ => (s, 1),
     };
-    num.parse::<u64>().ok().map(|n| n * mult)
+    num.parse::<u64>().ok()?.checked_mul(mult)
 }
 
 /// Splits a comma list, keeping `(S:0,1)` socket lists together.
@@ -375,6 +375,14 @@ pub fn gpu_bind(bind: &str, gpus: &[u32], local: usize) -> Result<Option<Vec<usi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by fuzzing (scripts/fuzz values): a count whose suffix overflows panicked.
+    #[test]
+    fn a_count_too_big_is_refused() {
+        assert!(parse_node_gres("gpu:a100:081083200320083g").is_err());
+        assert!(parse_gres_request("gpu:a100:081083200320083g").is_err());
+        assert_eq!(count("2k"), Some(2048));
+    }
 
     #[test]
     fn gpu_cores_become_cpu_ids_per_device() {

@@ -136,7 +136,8 @@ impl Hostlist {
                         return Err(invalid(None));
                     }
                     let ranges = parse_range_list(&rest[..close]).map_err(|d| invalid(Some(d)))?;
-                    hl.push_range_list(prefix, &ranges).map_err(&invalid)?;
+                    let mut budget = MAX_PREFIX_CNT;
+                    hl.push_range_list(prefix, &ranges, &mut budget).map_err(&invalid)?;
                 } else {
                     // Slurm 22.05 closes an unbalanced trailing bracket and keeps the name.
                     hl.push_host(&format!("{prefix}{rest}]"));
@@ -148,7 +149,15 @@ impl Hostlist {
         Ok(hl)
     }
 
-    fn push_range_list(&mut self, prefix: &str, ranges: &[(u64, u64, usize)]) -> Result<(), Option<String>> {
+    /// `budget`: prefix expansions left for the whole expression (nested brackets multiply:
+    /// `a[1-1000]b[1-1000]c[1-1000]` would be a billion); a prefix of more than 32 bytes
+    /// counts once per 32.
+    fn push_range_list(
+        &mut self,
+        prefix: &str,
+        ranges: &[(u64, u64, usize)],
+        budget: &mut u64,
+    ) -> Result<(), Option<String>> {
         if let Some(open) = prefix.rfind('[') {
             if let Some(close_rel) = prefix[open..].rfind(']') {
                 let head = &prefix[..open];
@@ -164,8 +173,11 @@ impl Hostlist {
                     }
                     for j in lo..=hi {
                         let new_prefix = format!("{head}{j:0width$}{tail}");
+                        // Long prefixes count for more: memory, not only names, is bounded.
+                        let cost = (new_prefix.len() as u64 / 32).max(1);
+                        *budget = budget.checked_sub(cost).ok_or(None)?;
                         if recurse {
-                            self.push_range_list(&new_prefix, ranges)?;
+                            self.push_range_list(&new_prefix, ranges, budget)?;
                         } else {
                             for &(l, h, w) in ranges {
                                 self.push_range(Range {
@@ -444,6 +456,17 @@ mod tests {
         assert_eq!(hl.ranged(), "node[01-03,05],gpu1");
         assert_eq!(hl.sorted().ranged(), "gpu1,node[01-03,05]");
         assert_eq!(hl.len(), 5);
+    }
+
+    /// Found by fuzzing (scripts/fuzz hostlist): nested brackets multiply, and a capped
+    /// count per bracket let three of them ask for a billion names (minutes, gigabytes).
+    #[test]
+    fn nested_brackets_share_one_expansion_budget() {
+        let t = std::time::Instant::now();
+        assert!(Hostlist::parse("n[1-1000]x[1-1000]y[1-1000]z[1-2]").is_err());
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "refused at once, not after expanding");
+        let ok = Hostlist::parse("rack[1-4]n[01-16]").unwrap();
+        assert_eq!((ok.len(), ok.names()[17].as_str()), (64, "rack2n02"));
     }
 
     #[test]
