@@ -22,6 +22,7 @@ mod intern;
 mod jobtable;
 mod owner;
 mod policy;
+mod readers;
 mod rpc;
 mod state;
 mod storage;
@@ -139,6 +140,7 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
         shutdown: shutdown.clone(),
         auth: auth.clone(),
         stats: Arc::new(diag::RpcStats::default()),
+        readers: readers::Readers::start(),
     };
 
     // Local commands come over a Unix socket whose peer credentials say who they are; it

@@ -28,6 +28,8 @@ pub struct Handlers {
     pub auth: Arc<drover_proto::auth::Auth>,
     /// RPCs answered, for sdiag.
     pub stats: Arc<crate::diag::RpcStats>,
+    /// Where reads are encoded (low priority, first come first served).
+    pub readers: crate::readers::Readers,
 }
 
 /// The caller's uid for the statistics (before any check: refused calls count too).
@@ -41,6 +43,7 @@ fn who<T>(req: &Request<T>) -> Result<Caller, Status> {
 
 impl Handlers {
     async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Msg) -> Result<T, Status> {
+        self.readers.note_write();
         let (tx, rx) = oneshot::channel();
         self.tx.send(make(tx)).map_err(|_| Status::unavailable("controller is shutting down"))?;
         rx.await.map_err(|_| Status::unavailable("controller is shutting down"))?
@@ -88,9 +91,8 @@ impl Controller for Handlers {
         .into_iter()
         .filter_map(|(asked, k)| asked.then_some(k))
         .collect();
-        let reply = tokio::task::spawn_blocking(move || state_reply(&view, &req, now()))
-            .await
-            .map_err(|e| Status::internal(e.to_string()))?;
+        let _turn = self.readers.turn().await?;
+        let reply = self.readers.run(move || state_reply(&view, &req, now())).await?;
         let us = started.elapsed().as_micros() as u64;
         for k in kinds {
             self.stats.record(k, uid, us);
@@ -120,15 +122,22 @@ impl Controller for Handlers {
 
     async fn list_jobs(&self, req: Request<v1::StateRequest>) -> Result<Response<Self::ListJobsStream>, Status> {
         let _t = self.stats.time(msg::JOB_INFO, uid_of(&req));
-        // Batches are encoded on a blocking thread, a few ahead of the reader.
+        // In its turn, each batch is encoded on a reader thread, one ahead of the client
+        // (see crate::readers).
         let view = self.view.load_full();
-        let batches = crate::view::job_batches(view, req.into_inner(), now());
-        let (tx, rx) = mpsc::channel(4);
-        tokio::task::spawn_blocking(move || {
-            for b in batches {
-                if tx.blocking_send(Ok(b)).is_err() {
+        let mut batches = Some(crate::view::job_batches(view, req.into_inner(), now()));
+        let (tx, rx) = mpsc::channel(1);
+        let readers = self.readers.clone();
+        tokio::spawn(async move {
+            let Ok(turn) = readers.turn().await else { return };
+            let mut turn = Some(turn);
+            while let Some(mut it) = batches.take() {
+                let Ok((next, it)) = readers.run(move || (it.next(), it)).await else { break };
+                let Some(b) = next else { break };
+                if !readers.send(&tx, Ok(b), &mut turn).await {
                     break;
                 }
+                batches = Some(it);
             }
         });
         Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
