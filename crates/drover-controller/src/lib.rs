@@ -22,6 +22,7 @@ mod intern;
 mod jobtable;
 mod owner;
 mod policy;
+mod ratelimit;
 mod readers;
 mod rpc;
 mod state;
@@ -141,6 +142,16 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
         auth: auth.clone(),
         stats: Arc::new(diag::RpcStats::default()),
         readers: readers::Readers::start(),
+        limit: cfg.rate_limit.map(|rl| {
+            // Root and SlurmUser are never held back.
+            let mut exempt = vec![0];
+            exempt.extend(nix::unistd::User::from_name(&cfg.auth.slurm_user).ok().flatten().map(|u| u.uid.as_raw()));
+            log(&format!(
+                "RPC rate limiting: {} RPCs a user, {} more every {}s",
+                rl.bucket_size, rl.refill_rate, rl.refill_period
+            ));
+            Arc::new(ratelimit::RateLimit::new(rl, exempt))
+        }),
     };
 
     // Local commands come over a Unix socket whose peer credentials say who they are; it

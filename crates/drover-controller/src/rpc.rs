@@ -30,6 +30,8 @@ pub struct Handlers {
     pub stats: Arc<crate::diag::RpcStats>,
     /// Where reads are encoded (low priority, first come first served).
     pub readers: crate::readers::Readers,
+    /// Per-user RPC rate limiting, where slurm.conf enables it.
+    pub limit: Option<Arc<crate::ratelimit::RateLimit>>,
 }
 
 /// The caller's uid for the statistics (before any check: refused calls count too).
@@ -42,6 +44,30 @@ fn who<T>(req: &Request<T>) -> Result<Caller, Status> {
 }
 
 impl Handlers {
+    /// A user over the RPC rate limit is told to back off: held until their next token, or
+    /// refused when that is too far off.
+    async fn admit(&self, kind: (&'static str, u32), uid: u32) -> Result<(), Status> {
+        use crate::ratelimit::Admit;
+        let Some(limit) = &self.limit else { return Ok(()) };
+        let say = |log: bool| {
+            if log {
+                crate::log(&format!("RPC rate limit exceeded by uid {uid} with {}, telling to back off", kind.0));
+            }
+        };
+        match limit.admit(uid, std::time::Instant::now()) {
+            Admit::Now => Ok(()),
+            Admit::After { wait, log } => {
+                say(log);
+                tokio::time::sleep(wait).await;
+                Ok(())
+            }
+            Admit::Refused { log } => {
+                say(log);
+                Err(Status::resource_exhausted("RPC rate limit exceeded: slow down and try again"))
+            }
+        }
+    }
+
     async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Msg) -> Result<T, Status> {
         self.readers.note_write();
         let (tx, rx) = oneshot::channel();
@@ -65,6 +91,7 @@ impl Controller for Handlers {
         } else {
             msg::RESOURCE_ALLOCATION
         };
+        self.admit(kind, uid_of(&req)).await?;
         let _t = self.stats.time(kind, uid_of(&req));
         let caller = who(&req)?;
         let r = req.into_inner();
@@ -75,6 +102,7 @@ impl Controller for Handlers {
 
     async fn get_state(&self, req: Request<v1::StateRequest>) -> Result<Response<v1::StateReply>, Status> {
         let (uid, started) = (uid_of(&req), std::time::Instant::now());
+        self.admit(msg::JOB_INFO, uid).await?;
         // Encoding a large queue takes milliseconds: off the async workers.
         let view = self.view.load_full();
         let req = req.into_inner();
@@ -101,6 +129,7 @@ impl Controller for Handlers {
     }
 
     async fn diag(&self, req: Request<v1::DiagRequest>) -> Result<Response<v1::DiagReply>, Status> {
+        self.admit(msg::STATS_INFO, uid_of(&req)).await?;
         let _t = self.stats.time(msg::STATS_INFO, uid_of(&req));
         let caller = who(&req)?;
         let reset = req.into_inner().reset;
@@ -121,6 +150,7 @@ impl Controller for Handlers {
     type ListJobsStream = ListStream;
 
     async fn list_jobs(&self, req: Request<v1::StateRequest>) -> Result<Response<Self::ListJobsStream>, Status> {
+        self.admit(msg::JOB_INFO, uid_of(&req)).await?;
         let _t = self.stats.time(msg::JOB_INFO, uid_of(&req));
         // In its turn, each batch is encoded on a reader thread, one ahead of the client
         // (see crate::readers).
@@ -144,6 +174,7 @@ impl Controller for Handlers {
     }
 
     async fn cancel(&self, req: Request<v1::CancelRequest>) -> Result<Response<v1::CancelReply>, Status> {
+        self.admit(msg::KILL_JOB, uid_of(&req)).await?;
         let _t = self.stats.time(msg::KILL_JOB, uid_of(&req));
         let caller = who(&req)?;
         let req = req.into_inner();
@@ -151,6 +182,7 @@ impl Controller for Handlers {
     }
 
     async fn job_control(&self, req: Request<v1::JobControlRequest>) -> Result<Response<v1::JobControlReply>, Status> {
+        self.admit(msg::UPDATE_JOB, uid_of(&req)).await?;
         let _t = self.stats.time(msg::UPDATE_JOB, uid_of(&req));
         let caller = who(&req)?;
         let req = req.into_inner();
@@ -158,6 +190,7 @@ impl Controller for Handlers {
     }
 
     async fn update_node(&self, req: Request<v1::UpdateNodeRequest>) -> Result<Response<v1::Empty>, Status> {
+        self.admit(msg::UPDATE_NODE, uid_of(&req)).await?;
         let _t = self.stats.time(msg::UPDATE_NODE, uid_of(&req));
         let caller = who(&req)?;
         let req = req.into_inner();
@@ -165,12 +198,14 @@ impl Controller for Handlers {
     }
 
     async fn explain(&self, req: Request<v1::ExplainRequest>) -> Result<Response<v1::ExplainReply>, Status> {
+        self.admit(msg::JOB_INFO, uid_of(&req)).await?;
         let _t = self.stats.time(msg::JOB_INFO, uid_of(&req));
         let job = req.into_inner().job_id;
         self.ask(|reply| Msg::Explain { job, reply }).await.map(Response::new)
     }
 
     async fn reservation(&self, req: Request<v1::ResvRequest>) -> Result<Response<v1::ResvReply>, Status> {
+        self.admit(msg::UPDATE_RESERVATION, uid_of(&req)).await?;
         let _t = self.stats.time(msg::UPDATE_RESERVATION, uid_of(&req));
         let caller = who(&req)?;
         let req = req.into_inner();
@@ -178,6 +213,7 @@ impl Controller for Handlers {
     }
 
     async fn reconfigure(&self, req: Request<v1::Empty>) -> Result<Response<v1::Empty>, Status> {
+        self.admit(msg::RECONFIGURE, uid_of(&req)).await?;
         let _t = self.stats.time(msg::RECONFIGURE, uid_of(&req));
         let caller = who(&req)?;
         self.ask(|reply| Msg::Reconfigure { caller, reply }).await.map(Response::new)
@@ -193,6 +229,7 @@ impl Controller for Handlers {
     type WatchJobStream = EventStream;
 
     async fn watch_job(&self, req: Request<v1::WatchRequest>) -> Result<Response<Self::WatchJobStream>, Status> {
+        self.admit(msg::JOB_READY, uid_of(&req)).await?;
         let _t = self.stats.time(msg::JOB_READY, uid_of(&req));
         let job = req.get_ref().job_id;
         let (tx, rx) = mpsc::unbounded_channel();
@@ -202,6 +239,7 @@ impl Controller for Handlers {
     }
 
     async fn create_step(&self, req: Request<v1::StepCreateRequest>) -> Result<Response<v1::StepCreateReply>, Status> {
+        self.admit(msg::JOB_STEP_CREATE, uid_of(&req)).await?;
         let _t = self.stats.time(msg::JOB_STEP_CREATE, uid_of(&req));
         let caller = who(&req)?;
         let r = req.into_inner();
@@ -211,6 +249,7 @@ impl Controller for Handlers {
     }
 
     async fn step_stat(&self, req: Request<v1::StepStatRequest>) -> Result<Response<v1::StepStatReply>, Status> {
+        self.admit(msg::JOB_STEP_STAT, uid_of(&req)).await?;
         let _t = self.stats.time(msg::JOB_STEP_STAT, uid_of(&req));
         let caller = who(&req)?;
         let req = req.into_inner();
@@ -218,6 +257,7 @@ impl Controller for Handlers {
     }
 
     async fn attach_step(&self, req: Request<v1::AttachRequest>) -> Result<Response<v1::StepCreateReply>, Status> {
+        self.admit(msg::STEP_LAYOUT, uid_of(&req)).await?;
         let _t = self.stats.time(msg::STEP_LAYOUT, uid_of(&req));
         let caller = who(&req)?;
         let req = req.into_inner();
@@ -225,6 +265,7 @@ impl Controller for Handlers {
     }
 
     async fn complete_job(&self, req: Request<v1::CompleteRequest>) -> Result<Response<v1::Empty>, Status> {
+        self.admit(msg::COMPLETE_JOB_ALLOCATION, uid_of(&req)).await?;
         let _t = self.stats.time(msg::COMPLETE_JOB_ALLOCATION, uid_of(&req));
         let caller = who(&req)?;
         let req = req.into_inner();
@@ -234,6 +275,7 @@ impl Controller for Handlers {
     /// Configless mode: `slurm.conf` and the files beside it that agents read (never a key,
     /// never `slurmdbd.conf`), for any authenticated caller, as Slurm serves them.
     async fn get_config(&self, req: Request<v1::Empty>) -> Result<Response<v1::ConfigReply>, Status> {
+        self.admit(msg::CONFIG, uid_of(&req)).await?;
         let _t = self.stats.time(msg::CONFIG, uid_of(&req));
         who(&req)?;
         let cfg = self.view.load().cfg.clone();
@@ -256,6 +298,7 @@ impl Controller for Handlers {
     }
 
     async fn shutdown(&self, req: Request<v1::Empty>) -> Result<Response<v1::Empty>, Status> {
+        self.admit(msg::SHUTDOWN, uid_of(&req)).await?;
         let _t = self.stats.time(msg::SHUTDOWN, uid_of(&req));
         let caller = who(&req)?;
         // Root, SlurmUser, or the controller's own user (a `drover up` of an ordinary user).

@@ -97,6 +97,26 @@ pub struct PartitionConf {
     pub grace_time: u32,
 }
 
+/// Per-user RPC rate limiting (`SlurmctldParameters=rl_*`, Slurm 23.02): each user has a
+/// bucket of `bucket_size` tokens, refilled with `refill_rate` every `refill_period` seconds;
+/// an RPC takes one, and a user whose bucket is empty is told to back off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateLimitConf {
+    pub bucket_size: u32,
+    pub refill_rate: u32,
+    pub refill_period: u32,
+    /// Users tracked at once.
+    pub table_size: u32,
+    /// At most one "rate limit exceeded" line per user in this many seconds (0: every time).
+    pub log_freq: u32,
+}
+
+impl Default for RateLimitConf {
+    fn default() -> Self {
+        RateLimitConf { bucket_size: 30, refill_rate: 2, refill_period: 1, table_size: 8192, log_freq: 0 }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Config {
     pub path: String,
@@ -190,6 +210,9 @@ pub struct Config {
     /// `SlurmctldParameters=enable_configless`: the controller hands its configuration to
     /// agents and login hosts that have none (`drover node --conf-server`).
     pub configless: bool,
+    /// `SlurmctldParameters=rl_enable[,rl_bucket_size=N,...]`: per-user RPC rate limiting
+    /// (Slurm 23.02's): a user over the limit is told to back off.
+    pub rate_limit: Option<RateLimitConf>,
     /// `PreemptType=preempt/partition_prio`: jobs of a partition preempt running jobs of
     /// partitions with a lower `PriorityTier` on the nodes they share.
     pub preempt_partition: bool,
@@ -348,6 +371,7 @@ impl Default for Config {
             propagate_rlimits: crate::rlimits::all(),
             srun_port_range: None,
             configless: false,
+            rate_limit: None,
             nodes: Vec::new(),
             partitions: Vec::new(),
             unsupported: Vec::new(),
@@ -731,9 +755,31 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                     cfg.slurmd_port = v.parse().map_err(|_| err(format!("SlurmdPort: expected a port, found `{v}`")))?
                 }
                 "slurmctldparameters" => {
+                    let mut rl = RateLimitConf::default();
                     for opt in v.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+                        let (name, val) = opt.split_once('=').unwrap_or((opt, ""));
+                        let num = |what: &str| {
+                            val.parse::<u32>()
+                                .ok()
+                                .filter(|n| *n > 0)
+                                .ok_or_else(|| err(format!("SlurmctldParameters: {what}: expected a positive number, found `{val}`")))
+                        };
                         if opt.eq_ignore_ascii_case("enable_configless") {
                             cfg.configless = true;
+                        } else if name.eq_ignore_ascii_case("rl_enable") {
+                            cfg.rate_limit.get_or_insert_with(RateLimitConf::default);
+                        } else if name.eq_ignore_ascii_case("rl_bucket_size") {
+                            rl.bucket_size = num("rl_bucket_size")?;
+                        } else if name.eq_ignore_ascii_case("rl_refill_rate") {
+                            rl.refill_rate = num("rl_refill_rate")?;
+                        } else if name.eq_ignore_ascii_case("rl_refill_period") {
+                            rl.refill_period = num("rl_refill_period")?;
+                        } else if name.eq_ignore_ascii_case("rl_table_size") {
+                            rl.table_size = num("rl_table_size")?;
+                        } else if name.eq_ignore_ascii_case("rl_log_freq") {
+                            rl.log_freq = val.parse::<u32>().map_err(|_| {
+                                err(format!("SlurmctldParameters: rl_log_freq: expected a number, found `{val}`"))
+                            })?;
                         } else {
                             cfg.unsupported.push(Unsupported {
                                 file: l.file.to_string(),
@@ -741,6 +787,9 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                                 key: format!("SlurmctldParameters={opt}"),
                             });
                         }
+                    }
+                    if let Some(r) = cfg.rate_limit.as_mut() {
+                        *r = rl;
                     }
                 }
                 "srunportrange" => {
