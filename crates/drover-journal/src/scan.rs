@@ -125,13 +125,19 @@ pub fn segment(path: &Path, data: &[u8], generation: u64, salvage: bool) -> Segm
         if let (Some(h), true) = (header, intact) {
             let end = end.expect("invariant: an intact batch has an end");
             if h.seq != seq {
+                let lost = if h.seq < seq { end - off } else { 0 };
                 seg.damage.push(damage(
                     off,
                     format!("batch {} is where batch {seq} belongs (batches missing or out of order)", h.seq),
-                    0,
+                    lost,
                 ));
                 if !salvage {
                     return seg;
+                }
+                if h.seq < seq {
+                    // Salvage: a batch already applied (repeated, or out of order) is skipped.
+                    off = end;
+                    continue;
                 }
             }
             let Some(recs) = records(&data[off + BATCH_HDR..end], (off + BATCH_HDR) as u64, generation) else {
