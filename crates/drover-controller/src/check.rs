@@ -52,6 +52,14 @@ fn check(state_dir: &Path, jdir: &Path) -> Result<Checked, String> {
             let _ = writeln!(r, "snapshot: none readable");
         }
     }
+    if insp.schema > crate::state::STATE_SCHEMA {
+        let _ = writeln!(
+            r,
+            "DAMAGE: written by a newer Drover (state version {}; this one reads up to {}): check it with that version",
+            insp.schema,
+            crate::state::STATE_SCHEMA
+        );
+    }
     if insp.legacy {
         let _ = writeln!(r, "format: written by an older Drover (converted at the controller's next start)");
     }
@@ -142,7 +150,8 @@ fn check(state_dir: &Path, jdir: &Path) -> Result<Checked, String> {
             );
         }
     }
-    Ok(Checked { insp, durable, undecodable, unreadable, report: r })
+    let newer = insp.schema > crate::state::STATE_SCHEMA;
+    Ok(Checked { insp, durable: durable.filter(|_| !newer), undecodable, unreadable, report: r })
 }
 
 /// The ids below the next job id that no job in `d` has, as ranges (`15,20-22`), the first
@@ -217,7 +226,7 @@ pub fn check_state(dir: &Path, salvage: bool) -> i32 {
         return 1;
     };
     let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let aside = match drover_journal::salvage(&c.insp, &durable.encode(), stamp) {
+    let aside = match drover_journal::salvage(&c.insp, &durable.encode(), crate::state::STATE_SCHEMA, stamp) {
         Ok(a) => a,
         Err(e) => {
             println!("result: salvage failed, nothing changed but copies: {e}");

@@ -339,6 +339,17 @@ impl Owner {
         view: Arc<ArcSwap<View>>,
     ) -> Result<Owner, String> {
         let legacy = rec.legacy;
+        if rec.schema > crate::state::STATE_SCHEMA {
+            return Err(format!(
+                "the state in {} was written by a newer Drover (state version {}; this one reads up to {}). \
+                 Nothing was changed: run that version or a later one",
+                journal.segment_path(0).parent().map(|p| p.display().to_string()).unwrap_or_default(),
+                rec.schema,
+                crate::state::STATE_SCHEMA
+            ));
+        }
+        let older = rec.schema < crate::state::STATE_SCHEMA;
+        journal.set_schema(crate::state::STATE_SCHEMA);
         let mut durable = match rec.snapshot {
             Some(b) => Durable::decode(&b).map_err(|e| format!("cannot decode snapshot: {e}"))?,
             None => Durable::default(),
@@ -365,10 +376,11 @@ impl Owner {
                 ));
             }
         }
-        if legacy {
+        if legacy || older {
+            // Records from here on are of this version: the state before them is too.
             journal
                 .snapshot(&durable.encode(), &durable.blob_generations())
-                .map_err(|e| format!("moving the state to chained segments: {e}"))?;
+                .map_err(|e| format!("writing the state in this version's format: {e}"))?;
         }
         // slurmctld keeps associations' usage in StateSaveLocation/assoc_usage too.
         let usage_path = std::path::Path::new(&cfg.state_save_location).join("assoc_usage");

@@ -553,6 +553,11 @@ impl Durable {
     }
 }
 
+/// The version of the state's encoding (snapshots and records): raised whenever a durable
+/// type changes shape, with the reading of the older one kept. A controller refuses state of
+/// a newer version than its own, and snapshots at once state of an older one.
+pub const STATE_SCHEMA: u32 = 1;
+
 pub fn encode_record(r: &Record) -> Vec<u8> {
     postcard::to_stdvec(r).expect("invariant: record serializes")
 }

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  snapshot   [magic "DROVERS2"][generation u64][seq u64][flags u32][body crc u32][body len u64]
-//!             [header crc u32][0 u32] body
+//!             [schema u32][header crc u32] body
 //!  journal.G  [magic "DROVERJ2"][generation u64][first seq u64][snapshot id u32][header crc u32]
 //!             then batches, one per commit:
 //!             [magic "DRVB"][seq u64][body len u64][body crc u32][header crc u32] body
@@ -48,6 +48,8 @@ pub struct SnapHeader {
     pub flags: u32,
     pub body_crc: u32,
     pub body_len: u64,
+    /// The version of the state's encoding (the caller's; 0 where it set none).
+    pub schema: u32,
 }
 
 impl SnapHeader {
@@ -59,14 +61,15 @@ impl SnapHeader {
         h[24..28].copy_from_slice(&self.flags.to_le_bytes());
         h[28..32].copy_from_slice(&self.body_crc.to_le_bytes());
         h[32..40].copy_from_slice(&self.body_len.to_le_bytes());
-        let crc = crc32fast::hash(&h[..40]);
-        h[40..44].copy_from_slice(&crc.to_le_bytes());
+        h[40..44].copy_from_slice(&self.schema.to_le_bytes());
+        let crc = crc32fast::hash(&h[..44]);
+        h[44..48].copy_from_slice(&crc.to_le_bytes());
         h
     }
 
     /// `None` when `b` does not start with a snapshot header whose checksum holds.
     pub fn decode(b: &[u8]) -> Option<SnapHeader> {
-        if b.len() < SNAP_HDR || &b[0..8] != SNAP_MAGIC || crc32fast::hash(&b[..40]) != u32_at(b, 40) {
+        if b.len() < SNAP_HDR || &b[0..8] != SNAP_MAGIC || crc32fast::hash(&b[..44]) != u32_at(b, 44) {
             return None;
         }
         Some(SnapHeader {
@@ -75,12 +78,13 @@ impl SnapHeader {
             flags: u32_at(b, 24),
             body_crc: u32_at(b, 28),
             body_len: u64_at(b, 32),
+            schema: u32_at(b, 40),
         })
     }
 
     /// What a segment that follows this snapshot names it by.
     pub fn id(&self) -> u32 {
-        crc32fast::hash(&self.encode()[..44])
+        crc32fast::hash(&self.encode())
     }
 }
 
@@ -145,7 +149,14 @@ mod tests {
 
     #[test]
     fn headers_round_trip_and_any_flipped_bit_is_seen() {
-        let s = SnapHeader { generation: 7, seq: 99, flags: FLAG_EMPTY, body_crc: 0xdead_beef, body_len: 1 << 40 };
+        let s = SnapHeader {
+            generation: 7,
+            seq: 99,
+            flags: FLAG_EMPTY,
+            body_crc: 0xdead_beef,
+            body_len: 1 << 40,
+            schema: 3,
+        };
         let b = BatchHeader { seq: 5, body_len: 77, body_crc: 3 };
         let g = SegHeader { generation: 7, first_seq: 99, snapshot_id: s.id() };
         assert_eq!(SnapHeader::decode(&s.encode()), Some(s));
@@ -161,7 +172,7 @@ mod tests {
             e[bit / 8] ^= 1 << (bit % 8);
             assert_eq!(BatchHeader::decode(&e), None, "bit {bit}");
         }
-        for bit in 0..(44 * 8) {
+        for bit in 0..(SNAP_HDR * 8) {
             let mut e = s.encode();
             e[bit / 8] ^= 1 << (bit % 8);
             assert_eq!(SnapHeader::decode(&e), None, "bit {bit}");

@@ -41,6 +41,8 @@ pub struct Inspection {
     pub next_seq: u64,
     pub max_generation: u64,
     pub legacy: bool,
+    /// The version of the state's encoding the snapshot holds (0: none given).
+    pub schema: u32,
 }
 
 impl Inspection {
@@ -71,6 +73,7 @@ pub fn inspect(dir: &Path) -> Result<Inspection, JournalError> {
                 insp.snapshot_generation = Some(generation);
                 insp.snapshot = (h.is_none_or(|h| h.flags & FLAG_EMPTY == 0)).then_some(body);
                 insp.next_seq = h.map_or(0, |h| h.seq);
+                insp.schema = h.map_or(0, |h| h.schema);
                 insp.max_generation = insp.max_generation.max(generation);
                 header = h;
             }
@@ -167,10 +170,10 @@ pub fn inspect(dir: &Path) -> Result<Inspection, JournalError> {
     Ok(insp)
 }
 
-/// Starts a new generation from `state`, which the caller rebuilt from what `insp` found
+/// Starts a new generation from `state` (encoded as `schema`), which the caller rebuilt from what `insp` found
 /// intact: the damaged files are copied into `dir/damaged-SECONDS/` first (they stay in
 /// place too, for the records the state still refers to). Returns where the copies went.
-pub fn salvage(insp: &Inspection, state: &[u8], stamp: u64) -> Result<PathBuf, JournalError> {
+pub fn salvage(insp: &Inspection, state: &[u8], schema: u32, stamp: u64) -> Result<PathBuf, JournalError> {
     let dir = &insp.dir;
     let aside = dir.join(format!("damaged-{stamp}"));
     private::create_dir(&aside).map_err(io_err(&aside))?;
@@ -184,6 +187,6 @@ pub fn salvage(insp: &Inspection, state: &[u8], stamp: u64) -> Result<PathBuf, J
         fs::copy(f, &to).map_err(io_err(&to))?;
     }
     let next = insp.max_generation + 1;
-    crate::start_generation(dir, next, insp.next_seq, state, 0)?;
+    crate::start_generation(dir, next, insp.next_seq, state, 0, schema)?;
     Ok(aside)
 }

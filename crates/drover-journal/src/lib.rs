@@ -94,6 +94,8 @@ pub struct Recovered {
     /// Read from the format before segments were chained: the caller snapshots before it
     /// appends anything.
     pub legacy: bool,
+    /// The version of the state's encoding its snapshot was written with (0: none given).
+    pub schema: u32,
 }
 
 /// Room kept allocated ahead of the journal's end, and the step it grows by.
@@ -119,6 +121,8 @@ pub struct Journal {
     last_reserve_try: Option<Instant>,
     failing: bool,
     legacy: bool,
+    /// The version of the state's encoding that snapshots are written with.
+    schema: u32,
 }
 
 pub(crate) fn snapshot_path(dir: &Path) -> PathBuf {
@@ -215,8 +219,10 @@ pub(crate) fn start_generation(
     seq: u64,
     state: &[u8],
     flags: u32,
+    schema: u32,
 ) -> Result<File, JournalError> {
-    let snap = SnapHeader { generation, seq, flags, body_crc: crc32fast::hash(state), body_len: state.len() as u64 };
+    let snap =
+        SnapHeader { generation, seq, flags, body_crc: crc32fast::hash(state), body_len: state.len() as u64, schema };
     let seg = SegHeader { generation, first_seq: seq, snapshot_id: snap.id() };
     let file = new_segment(dir, &seg)?;
     if let Err(e) = write_snapshot(dir, &snap, state) {
@@ -317,6 +323,7 @@ impl Journal {
             ));
         }
         rec.snapshot = (header.flags & FLAG_EMPTY == 0).then_some(body);
+        rec.schema = header.schema;
         rec.records = seg.records;
         let mut j = Journal::new(dir, generation, file, seg.good_end, seg.next_seq);
         j.records_since_snapshot = rec.records.len() as u64;
@@ -339,6 +346,7 @@ impl Journal {
             last_reserve_try: None,
             failing: false,
             legacy: false,
+            schema: 0,
         }
     }
 
@@ -369,7 +377,7 @@ impl Journal {
             }
             rec.notes.push(format!("{} was left by a start that never completed; starting afresh", p.display()));
         }
-        let file = start_generation(dir, 0, 0, &[], FLAG_EMPTY)?;
+        let file = start_generation(dir, 0, 0, &[], FLAG_EMPTY, 0)?;
         let mut j = Journal::new(dir, 0, file, SEG_HDR as u64, 0);
         j.reserve();
         Ok((j, rec))
@@ -484,6 +492,11 @@ impl Journal {
         self.failing
     }
 
+    /// Sets the version of the state's encoding the next snapshots are written with.
+    pub fn set_schema(&mut self, schema: u32) {
+        self.schema = schema;
+    }
+
     /// Whether the journal file of generation `g` is there.
     pub fn has_generation(&self, g: u64) -> bool {
         self.segment_path(g).exists()
@@ -542,9 +555,10 @@ impl Journal {
         }
         self.commit()?;
         let next = self.generation + 1;
-        let file = start_generation(&self.dir, next, self.seq, state, 0)?;
+        let file = start_generation(&self.dir, next, self.seq, state, 0, self.schema)?;
         self.release_reserve();
         let mut j = Journal::new(&self.dir, next, file, SEG_HDR as u64, self.seq);
+        j.schema = self.schema;
         j.reserve();
         *self = j;
         if let Ok(gens) = generations(&self.dir) {
@@ -580,6 +594,19 @@ mod tests {
         drop(j);
         let (_, rec) = Journal::open(dir.path()).unwrap();
         assert_eq!(bodies(&rec), vec![b"one".to_vec(), b"two".to_vec()]);
+    }
+
+    #[test]
+    fn the_schema_a_snapshot_was_written_with_is_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut j, rec) = Journal::open(dir.path()).unwrap();
+        assert_eq!(rec.schema, 0, "a new directory's");
+        j.set_schema(5);
+        j.snapshot(b"S", &BTreeSet::new()).unwrap();
+        drop(j);
+        let (_, rec) = Journal::open(dir.path()).unwrap();
+        assert_eq!(rec.schema, 5);
+        assert_eq!(inspect(dir.path()).unwrap().schema, 5);
     }
 
     #[test]
@@ -869,7 +896,7 @@ mod tests {
         assert_eq!(insp.damage[0].lost_bytes, (BATCH_HDR + REC_HDR + 12) as u64);
         assert_eq!(bodies_of(&insp.records), vec![b"first batch".to_vec(), b"third batch".to_vec()]);
         let third = insp.records[1].0;
-        let aside = salvage(&insp, b"REBUILT", 7).unwrap();
+        let aside = salvage(&insp, b"REBUILT", 0, 7).unwrap();
         assert!(aside.ends_with("damaged-7") && aside.join("journal.0").exists() && aside.join("snapshot").exists());
         let (j, rec) = Journal::open(dir.path()).unwrap();
         assert_eq!(rec.snapshot.as_deref(), Some(&b"REBUILT"[..]));
@@ -940,7 +967,7 @@ mod tests {
             assert!(!insp.intact(), "{what}");
             assert_eq!(insp.snapshot.as_deref(), snapshot, "{what}");
             assert_eq!(bodies_of(&insp.records), records.iter().map(|r| r.to_vec()).collect::<Vec<_>>(), "{what}");
-            salvage(&insp, b"REBUILT", 1).unwrap();
+            salvage(&insp, b"REBUILT", 0, 1).unwrap();
             let (mut j, rec) = Journal::open(dir.path()).unwrap_or_else(|e| panic!("{what}: {e}"));
             assert_eq!(rec.snapshot.as_deref(), Some(&b"REBUILT"[..]), "{what}");
             j.append(b"after");
@@ -960,7 +987,7 @@ mod tests {
         assert!(Journal::open(dir.path()).is_err());
         let insp = inspect(dir.path()).unwrap();
         assert_eq!(insp.snapshot.as_deref(), Some(&b"S1"[..]));
-        salvage(&insp, b"REBUILT", 2).unwrap();
+        salvage(&insp, b"REBUILT", 0, 2).unwrap();
         assert!(Journal::open(dir.path()).is_ok());
     }
 

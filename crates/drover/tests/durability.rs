@@ -146,6 +146,34 @@ fn a_missing_journal_or_snapshot_is_refused() {
     assert_eq!(pending_ids(&c), ids, "put back, nothing was lost");
 }
 
+/// State written by a newer Drover (its snapshot says a later state version): refused, not
+/// misread.
+#[test]
+fn state_of_a_newer_version_is_refused() {
+    use drover_journal::format::{SegHeader, SnapHeader, SEG_HDR, SNAP_HDR};
+    let mut c = Cluster::start(EXE, Options { nodes: 1, ..Default::default() });
+    c.submit(&["--hold", "--wrap", "true"]);
+    c.kill_controller();
+    let jdir = journal_dir(&c);
+    let snap = std::fs::read(jdir.join("snapshot")).unwrap();
+    let mut h = SnapHeader::decode(&snap).expect("a snapshot header");
+    h.schema += 1;
+    let mut newer = h.encode().to_vec();
+    newer.extend_from_slice(&snap[SNAP_HDR..]);
+    std::fs::write(jdir.join("snapshot"), newer).unwrap();
+    // Its segment names the snapshot by its header: as the newer version wrote it.
+    let seg = newest_segment(&jdir);
+    let mut data = std::fs::read(&seg).unwrap();
+    let mut sh = SegHeader::decode(&data).unwrap();
+    sh.snapshot_id = h.id();
+    data[..SEG_HDR].copy_from_slice(&sh.encode());
+    std::fs::write(&seg, data).unwrap();
+    c.start_controller();
+    assert!(!c.controller_exit(Duration::from_secs(20)).expect("refused").success());
+    let log = std::fs::read_to_string(c.path().join("log/controller.log")).unwrap();
+    assert!(log.contains("written by a newer Drover (state version 2; this one reads up to 1)"), "{log}");
+}
+
 fn mount_tmpfs(at: &Path, size: &str) -> bool {
     std::fs::create_dir_all(at).unwrap();
     Command::new("mount")
