@@ -279,6 +279,8 @@ pub struct Owner {
     resv_view: Arc<Vec<v1::ResvInfo>>,
     /// A full or failing StateSaveLocation.
     storage: crate::storage::Storage,
+    /// Records between snapshots (20,000; `DROVER_SNAPSHOT_EVERY` for tests that want many).
+    snapshot_every: u64,
 }
 
 /// User and group names by id, looked up once (NSS can be slow; ids rarely change names).
@@ -425,6 +427,11 @@ impl Owner {
                 ..Default::default()
             },
             storage: Default::default(),
+            snapshot_every: std::env::var("DROVER_SNAPSHOT_EVERY")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|&n: &u64| n > 0)
+                .unwrap_or(20_000),
         };
         if o.cfg.accounting_storage.is_some() {
             o.acct_admin = crate::acct::load_admin_cache(&crate::acct_cache_path(&o.cfg))
@@ -590,7 +597,7 @@ impl Owner {
             if self.dirty {
                 self.publish();
             }
-            if self.journal.records_since_snapshot > 20_000 && self.storage.may_snapshot(t) {
+            if self.journal.records_since_snapshot > self.snapshot_every && self.storage.may_snapshot(t) {
                 let live = self.durable.blob_generations();
                 if let Err(e) = self.journal.snapshot(&self.durable.encode(), &live) {
                     self.storage.snapshot_failed(&e, t);

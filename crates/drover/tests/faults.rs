@@ -1,5 +1,6 @@
 //! Fault injection with a seed: under a stream of short jobs, the controller, node agents and
-//! accounting are killed (`kill -9`) and restarted at random moments. Then a checker verifies
+//! accounting are killed (`kill -9`) and restarted at random moments (the controller
+//! snapshotting every 100 records, so that kills land mid-snapshot too). Then a checker verifies
 //! what Drover promises: every acknowledged job reached exactly one terminal state, none ran
 //! twice, accounting has exactly one record per job and step, and no process of an ended job
 //! survives. The counts are printed (jobs, faults by kind, the longest controller outage).
@@ -40,6 +41,9 @@ fn faults_lose_nothing_and_run_nothing_twice() {
     let faults = env_or("DROVER_FAULT_FAULTS", 8) as usize;
     let seed = env_or("DROVER_FAULT_SEED", 20261205);
     let mut rng = Rng(seed | 1);
+    // Snapshots every 100 records (not 20,000): kills land mid-snapshot too, and recovery
+    // crosses chained segments all the time.
+    std::env::set_var("DROVER_SNAPSHOT_EVERY", "100");
     let mut c = Cluster::start(EXE, Options { nodes: 3, cpus: 2, accounting: true, ..Default::default() });
     let runs = c.path().join("runs");
     std::fs::create_dir_all(&runs).unwrap();
