@@ -175,6 +175,11 @@ fn absent_ids(d: &Durable) -> String {
     format!("{}{more}", shown.join(","))
 }
 
+/// The `StateSaveLocation` of the `slurm.conf` at `conf`.
+pub fn state_dir_of(conf: &Path) -> Result<PathBuf, String> {
+    drover_model::conf::parse_file(conf).map(|c| PathBuf::from(c.state_save_location)).map_err(|e| e.to_string())
+}
+
 /// Runs the check (and, with `salvage`, the salvage); returns the exit status.
 pub fn check_state(dir: &Path, salvage: bool) -> i32 {
     let Some((state_dir, jdir)) = dirs(dir) else {

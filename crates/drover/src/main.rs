@@ -12,7 +12,7 @@ fn usage() -> i32 {
          \x20 up [--nodes N] [--detach] [--state-dir DIR]   start a local cluster\n\
          \x20 down [--state-dir DIR]                         stop it\n\
          \x20 controller [-f slurm.conf]                     run the controller (slurmctld)\n\
-         \x20 controller --check-state DIR [--salvage]      check its state directory (salvage: recover what is intact)\n\
+         \x20 controller --check-state [DIR] [--salvage]    check its state (StateSaveLocation by default; salvage: recover what is intact)\n\
          \x20 node [-f slurm.conf] [-N name]                 run a node agent (slurmd)\n\
          \x20 node --conf-server HOST[:PORT] [--key-file K]  ... fetching the configuration (configless)\n\
          \x20 sackd [-f slurm.conf | --conf-server HOST]     hand local users credentials (a login host)\n\
@@ -157,12 +157,18 @@ fn run() {
     let code = match sub.as_str() {
         "controller" if args.iter().any(|a| a == "--check-state" || a.starts_with("--check-state=")) => {
             let eq = args.iter().find_map(|a| a.strip_prefix("--check-state=").map(str::to_string));
-            match eq.or_else(|| opt(&args, "--check-state", "--check-state")) {
-                Some(dir) => drover_controller::check::check_state(
-                    std::path::Path::new(&dir),
-                    args.iter().any(|a| a == "--salvage"),
-                ),
-                None => usage(),
+            let dir = eq.or_else(|| opt(&args, "--check-state", "--check-state")).filter(|d| !d.starts_with('-'));
+            // Without a directory: slurm.conf's StateSaveLocation (-f, SLURM_CONF, the default).
+            let dir = match dir {
+                Some(d) => Ok(PathBuf::from(d)),
+                None => drover_controller::check::state_dir_of(&conf_arg(&args)),
+            };
+            match dir {
+                Ok(dir) => drover_controller::check::check_state(&dir, args.iter().any(|a| a == "--salvage")),
+                Err(e) => {
+                    eprintln!("drover controller: error: {e}");
+                    1
+                }
             }
         }
         "controller" => match runtime().block_on(drover_controller::run(&conf_arg(&args))) {

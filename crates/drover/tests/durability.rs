@@ -99,6 +99,12 @@ fn a_flipped_journal_is_refused_then_checked_then_salvaged() {
     let (code, report) = check_state(&c, false);
     assert_eq!(code, 1, "{report}");
     assert!(report.contains("DAMAGE: ") && report.contains("this is damage, not a torn tail"), "{report}");
+    // Without a directory: slurm.conf's StateSaveLocation.
+    let out = Command::new(EXE)
+        .args(["controller", "--check-state", "-f", c.path().join("slurm.conf").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stdout).to_string()), (Some(1), report.clone()));
     assert!(report.contains("result: DAMAGED"), "{report}");
     assert_eq!(files(&journal_dir(&c)), before, "a check changes nothing");
 
