@@ -64,3 +64,18 @@ pub const COMMANDS: &[(&str, CommandMain)] = &[
 pub fn run(prog: &str, args: Vec<String>) -> Option<i32> {
     COMMANDS.iter().find(|(name, _)| *name == prog).map(|(_, main)| main(args))
 }
+
+/// Entry points for the fuzz targets (`fuzz/`): parsers of what users type that are
+/// otherwise private to their command.
+#[doc(hidden)]
+pub mod fuzzing {
+    /// `sacct --format` / `-o` (`JobID,State%20,...`).
+    pub fn sacct_format(s: &str) {
+        let _ = crate::sacct::columns(s);
+    }
+    /// `squeue -O` / `--Format` and `-S` sort keys.
+    pub fn squeue_format(s: &str) {
+        let _ = crate::squeue::parse_long_format(s);
+        let _ = crate::squeue::parse_sort(s);
+    }
+}

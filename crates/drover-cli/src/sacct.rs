@@ -203,7 +203,7 @@ struct Args {
 
 /// A column: its canonical name, width and justification.
 #[derive(Debug, Clone, PartialEq)]
-struct Column {
+pub(crate) struct Column {
     name: &'static str,
     width: usize,
     left: bool,
@@ -211,7 +211,7 @@ struct Column {
 
 /// `--format` items: a field name (any case, as Slurm accepts), `%N` (right-justified in N)
 /// or `%-N` (left-justified).
-fn columns(spec: &str) -> Result<Vec<Column>, String> {
+pub(crate) fn columns(spec: &str) -> Result<Vec<Column>, String> {
     spec.split(',')
         .map(str::trim)
         .filter(|f| !f.is_empty())

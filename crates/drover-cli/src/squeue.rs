@@ -113,7 +113,7 @@ fn long_field(name: &str) -> Option<char> {
     })
 }
 
-fn parse_long_format(spec: &str) -> Result<Vec<Item>, String> {
+pub(crate) fn parse_long_format(spec: &str) -> Result<Vec<Item>, String> {
     let mut items = Vec::new();
     for f in spec.split(',').filter(|f| !f.is_empty()) {
         let (name, size) = match f.split_once(':') {
@@ -166,7 +166,7 @@ fn spec_skip(items: &[Item]) -> Vec<u32> {
 }
 
 /// Sort keys (`-S`): each key's field and direction.
-fn parse_sort(keys: &str) -> Vec<(bool, char)> {
+pub(crate) fn parse_sort(keys: &str) -> Vec<(bool, char)> {
     keys.split(',')
         .filter_map(|k| {
             let desc = k.starts_with('-');
