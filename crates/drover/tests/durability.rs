@@ -130,16 +130,21 @@ fn a_flipped_journal_is_refused_then_checked_then_salvaged() {
 }
 
 /// A deleted newest journal or snapshot: the controller had started from what was left,
-/// losing every job in it without a word.
+/// losing every job in it without a word. A snapshot cut short is refused the same way.
 #[test]
 fn a_missing_journal_or_snapshot_is_refused() {
     let mut c = Cluster::start(EXE, Options { nodes: 1, ..Default::default() });
     let ids: Vec<u32> = (0..5).map(|_| c.submit(&["--hold", "--wrap", "true"])).collect();
     c.kill_controller();
     let jdir = journal_dir(&c);
-    for victim in [newest_segment(&jdir), jdir.join("snapshot")] {
+    for (victim, cut) in [(newest_segment(&jdir), false), (jdir.join("snapshot"), false), (jdir.join("snapshot"), true)]
+    {
         let saved = std::fs::read(&victim).unwrap();
-        std::fs::remove_file(&victim).unwrap();
+        if cut {
+            std::fs::write(&victim, &saved[..saved.len() - 1]).unwrap();
+        } else {
+            std::fs::remove_file(&victim).unwrap();
+        }
         let name = victim.file_name().unwrap().to_str().unwrap().to_string();
         expect_refusal(&mut c, &name);
         let (code, report) = check_state(&c, false);
