@@ -314,3 +314,18 @@ pub(crate) fn lock_state_dir(dir: &Path) -> Result<nix::fcntl::Flock<std::fs::Fi
     nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
         .map_err(|_| ControllerError::Locked(path.display().to_string()))
 }
+
+/// Entry points for the fuzz targets (`fuzz/`): decoding what the journal and snapshot hold.
+#[doc(hidden)]
+pub mod fuzzing {
+    /// A journal record's payload, then applied to a state; and the bytes as a whole state.
+    pub fn replay(bytes: &[u8]) {
+        if let Ok(r) = crate::state::decode_record(bytes) {
+            let mut d = crate::state::Durable::default();
+            d.apply(r, None);
+        }
+        if let Ok(d) = crate::state::Durable::decode(bytes) {
+            let _ = d.encode();
+        }
+    }
+}
