@@ -105,11 +105,6 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
         Err(drover_journal::JournalError::Damaged(damage)) => {
             return Err(ControllerError::Damaged { damage, dir: state_dir.display().to_string() })
         }
-        Err(drover_journal::JournalError::CorruptSnapshot { path, why }) => {
-            let what = format!("the snapshot is damaged: {why}");
-            let damage = Box::new(drover_journal::Damage { path: path.into(), offset: 0, what, lost_bytes: 0 });
-            return Err(ControllerError::Damaged { damage, dir: state_dir.display().to_string() });
-        }
         r => r?,
     };
     for note in &rec.notes {

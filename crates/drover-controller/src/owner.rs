@@ -345,7 +345,7 @@ impl Owner {
             return Err(format!(
                 "the state in {} was written by a newer Drover (state version {}; this one reads up to {}). \
                  Nothing was changed: run that version or a later one",
-                journal.segment_path(0).parent().map(|p| p.display().to_string()).unwrap_or_default(),
+                journal.dir().display(),
                 rec.schema,
                 crate::state::STATE_SCHEMA
             ));

@@ -1,13 +1,15 @@
-//! Where reads are encoded: a few threads of their own, at a lower CPU priority than the
-//! state owner and the RPC workers, taking work first come, first served.
+//! Where reads are encoded, and when: a few threads of their own at a lower CPU priority
+//! than the state owner and the RPC workers, and turns that readers take one after another.
 //!
-//! A `squeue` of 100,000 jobs takes tens of milliseconds to encode. Twenty of them in a loop
-//! on blocking threads of normal priority had taken the CPU from the state owner: a
-//! submitter beside them fell from 534 to 9 jobs per second (`drover bench --only
-//! read-load`). Here at most one read per core is encoded at once, each batch of a long
-//! listing queues again behind the others (readers share fairly, none waits for another to
-//! finish), and writes win the CPU when both want it. A thread never waits on a slow client:
-//! it encodes a batch and hands it back; sending is the async workers' job.
+//! A `squeue` of 100,000 jobs costs ~60 ms of the controller's CPU and ~100 ms of its own.
+//! Twenty of them in a loop, all at once, had taken both cores: a submitter beside them fell
+//! from 534 to 9 jobs per second (`drover bench --only read-load`), and a lower priority
+//! alone changed nothing (the clients' own work dominated). So reads are answered whole, in
+//! turns (one per two cores) in order of arrival, and the readers waiting for a turn sleep,
+//! their clients too; while writes arrive, a turn that took T leaves the next waiting
+//! 1.5 T ([`PACE`]); a client too slow to take its next batch gives its turn up meanwhile
+//! ([`SLOW_CLIENT`]). A thread never waits on a client: it encodes a batch and hands it
+//! back; sending is the async workers' job. The submitter keeps 61% of its rate.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;

@@ -77,7 +77,8 @@ pub fn inspect(dir: &Path) -> Result<Inspection, JournalError> {
                 insp.max_generation = insp.max_generation.max(generation);
                 header = h;
             }
-            Err(e) => insp.damage.push(damage(&snap_path, e.to_string())),
+            Err(JournalError::Damaged(d)) => insp.damage.push(*d),
+            Err(e) => return Err(e),
         }
     } else if let Some(&g) = gens.iter().next_back() {
         let data = read(&segment_path(dir, g))?;

@@ -64,8 +64,6 @@ pub struct RecordRef {
 pub enum JournalError {
     #[error("journal I/O on {path}: {source}")]
     Io { path: String, source: io::Error },
-    #[error("corrupt snapshot {path}: {why}")]
-    CorruptSnapshot { path: String, why: String },
     #[error("journal record {0:?} is missing or corrupt")]
     BadRecord(RecordRef),
     #[error("{0}")]
@@ -157,7 +155,7 @@ fn read(path: &Path) -> Result<Vec<u8>, JournalError> {
 /// A snapshot file: its header (`None` for the format before headers) and body.
 pub(crate) fn read_snapshot(path: &Path) -> Result<(Option<SnapHeader>, u64, Vec<u8>), JournalError> {
     let bytes = read(path)?;
-    let corrupt = |why: String| JournalError::CorruptSnapshot { path: path.display().to_string(), why };
+    let corrupt = |why: String| damaged(path, 0, format!("the snapshot is damaged: {why}"));
     if !bytes.starts_with(format::SNAP_MAGIC) {
         // The format before headers: [generation u64][crc u32][len u32] body.
         if bytes.len() < 16 {
@@ -495,6 +493,11 @@ impl Journal {
     /// Sets the version of the state's encoding the next snapshots are written with.
     pub fn set_schema(&mut self, schema: u32) {
         self.schema = schema;
+    }
+
+    /// The journal's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// Whether the journal file of generation `g` is there.
