@@ -21,7 +21,11 @@
 //!                   cluster of four 16-CPU nodes)
 //!   acct-lag        how far `sacct` trails the controller: submit acknowledged to the job's
 //!                   row in sacct, and the controller's COMPLETED to sacct's (ms)
+//!   failover        (only with --only) two controllers: the one in control killed, or
+//!                   frozen, until a submission is accepted again (s; runs x 4 of each)
 //! ```
+
+mod failover;
 
 use crate::common;
 use clap::Parser;
@@ -86,8 +90,13 @@ struct BenchCluster {
 
 impl BenchCluster {
     fn start(nodes: u32, cpus: u32, a: &BenchArgs) -> Result<BenchCluster, String> {
+        Self::start_with(nodes, cpus, a, 1)
+    }
+
+    fn start_with(nodes: u32, cpus: u32, a: &BenchArgs, controllers: u32) -> Result<BenchCluster, String> {
         let dir = tempfile::Builder::new().prefix("drover-bench-").tempdir().map_err(|e| e.to_string())?;
         let up = crate::up::UpArgs {
+            controllers,
             nodes,
             cpus_per_node: Some(cpus),
             mem_per_node: Some("4G".into()),
@@ -268,6 +277,15 @@ fn report(name: &str, value: f64, unit: &str, runs: &[f64], target: &str) {
 }
 
 pub fn main(a: BenchArgs) -> i32 {
+    if a.only.as_deref() == Some("failover") {
+        return match failover::run(&a) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("drover bench: error: {e}");
+                1
+            }
+        };
+    }
     let want = |n: &str| a.only.as_deref().is_none_or(|o| o == n);
     let rt = common::runtime();
     let c = match BenchCluster::start(a.nodes, 2, &a) {

@@ -49,6 +49,7 @@ pub fn main(args: Vec<String>) -> i32 {
             0
         }
         "ping" => ping(),
+        "takeover" => takeover(rest),
         "hold" | "uhold" | "release" | "requeue" | "requeuehold" | "suspend" | "resume" => job_action(&cmd, rest, &[]),
         "update" => update(rest),
         "top" => top(rest),
@@ -108,24 +109,93 @@ where
     }
 }
 
+/// Each controller, as Slurm prints them: `Slurmctld(primary) at HOST is UP`, then
+/// `backup` (or `backup1`, `backup2`, ... where there are more than two); UP for the one in
+/// control and for standbys that answer. Exit 1 when none answers.
 fn ping() -> i32 {
     let cfg = match common::config_for("scontrol") {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let host = cfg.controller_hosts.first().map(|h| h.name.clone()).unwrap_or_else(common::hostname);
     let rt = common::runtime();
-    let up = rt.block_on(async {
-        match common::connect(&cfg).await {
-            Ok(mut c) => c.ping(v1::Empty {}).await.is_ok(),
-            Err(_) => false,
+    let up: Vec<(String, bool)> = rt.block_on(async {
+        if !cfg.controller_failover() {
+            let host = cfg.controller_hosts.first().map(|h| h.name.clone()).unwrap_or_else(common::hostname);
+            let up = match common::connect(&cfg).await {
+                Ok(mut c) => c.ping(v1::Empty {}).await.is_ok(),
+                Err(_) => false,
+            };
+            return vec![(host, up)];
         }
+        let mut out = Vec::new();
+        for (h, addr) in cfg.controller_hosts.iter().zip(cfg.controller_addrs()) {
+            out.push((h.name.clone(), common::ha_status(&cfg, &addr).await.is_ok()));
+        }
+        out
     });
-    println!("Slurmctld(primary) at {host} is {}", if up { "UP" } else { "DOWN" });
-    if up {
+    let n = up.len();
+    for (i, (host, ok)) in up.iter().enumerate() {
+        let mode = match i {
+            0 => "primary".to_string(),
+            1 if n == 2 => "backup".to_string(),
+            i => format!("backup{i}"),
+        };
+        println!("Slurmctld({mode}) at {host} is {}", if *ok { "UP" } else { "DOWN" });
+    }
+    if up.iter().any(|(_, ok)| !ok) && nix::unistd::getuid().is_root() {
+        println!("*****************************************");
+        println!("** RESTORE SLURMCTLD DAEMON TO SERVICE **");
+        println!("*****************************************");
+    }
+    if up.iter().any(|(_, ok)| *ok) {
         0
     } else {
         1
+    }
+}
+
+/// `scontrol takeover [INDEX]`: asks backup INDEX (default 1) to take control; it asks the
+/// controller in control to hand over and answers once it is in control itself.
+fn takeover(rest: &[String]) -> i32 {
+    let cfg = match common::config_for("scontrol") {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let n = cfg.controller_hosts.len();
+    let index = match rest.first() {
+        _ if rest.len() > 1 => {
+            eprintln!("takeover: too many arguments");
+            return 1;
+        }
+        Some(a) => match a.parse::<usize>() {
+            Ok(i) if i >= 1 && i < n => i,
+            _ => {
+                eprintln!("takeover: invalid backup controller index ({})", a.parse::<i64>().unwrap_or(0));
+                return 1;
+            }
+        },
+        None if n < 2 => {
+            eprintln!("slurm_takeover error: Unable to contact slurm controller (connect failure)");
+            return 1;
+        }
+        None => 1,
+    };
+    let addr = cfg.controller_addrs()[index].clone();
+    let rt = common::runtime();
+    let r = rt.block_on(async {
+        let ch = common::ha_channel(&cfg, &addr).await?;
+        v1::controller_ha_client::ControllerHaClient::new(ch)
+            .takeover(v1::Empty {})
+            .await
+            .map(|_| ())
+            .map_err(|s| status_msg(&s))
+    });
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("slurm_takeover error: {e}");
+            1
+        }
     }
 }
 

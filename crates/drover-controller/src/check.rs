@@ -191,7 +191,7 @@ pub fn check_state(dir: &Path, salvage: bool) -> i32 {
     };
     // Salvage writes: not under a running controller.
     let _lock = if salvage {
-        match crate::lock_state_dir(&state_dir) {
+        match crate::lock_state_dir(&state_dir, false) {
             Ok(l) => Some(l),
             Err(e) => {
                 eprintln!("drover controller: error: {e}: stop it before salvaging");

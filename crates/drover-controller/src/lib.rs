@@ -18,6 +18,7 @@ pub mod check;
 mod diag;
 mod explain;
 mod fairshare;
+pub mod ha;
 mod intern;
 mod jobtable;
 mod owner;
@@ -31,7 +32,7 @@ mod view;
 
 use arc_swap::ArcSwap;
 use drover_journal::Journal;
-use drover_proto::v1::{controller_server::ControllerServer, node_link_server::NodeLinkServer};
+use drover_proto::v1::{self, controller_server::ControllerServer, node_link_server::NodeLinkServer};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -72,7 +73,9 @@ pub(crate) fn log(msg: &str) {
 }
 
 /// Runs the controller for the given `slurm.conf` until SIGTERM/SIGINT or a Shutdown call.
-pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
+/// `host` says which `SlurmctldHost` this is (by default, this host's name), where there
+/// are several: it stands by until it holds the state directory's lease ([`ha`]).
+pub async fn run(conf_path: &Path, host: Option<&str>) -> Result<(), ControllerError> {
     return_large_frees();
     // The controller's files are its user's alone: the journal holds every job's script and
     // environment, secrets included.
@@ -90,16 +93,34 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
     drover_journal::private::create_dir(&state_dir)
         .map_err(|source| ControllerError::StateDir { path: state_dir.display().to_string(), source })?;
     tighten(&state_dir, "StateSaveLocation");
-    let lock = lock_state_dir(&state_dir)?;
     // Every TCP connection proves who opened it; launches leave signed. A controller that
     // could do neither (no key, munged down) would only refuse everyone later: it stops now.
     let auth = Arc::new(drover_proto::auth::Auth::new(&cfg.auth, &cfg.path, true)?);
     drover_proto::auth::self_check(&auth)?;
+    let ha = ha::Ha::configure(&cfg, host, auth.clone())?;
+    // One controller of a state directory at a time: alone, it holds the directory's lock;
+    // with standbys, all hold it shared (so that a salvage waits for every one of them),
+    // and the lease says which one is in control.
+    let lock = lock_state_dir(&state_dir, ha.is_some())?;
     log(&format!(
         "authentication {}, launches signed with {}",
         cfg.auth.kind.plugin(),
         cfg.auth.cred_kind().cred_plugin()
     ));
+    let mut early_tcp = None;
+    if let Some(h) = &ha {
+        let addr = h.my_addr().to_string();
+        let bound = std::net::TcpListener::bind(&addr)
+            .and_then(|l| l.set_nonblocking(true).map(|_| l))
+            .map_err(|source| ControllerError::Listen { addr: addr.clone(), source })?;
+        let standby = bound.try_clone().map_err(|source| ControllerError::Listen { addr: addr.clone(), source })?;
+        log(&format!("{} (controller {} of {}) listening on {addr}", h.name, h.index, cfg.controller_hosts.len()));
+        if !h.stand_by(standby).await? {
+            log("shutting down");
+            return Ok(());
+        }
+        early_tcp = Some(bound);
+    }
     let io_secret = io_secret(&state_dir)?;
     let (journal, rec) = match Journal::open(&state_dir.join("journal")) {
         Err(drover_journal::JournalError::Damaged(damage)) => {
@@ -112,6 +133,9 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
     }
     let view = Arc::new(ArcSwap::from_pointee(view::View::default()));
     let mut owner = owner::Owner::recover(cfg.clone(), journal, rec, view.clone()).map_err(ControllerError::Recover)?;
+    if let Some(h) = &ha {
+        owner.take_over(h.clone())?;
+    }
     let (tx, rx) = std::sync::mpsc::channel();
     owner.set_self_tx(tx.clone());
     owner.set_io_secret(io_secret);
@@ -165,10 +189,14 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
             None
         }
     };
-    let tcp_addr = cfg.controller_addr();
-    let tcp = tokio::net::TcpListener::bind(&tcp_addr)
-        .await
-        .map_err(|source| ControllerError::Listen { addr: tcp_addr.clone(), source })?;
+    let tcp_addr = ha.as_ref().map_or_else(|| cfg.controller_addr(), |h| h.my_addr().to_string());
+    let listen_err = |source| ControllerError::Listen { addr: tcp_addr.clone(), source };
+    let tcp = match early_tcp {
+        Some(l) => tokio::net::TcpListener::from_std(l).map_err(listen_err)?,
+        None => tokio::net::TcpListener::bind(&tcp_addr).await.map_err(listen_err)?,
+    };
+    let sock_ino =
+        uds.as_ref().and_then(|_| std::fs::metadata(&sock).ok()).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
     log(&format!(
         "cluster {} listening on {}{tcp_addr}",
         cfg.cluster_name,
@@ -192,13 +220,22 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
     let commands = || {
         ControllerServer::new(handlers.clone()).max_decoding_message_size(64 << 20).max_encoding_message_size(256 << 20)
     };
+    let ha_service = ha.as_ref().map(|h| {
+        v1::controller_ha_server::ControllerHaServer::new(ha::service::HaService {
+            ha: h.clone(),
+            tx: Arc::new(std::sync::Mutex::new(Some(tx.clone()))),
+        })
+    });
     let local = uds.map(|uds| {
-        tokio::spawn(tonic::transport::Server::builder().add_service(commands()).serve_with_incoming_shutdown(
-            tokio_stream::wrappers::UnixListenerStream::new(uds),
-            async move {
-                let _ = s1.recv().await;
-            },
-        ))
+        let ha_local = ha_service.clone();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_optional_service(ha_local)
+                .add_service(commands())
+                .serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(uds), async move {
+                    let _ = s1.recv().await;
+                }),
+        )
     });
     // TCP: node agents, and commands of other hosts (a login node), each connection
     // authenticated before its first request.
@@ -207,6 +244,7 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
     });
     let remote = tokio::spawn(
         tonic::transport::Server::builder()
+            .add_optional_service(ha_service)
             .add_service(commands())
             .add_service(
                 NodeLinkServer::new(handlers.clone())
@@ -217,10 +255,14 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
                 let _ = s2.recv().await;
             }),
     );
+    if let Some(h) = &ha {
+        h.set_active();
+    }
     stop.await;
     log("shutting down");
     let _ = stop_tx.send(());
     let _ = tx.send(owner::Msg::Shutdown);
+    // The lease is handed back (a standby takes control at once) after the owner's last commit.
     drop(handlers);
     drop(tx);
     let _ = tokio::time::timeout(std::time::Duration::from_secs(2), async {
@@ -231,7 +273,10 @@ pub async fn run(conf_path: &Path) -> Result<(), ControllerError> {
     })
     .await;
     let _ = tokio::task::spawn_blocking(move || owner_thread.join()).await;
-    let _ = std::fs::remove_file(&sock);
+    // Another controller of the set may have bound the path since: only ours goes.
+    if std::fs::metadata(&sock).ok().map(|m| std::os::unix::fs::MetadataExt::ino(&m)) == sock_ino {
+        let _ = std::fs::remove_file(&sock);
+    }
     drop(lock);
     Ok(())
 }
@@ -297,8 +342,9 @@ fn log_to(path: &str) -> std::io::Result<()> {
     nix::unistd::dup2_stderr(&f).map_err(std::io::Error::from)
 }
 
-/// One controller per state directory: an exclusive `flock` held for the process's life.
-pub(crate) fn lock_state_dir(dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, ControllerError> {
+/// One controller per state directory: an exclusive `flock` held for the process's life
+/// (`shared`: a controller of a failover set, whose lease says who writes).
+pub(crate) fn lock_state_dir(dir: &Path, shared: bool) -> Result<nix::fcntl::Flock<std::fs::File>, ControllerError> {
     let path = dir.join("controller.lock");
     let f = std::fs::OpenOptions::new()
         .create(true)
@@ -306,8 +352,9 @@ pub(crate) fn lock_state_dir(dir: &Path) -> Result<nix::fcntl::Flock<std::fs::Fi
         .write(true)
         .open(&path)
         .map_err(|source| ControllerError::StateDir { path: path.display().to_string(), source })?;
-    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
-        .map_err(|_| ControllerError::Locked(path.display().to_string()))
+    let how =
+        if shared { nix::fcntl::FlockArg::LockSharedNonblock } else { nix::fcntl::FlockArg::LockExclusiveNonblock };
+    nix::fcntl::Flock::lock(f, how).map_err(|_| ControllerError::Locked(path.display().to_string()))
 }
 
 /// Entry points for the fuzz targets (`fuzz/`): decoding what the journal and snapshot hold.

@@ -151,6 +151,8 @@ pub enum Msg {
         reply: Reply<v1::DiagReply>,
     },
     Shutdown,
+    /// Hand control over to a standby after this pass's commit (failover).
+    Relinquish,
 }
 
 /// Runs a controller script (PrologSlurmctld, EpilogSlurmctld) with exactly `env`, for at
@@ -262,6 +264,9 @@ pub struct Owner {
     started_at: i64,
     last_periodic: i64,
     shutdown: bool,
+    /// The lease this controller holds where several controllers share the state directory.
+    ha: Option<Arc<crate::ha::Ha>>,
+    relinquish: bool,
     names: NameCache,
     /// Accounting's associations and QoS (from its last read, or the cache of it).
     acct_admin: Option<Box<crate::acct::Admin>>,
@@ -414,6 +419,8 @@ impl Owner {
             started_at: now(),
             last_periodic: 0,
             shutdown: false,
+            ha: None,
+            relinquish: false,
             names: NameCache::default(),
             acct_admin: None,
             limit_caps: Vec::new(),
@@ -541,6 +548,32 @@ impl Owner {
         }
     }
 
+    /// Writes only while `ha`'s lease holds, and starts a new journal generation at once, so
+    /// that a late write of the controller it took over from lands in a file nobody appends
+    /// to any more.
+    pub fn take_over(&mut self, ha: Arc<crate::ha::Ha>) -> Result<(), drover_journal::JournalError> {
+        self.journal.set_fence(ha.journal_fence());
+        self.ha = Some(ha);
+        let live = self.durable.blob_generations();
+        self.journal.snapshot(&self.durable.encode(), &live)
+    }
+
+    /// Stops here if this controller's lease no longer holds (nothing more is written or
+    /// acknowledged).
+    fn check_lease(&self) {
+        if let Some(ha) = &self.ha {
+            if let Err(why) = ha.may_write() {
+                ha.fence(&why);
+            }
+        }
+    }
+
+    fn fenced(&self, e: &drover_journal::JournalError) {
+        if let (Some(ha), drover_journal::JournalError::Fenced(why)) = (&self.ha, e) {
+            ha.fence(why);
+        }
+    }
+
     /// Runs until shutdown. Every pass: take a batch of messages, schedule, commit, act.
     pub fn run(mut self, rx: Receiver<Msg>) {
         loop {
@@ -572,6 +605,12 @@ impl Owner {
             let us = started.elapsed().as_micros() as u64;
             self.diag.pass(before, self.core.pass_stats(), us, t);
             let res = self.journal.commit();
+            if let Err(e) = &res {
+                self.fenced(e);
+            }
+            // Acknowledged only while the lease holds: after it, a standby may have read the
+            // journal without this batch.
+            self.check_lease();
             if !self.storage.committed(&self.journal, res, t) {
                 // Nothing may be acknowledged that is not durable: the batch stays buffered
                 // and its replies, launches and readers' view wait for a later pass to write it.
@@ -600,12 +639,23 @@ impl Owner {
             if self.journal.records_since_snapshot > self.snapshot_every && self.storage.may_snapshot(t) {
                 let live = self.durable.blob_generations();
                 if let Err(e) = self.journal.snapshot(&self.durable.encode(), &live) {
+                    self.fenced(&e);
                     self.storage.snapshot_failed(&e, t);
                 }
+            }
+            if self.relinquish && !self.journal.has_pending() {
+                if let Some(ha) = &self.ha {
+                    ha.hand_over();
+                }
+                self.relinquish = false;
             }
             if self.shutdown {
                 break;
             }
+        }
+        // A clean stop gives the lease back: a standby takes control at once.
+        if let Some(ha) = &self.ha {
+            ha.release();
         }
     }
 
@@ -786,6 +836,7 @@ impl Owner {
                 self.reply(reply, Ok(r));
             }
             Msg::Shutdown => self.shutdown = true,
+            Msg::Relinquish => self.relinquish = true,
         }
     }
 

@@ -70,7 +70,15 @@ pub enum JournalError {
     Damaged(Box<Damage>),
     #[error("journal {0} was written by an older Drover: snapshot it before appending")]
     Legacy(String),
+    /// The fence ([`Journal::set_fence`]) said this process may no longer write.
+    #[error("not writing the journal: {0}")]
+    Fenced(String),
 }
+
+/// Says whether this process may still write the journal (a controller that shares its
+/// state directory with standbys holds a lease): asked right before each write, rename and
+/// removal, so that a process that lost its lease changes nothing.
+pub type Fence = std::sync::Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> JournalError + '_ {
     move |source| JournalError::Io { path: path.display().to_string(), source }
@@ -121,6 +129,7 @@ pub struct Journal {
     legacy: bool,
     /// The version of the state's encoding that snapshots are written with.
     schema: u32,
+    fence: Option<Fence>,
 }
 
 pub(crate) fn snapshot_path(dir: &Path) -> PathBuf {
@@ -345,6 +354,19 @@ impl Journal {
             failing: false,
             legacy: false,
             schema: 0,
+            fence: None,
+        }
+    }
+
+    /// Asks `fence` before every write from now on ([`Fence`]).
+    pub fn set_fence(&mut self, fence: Fence) {
+        self.fence = Some(fence);
+    }
+
+    fn may_write(&self) -> Result<(), JournalError> {
+        match &self.fence {
+            Some(f) => f().map_err(JournalError::Fenced),
+            None => Ok(()),
         }
     }
 
@@ -460,6 +482,7 @@ impl Journal {
             body_crc: crc32fast::hash(&self.buf[BATCH_HDR..]),
         };
         self.buf[..BATCH_HDR].copy_from_slice(&h.encode());
+        self.may_write()?;
         if let Err(source) = self.file.write_all_at(&self.buf, self.len).and_then(|_| self.file.sync_data()) {
             // What reached the file (if anything) goes again; after a failed sync nothing
             // written since the last good one can be trusted to be there.
@@ -558,12 +581,22 @@ impl Journal {
         }
         self.commit()?;
         let next = self.generation + 1;
+        self.may_write()?;
+        if self.fence.is_some() && segment_path(&self.dir, next).exists() {
+            // Only another controller of this directory makes the next generation.
+            return Err(JournalError::Fenced(format!(
+                "{} is there already: another controller writes this state directory",
+                segment_path(&self.dir, next).display()
+            )));
+        }
         let file = start_generation(&self.dir, next, self.seq, state, 0, self.schema)?;
         self.release_reserve();
         let mut j = Journal::new(&self.dir, next, file, SEG_HDR as u64, self.seq);
         j.schema = self.schema;
+        j.fence = self.fence.take();
         j.reserve();
         *self = j;
+        self.may_write()?;
         if let Ok(gens) = generations(&self.dir) {
             for g in gens.range(..next).filter(|g| !live_generations.contains(g)) {
                 let _ = fs::remove_file(segment_path(&self.dir, *g));
@@ -583,6 +616,49 @@ mod tests {
 
     fn bodies(r: &Recovered) -> Vec<Vec<u8>> {
         r.records.iter().map(|(_, b)| b.clone()).collect()
+    }
+
+    /// A controller that lost its lease writes nothing: no batch, no snapshot, no removal.
+    #[test]
+    fn a_fenced_journal_writes_nothing() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let (mut j, _) = Journal::open(dir.path()).unwrap();
+        let allowed = std::sync::Arc::new(AtomicBool::new(true));
+        let a = allowed.clone();
+        j.set_fence(std::sync::Arc::new(
+            move || {
+                if a.load(Ordering::SeqCst) {
+                    Ok(())
+                } else {
+                    Err("lease lost".into())
+                }
+            },
+        ));
+        j.append(b"kept");
+        j.commit().unwrap();
+        let before: Vec<_> = files(dir.path());
+        allowed.store(false, Ordering::SeqCst);
+        j.append(b"fenced");
+        assert!(matches!(j.commit(), Err(JournalError::Fenced(_))));
+        assert!(matches!(j.snapshot(b"state", &BTreeSet::new()), Err(JournalError::Fenced(_))));
+        assert_eq!(files(dir.path()), before, "nothing changed on disk");
+        // Another controller made the next generation: never overwritten, even with the lease.
+        allowed.store(true, Ordering::SeqCst);
+        let next = segment_path(dir.path(), 1);
+        std::fs::write(&next, b"theirs").unwrap();
+        assert!(matches!(j.snapshot(b"state", &BTreeSet::new()), Err(JournalError::Fenced(_))));
+        assert_eq!(std::fs::read(&next).unwrap(), b"theirs");
+    }
+
+    fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| (e.file_name().to_string_lossy().to_string(), std::fs::read(e.path()).unwrap()))
+            .collect();
+        v.sort();
+        v
     }
 
     #[test]

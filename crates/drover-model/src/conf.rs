@@ -133,6 +133,10 @@ pub struct Config {
     pub first_job_id: u32,
     pub kill_wait: u32,
     pub slurmd_timeout: u32,
+    /// `SlurmctldTimeout`, where slurm.conf sets it: how long a standby controller waits for
+    /// the active one's lease to be renewed before it takes over (Drover's default is shorter
+    /// than Slurm's 120 s: see [`Config::controller_lease`]).
+    pub slurmctld_timeout: Option<u32>,
     pub min_job_age: u32,
     pub return_to_service: u32,
     pub enforce_part_limits: EnforcePartLimits,
@@ -343,6 +347,7 @@ impl Default for Config {
             first_job_id: 1,
             kill_wait: 30,
             slurmd_timeout: 300,
+            slurmctld_timeout: None,
             min_job_age: 300,
             return_to_service: 0,
             enforce_part_limits: EnforcePartLimits::No,
@@ -412,6 +417,23 @@ impl Config {
         let host = self.controller_hosts.first().map(|h| h.addr.as_str()).unwrap_or("127.0.0.1");
         format!("{host}:{}", self.slurmctld_port)
     }
+    /// Every controller's address, the primary first (one, where slurm.conf names none).
+    pub fn controller_addrs(&self) -> Vec<String> {
+        if self.controller_hosts.is_empty() {
+            return vec![self.controller_addr()];
+        }
+        self.controller_hosts.iter().map(|h| format!("{}:{}", h.addr, self.slurmctld_port)).collect()
+    }
+    /// Whether several `SlurmctldHost` lines make controllers that back each other up.
+    pub fn controller_failover(&self) -> bool {
+        self.controller_hosts.len() > 1
+    }
+    /// How long a controller's lease on `StateSaveLocation` lasts unrenewed: `SlurmctldTimeout`
+    /// where set, else 3 s (the lease is a file renewed twice a second, not Slurm's pings,
+    /// so a short one costs nothing).
+    pub fn controller_lease(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(u64::from(self.slurmctld_timeout.unwrap_or(3)))
+    }
 }
 
 /// Keys at the top level of slurm.conf that Drover acts on.
@@ -431,6 +453,7 @@ const SUPPORTED: &[&str] = &[
     "firstjobid",
     "killwait",
     "slurmdtimeout",
+    "slurmctldtimeout",
     "minjobage",
     "returntoservice",
     "enforcepartlimits",
@@ -982,6 +1005,7 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                 "firstjobid" => cfg.first_job_id = num(v)?,
                 "killwait" => cfg.kill_wait = num(v)?,
                 "slurmdtimeout" => cfg.slurmd_timeout = num(v)?,
+                "slurmctldtimeout" => cfg.slurmctld_timeout = Some(num(v)?.max(1)),
                 "minjobage" => cfg.min_job_age = num(v)?,
                 "returntoservice" => cfg.return_to_service = num(v)?,
                 "enforcepartlimits" => {
@@ -1234,6 +1258,24 @@ mod tests {
         PartitionName=cpu Nodes=node[1-4] Default=YES MaxTime=INFINITE State=UP # main\n\
         PartitionName=gpu Nodes=ALL MaxTime=1-00:00:00 State=UP\n\
         MpiDefault=none\n";
+
+    #[test]
+    fn several_controllers_back_each_other_up() {
+        let one = parse_str("slurm.conf", "SlurmctldHost=a(10.0.0.1)\nSlurmctldPort=7000\n").unwrap();
+        assert!(!one.controller_failover());
+        assert_eq!(one.controller_addrs(), vec!["10.0.0.1:7000"]);
+        let two = parse_str(
+            "slurm.conf",
+            "SlurmctldHost=ctl1(10.0.0.1)\nSlurmctldHost=ctl2\nControlAddr=10.0.0.2\nSlurmctldPort=7000\n",
+        )
+        .unwrap();
+        assert!(two.controller_failover());
+        assert_eq!(two.controller_addrs(), vec!["10.0.0.1:7000", "10.0.0.2:7000"]);
+        assert_eq!(two.controller_lease(), std::time::Duration::from_secs(3));
+        let slow = parse_str("slurm.conf", "SlurmctldHost=a\nSlurmctldHost=b\nSlurmctldTimeout=120\n").unwrap();
+        assert_eq!(slow.controller_lease(), std::time::Duration::from_secs(120));
+        assert!(slow.unsupported.is_empty(), "SlurmctldTimeout is acted on: {:?}", slow.unsupported);
+    }
 
     #[test]
     fn parses_the_lab_config() {

@@ -71,6 +71,8 @@ pub fn entries(cfg: &Config, cx: &Context<'_>) -> Vec<(String, String)> {
             "SlurmdUser" => user("SlurmdUser"),
             // What Drover runs with, whatever the file said (or its default).
             "SlurmctldPort" => cfg.slurmctld_port.to_string(),
+            // With standbys, the lease they wait out (Drover's default is 3 s, not 120).
+            "SlurmctldTimeout" if cfg.controller_failover() => kind.show(&cfg.controller_lease().as_secs().to_string()),
             "SlurmdPort" => cfg.slurmd_port.to_string(),
             "StateSaveLocation" => cfg.state_save_location.clone(),
             "SlurmdSpoolDir" => cfg.slurmd_spool_dir.clone(),

@@ -25,7 +25,10 @@ pub mod usage;
 pub mod userenv;
 
 use drover_model::conf::Config;
-use drover_proto::v1::{self, controller_to_node, node_link_client::NodeLinkClient, node_to_controller};
+use drover_proto::v1::{
+    self, controller_ha_client::ControllerHaClient, controller_to_node, node_link_client::NodeLinkClient,
+    node_to_controller,
+};
 use prost::Message;
 use std::collections::HashSet;
 use std::io::Write;
@@ -187,7 +190,9 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
             _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => break,
         }
         tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(2));
+        // With standbys, one is taking over: find it soon.
+        let most = if agent.cfg.controller_failover() { Duration::from_millis(250) } else { Duration::from_secs(2) };
+        backoff = (backoff * 2).min(most);
     }
     log(&name, "stopping; running jobs continue under their supervisors");
     cgroup::remove_node_dirs(
@@ -199,13 +204,50 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
 }
 
 impl Agent {
+    /// The controller in control: the only one, or of several `SlurmctldHost`s the one whose
+    /// lease holds (each asked in turn, the primary first).
+    async fn controller(&self) -> Result<(String, tonic::transport::Channel), String> {
+        if !self.cfg.controller_failover() {
+            let addr = self.cfg.controller_addr();
+            let ch = drover_proto::auth::connect_authenticated(&addr, &self.auth, "controller").await?;
+            return Ok((addr, ch));
+        }
+        // All at once, each given a few seconds: a frozen controller never answers.
+        type Try =
+            std::pin::Pin<Box<dyn std::future::Future<Output = Option<(String, tonic::transport::Channel)>> + Send>>;
+        let tries: Vec<Try> = self
+            .cfg
+            .controller_addrs()
+            .into_iter()
+            .map(|addr| {
+                let auth = self.auth.clone();
+                Box::pin(async move {
+                    loop {
+                        if let Ok(ch) = drover_proto::auth::connect_authenticated(&addr, &auth, "controller").await {
+                            let mut ha = ControllerHaClient::new(ch.clone());
+                            loop {
+                                match tokio::time::timeout(Duration::from_secs(2), ha.status(v1::Empty {})).await {
+                                    Ok(Ok(s)) if s.get_ref().active => return Some((addr, ch)),
+                                    Ok(Ok(_)) => tokio::time::sleep(Duration::from_millis(100)).await,
+                                    _ => break,
+                                }
+                            }
+                        }
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }) as Try
+            })
+            .collect();
+        let within = self.cfg.controller_lease() * 2 + Duration::from_secs(5);
+        drover_proto::first_of(tries, within).await.ok_or_else(|| "no controller is in control".to_string())
+    }
+
     fn scan(&self) -> (Vec<v1::RunningJob>, Vec<v1::EndedJob>) {
         scan_spool(&self.spool, self.cgroups.as_deref(), &self.name)
     }
 
     async fn session(&mut self, wake_rx: &mut mpsc::UnboundedReceiver<Unit>, confinement: &str) -> Result<(), String> {
-        let addr = self.cfg.controller_addr();
-        let chan = drover_proto::auth::connect_authenticated(&addr, &self.auth, "controller").await?;
+        let (addr, chan) = self.controller().await?;
         let mut client = NodeLinkClient::new(chan);
         let (tx, rx) = mpsc::unbounded_channel::<v1::NodeToController>();
         let (running, ended) = self.scan();

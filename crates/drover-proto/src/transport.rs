@@ -212,3 +212,22 @@ pub fn local_listener(sock: &Path) -> std::io::Result<tokio::net::UnixListener> 
     std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o666))?;
     Ok(l)
 }
+
+/// The first of `tries` to give something, each run at once beside the others and given
+/// `within` at most: of several controllers, the one in control, found without waiting on
+/// one that hangs (a frozen process accepts connections and never answers them).
+pub async fn first_of<T: Send + 'static>(
+    tries: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = Option<T>> + Send>>>,
+    within: std::time::Duration,
+) -> Option<T> {
+    let mut set = tokio::task::JoinSet::new();
+    for t in tries {
+        set.spawn(async move { tokio::time::timeout(within, t).await.ok().flatten() });
+    }
+    while let Some(r) = set.join_next().await {
+        if let Ok(Some(v)) = r {
+            return Some(v);
+        }
+    }
+    None
+}

@@ -22,6 +22,9 @@ pub struct Cluster {
     pub bin: PathBuf,
     exe: PathBuf,
     controller: Option<Child>,
+    /// The other controllers of a failover set ([`Options::controllers`]), by index.
+    backups: BTreeMap<usize, Child>,
+    controllers: usize,
     nodes: BTreeMap<String, Child>,
     pub node_names: Vec<String>,
     cluster: String,
@@ -46,6 +49,9 @@ pub struct Options {
     pub accounting: bool,
     /// `ClusterName` (default `test`).
     pub cluster: String,
+    /// Controllers sharing the state directory (`SlurmctldHost=ctlI(127.0.0.I)`, the first
+    /// the primary); 1: one `SlurmctldHost=localhost(127.0.0.1)`.
+    pub controllers: usize,
 }
 
 impl Default for Options {
@@ -60,6 +66,7 @@ impl Default for Options {
             files: Vec::new(),
             accounting: false,
             cluster: "test".into(),
+            controllers: 1,
         }
     }
 }
@@ -118,8 +125,13 @@ impl Cluster {
         }
         // auth/slurm with a key of this cluster's own (beside slurm.conf, as Slurm keeps it).
         drover_proto::auth::write_new_key(&dir.path().join("slurm.key")).expect("write slurm.key");
+        let hosts = if o.controllers <= 1 {
+            "SlurmctldHost=localhost(127.0.0.1)\n".to_string()
+        } else {
+            (1..=o.controllers).map(|i| format!("SlurmctldHost=ctl{i}(127.0.0.{i})\n")).collect()
+        };
         let conf_text = format!(
-            "ClusterName={cluster}\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={port}\n\
+            "ClusterName={cluster}\n{hosts}SlurmctldPort={port}\n\
              AuthType=auth/slurm\nCredType=cred/slurm\n\
              StateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool/%n\nSlurmdTimeout=10\nKillWait=2\n\
              MinJobAge=300\nReturnToService=2\nMaxJobCount=1000000\n{acct_conf}{extra}{node_line}\n{parts}",
@@ -149,6 +161,8 @@ impl Cluster {
             bin,
             exe: own,
             controller: None,
+            backups: BTreeMap::new(),
+            controllers: o.controllers.max(1),
             nodes: BTreeMap::new(),
             node_names: node_names.clone(),
             cluster: o.cluster.clone(),
@@ -159,6 +173,9 @@ impl Cluster {
             c.start_accounting();
         }
         c.start_controller();
+        for i in 1..c.controllers {
+            c.start_backup(i);
+        }
         for n in &node_names {
             c.start_node(n);
         }
@@ -195,8 +212,38 @@ impl Cluster {
 
     pub fn start_controller(&mut self) {
         let conf = self.conf.display().to_string();
-        let child = self.spawn(&["controller", "-f", &conf], "controller.log");
+        let child = if self.controllers > 1 {
+            self.spawn(&["controller", "-f", &conf, "--host", "ctl1"], "controller.log")
+        } else {
+            self.spawn(&["controller", "-f", &conf], "controller.log")
+        };
         self.controller = Some(child);
+    }
+
+    /// Starts controller `index` (1, 2, ...: `ctl2`, `ctl3`, ...) of a failover set; it logs
+    /// to `log/controller-ctlN.log`.
+    pub fn start_backup(&mut self, index: usize) {
+        let conf = self.conf.display().to_string();
+        let host = format!("ctl{}", index + 1);
+        let child = self.spawn(&["controller", "-f", &conf, "--host", &host], &format!("controller-{host}.log"));
+        self.backups.insert(index, child);
+    }
+
+    /// The pid of controller `index` (0: the primary), if it runs.
+    pub fn controller_pid(&self, index: usize) -> Option<i32> {
+        let c = if index == 0 { self.controller.as_ref() } else { self.backups.get(&index) };
+        c.map(|c| c.id() as i32)
+    }
+
+    /// `kill -9` of controller `index` (0: the primary).
+    pub fn kill_controller_at(&mut self, index: usize) {
+        if index == 0 {
+            return self.kill_controller();
+        }
+        if let Some(mut c) = self.backups.remove(&index) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 
     pub fn start_node(&mut self, name: &str) {
@@ -382,6 +429,10 @@ impl Drop for Cluster {
             let _ = c.wait();
         }
         self.kill_controller();
+        for (_, mut c) in std::mem::take(&mut self.backups) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
         self.kill_accounting();
         if let Some(port) = self.dbd_port() {
             let _ = std::fs::remove_file(drover_model::dbd_conf::local_socket(port));

@@ -11,7 +11,7 @@ fn usage() -> i32 {
          \n\
          \x20 up [--nodes N] [--detach] [--state-dir DIR]   start a local cluster\n\
          \x20 down [--state-dir DIR]                         stop it\n\
-         \x20 controller [-f slurm.conf]                     run the controller (slurmctld)\n\
+         \x20 controller [-f slurm.conf] [--host NAME]       run the controller (slurmctld; NAME: which SlurmctldHost this is)\n\
          \x20 controller --check-state [DIR] [--salvage]    check its state (StateSaveLocation by default; salvage: recover what is intact)\n\
          \x20 node [-f slurm.conf] [-N name]                 run a node agent (slurmd)\n\
          \x20 node --conf-server HOST[:PORT] [--key-file K]  ... fetching the configuration (configless)\n\
@@ -171,7 +171,9 @@ fn run() {
                 }
             }
         }
-        "controller" => match runtime().block_on(drover_controller::run(&conf_arg(&args))) {
+        "controller" => match runtime()
+            .block_on(drover_controller::run(&conf_arg(&args), opt(&args, "--host", "--host").as_deref()))
+        {
             Ok(()) => 0,
             Err(e) => {
                 eprintln!("drover controller: fatal: {e}");

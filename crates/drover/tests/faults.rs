@@ -37,6 +37,34 @@ impl Rng {
 
 #[test]
 fn faults_lose_nothing_and_run_nothing_twice() {
+    faults(1);
+}
+
+/// The same with a primary and a standby sharing the state directory: the kills hit the
+/// controller in control (a failover, and a failback when the primary returns) or the one
+/// standing by.
+#[test]
+fn faults_with_failover_lose_nothing_and_run_nothing_twice() {
+    faults(2);
+}
+
+/// Which controller holds the lease (`StateSaveLocation/ha/beat`: "TERM NAME COUNT held").
+fn in_control(c: &Cluster) -> Option<usize> {
+    let beat = std::fs::read_to_string(c.path().join("state/ha/beat")).ok()?;
+    let name = beat.split_whitespace().nth(1)?;
+    name.strip_prefix("ctl")?.parse::<usize>().ok().map(|i| i - 1)
+}
+
+fn took_control(c: &Cluster) -> usize {
+    std::fs::read_dir(c.path().join("log"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("controller"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default().matches("took control: term").count())
+        .sum()
+}
+
+fn faults(controllers: usize) {
     let jobs = env_or("DROVER_FAULT_JOBS", 200) as usize;
     let faults = env_or("DROVER_FAULT_FAULTS", 8) as usize;
     let seed = env_or("DROVER_FAULT_SEED", 20261205);
@@ -44,7 +72,7 @@ fn faults_lose_nothing_and_run_nothing_twice() {
     // Snapshots every 100 records (not 20,000): kills land mid-snapshot too, and recovery
     // crosses chained segments all the time.
     std::env::set_var("DROVER_SNAPSHOT_EVERY", "100");
-    let mut c = Cluster::start(EXE, Options { nodes: 3, cpus: 2, accounting: true, ..Default::default() });
+    let mut c = Cluster::start(EXE, Options { nodes: 3, cpus: 2, accounting: true, controllers, ..Default::default() });
     let runs = c.path().join("runs");
     std::fs::create_dir_all(&runs).unwrap();
     let marker = format!("faultjob-{}", std::process::id());
@@ -90,6 +118,26 @@ fn faults_lose_nothing_and_run_nothing_twice() {
     for _ in 0..faults {
         std::thread::sleep(Duration::from_millis(300 + rng.below(1200)));
         match rng.below(3) {
+            0 if controllers > 1 => {
+                // The one in control half of the time, else the other: a standby dies too.
+                let active = in_control(&c).unwrap_or(0);
+                let victim = if rng.below(2) == 0 { active } else { (active + 1) % controllers };
+                c.kill_controller_at(victim);
+                let t = Instant::now();
+                c.wait_until("a controller to answer", Duration::from_secs(60), || {
+                    c.run("squeue", &["-h", "-o", "%i"]).status.success()
+                });
+                if victim == active {
+                    longest_outage = longest_outage.max(t.elapsed());
+                }
+                std::thread::sleep(Duration::from_millis(rng.below(800)));
+                if victim == 0 {
+                    c.start_controller();
+                } else {
+                    c.start_backup(victim);
+                }
+                *counts.entry(if victim == active { "controller in control" } else { "standby" }).or_default() += 1;
+            }
             0 => {
                 c.kill_controller();
                 std::thread::sleep(Duration::from_millis(rng.below(800)));
@@ -183,8 +231,11 @@ fn faults_lose_nothing_and_run_nothing_twice() {
 
     eprintln!(
         "faults: seed {seed}: {} jobs acknowledged ({by_state:?}), {faults} faults {counts:?}, \
-         longest controller outage {:.2}s",
+         {} controller{}, {} takeovers, longest controller outage {:.2}s",
         acked.len(),
+        controllers,
+        if controllers > 1 { "s" } else { "" },
+        took_control(&c).saturating_sub(1),
         longest_outage.as_secs_f64()
     );
 }

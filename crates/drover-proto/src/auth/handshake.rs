@@ -196,7 +196,13 @@ pub fn accept_authenticated(
     let refused = Arc::new(refused);
     tokio::spawn(async move {
         loop {
-            let (mut s, addr) = match listener.accept().await {
+            // Once the stream is dropped (its server stopped), the listener is let go at once:
+            // a clone of it may serve on (a standby controller that took control).
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                _ = tx.closed() => return,
+            };
+            let (mut s, addr) = match accepted {
                 Ok(c) => c,
                 Err(e) => {
                     // Out of descriptors and the like: pass, and keep accepting.
@@ -253,6 +259,12 @@ pub async fn channel_over(s: TcpStream, addr: &str) -> Result<tonic::transport::
     let once = Arc::new(std::sync::Mutex::new(Some(s)));
     tonic::transport::Endpoint::try_from(format!("http://{addr}"))
         .map_err(|e| e.to_string())?
+        // A peer that stops answering (its host gone, its process frozen, the network cut)
+        // ends the connection within seconds, even while nothing is asked of it: a node
+        // agent then finds the controller that took over.
+        .http2_keep_alive_interval(std::time::Duration::from_secs(2))
+        .keep_alive_timeout(std::time::Duration::from_secs(5))
+        .keep_alive_while_idle(true)
         .connect_with_connector(tower::service_fn(move |_: http::Uri| {
             let once = once.clone();
             async move {
