@@ -569,37 +569,50 @@ async fn run_step(
             eprintln!("srun timing: {what} at {:.1} ms", t0.elapsed().as_secs_f64() * 1000.0);
         }
     };
-    // Watch first, so that no event of the step can be missed.
-    let mut events = match client.watch_job(v1::WatchRequest { job_id: job }).await {
-        Ok(s) => Some(s.into_inner()),
-        Err(s) => {
-            eprintln!("srun: error: Unable to create step for job {job}: {}", status_msg(&s));
-            return (1, 1 << 8, String::new());
-        }
-    };
-    let created = match client.create_step(v1::StepCreateRequest { spec: Some(spec.clone()), wait: false }).await {
-        Ok(r) => Ok(r.into_inner()),
-        // The allocation's PrologSlurmctld still runs: wait for it without a word.
-        Err(s) if s.code() == tonic::Code::ResourceExhausted && s.message() == "Job is configuring" => client
-            .create_step(v1::StepCreateRequest { spec: Some(spec.clone()), wait: true })
-            .await
-            .map(|r| r.into_inner()),
-        Err(s) if s.code() == tonic::Code::ResourceExhausted && !standalone => {
-            eprintln!("srun: Job {job} step creation temporarily disabled, retrying (Requested nodes are busy)");
-            let waited = tokio::select! {
-                r = client.create_step(v1::StepCreateRequest { spec: Some(spec.clone()), wait: true }) => r,
-                _ = tokio::signal::ctrl_c() => {
-                    eprintln!("srun: Cancelled pending job step with signal 2");
-                    eprintln!("srun: error: Unable to create step for job {job}: Job/step already completing or completed");
-                    return (1, 1 << 8, String::new());
-                }
-            };
-            if waited.is_ok() {
-                eprintln!("srun: Step created for job {job}");
+    // Watch first, so that no event of the step can be missed. A controller that goes away
+    // before the step exists (a restart, a failover) is waited for and asked again.
+    let until = Instant::now() + Duration::from_secs(120);
+    let (mut events, created) = loop {
+        let events = match client.watch_job(v1::WatchRequest { job_id: job }).await {
+            Ok(s) => Some(s.into_inner()),
+            Err(s) => {
+                eprintln!("srun: error: Unable to create step for job {job}: {}", status_msg(&s));
+                return (1, 1 << 8, String::new());
             }
-            waited.map(|r| r.into_inner())
+        };
+        let created = match client.create_step(v1::StepCreateRequest { spec: Some(spec.clone()), wait: false }).await {
+            Ok(r) => Ok(r.into_inner()),
+            // The allocation's PrologSlurmctld still runs: wait for it without a word.
+            Err(s) if s.code() == tonic::Code::ResourceExhausted && s.message() == "Job is configuring" => client
+                .create_step(v1::StepCreateRequest { spec: Some(spec.clone()), wait: true })
+                .await
+                .map(|r| r.into_inner()),
+            Err(s) if s.code() == tonic::Code::ResourceExhausted && !standalone => {
+                eprintln!("srun: Job {job} step creation temporarily disabled, retrying (Requested nodes are busy)");
+                let waited = tokio::select! {
+                    r = client.create_step(v1::StepCreateRequest { spec: Some(spec.clone()), wait: true }) => r,
+                    _ = tokio::signal::ctrl_c() => {
+                        eprintln!("srun: Cancelled pending job step with signal 2");
+                        eprintln!("srun: error: Unable to create step for job {job}: Job/step already completing or completed");
+                        return (1, 1 << 8, String::new());
+                    }
+                };
+                if waited.is_ok() {
+                    eprintln!("srun: Step created for job {job}");
+                }
+                waited.map(|r| r.into_inner())
+            }
+            Err(s) => Err(s),
+        };
+        match &created {
+            Err(s) if s.code() == tonic::Code::Unavailable && Instant::now() < until => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                if let Ok(c) = common::connect_config().await {
+                    *client = c;
+                }
+            }
+            _ => break (events, created),
         }
-        Err(s) => Err(s),
     };
     let reply = match created {
         Ok(r) => r,

@@ -134,7 +134,11 @@ pub async fn run(conf_path: &Path, host: Option<&str>) -> Result<(), ControllerE
     let view = Arc::new(ArcSwap::from_pointee(view::View::default()));
     let mut owner = owner::Owner::recover(cfg.clone(), journal, rec, view.clone()).map_err(ControllerError::Recover)?;
     if let Some(h) = &ha {
-        owner.take_over(h.clone())?;
+        // The controller this one took over from may still have been writing (frozen past
+        // its lease): the new generation cannot be made. Stand by and claim again.
+        if let Err(e) = owner.take_over(h.clone()) {
+            h.fence(&format!("starting a new journal generation: {e}"));
+        }
     }
     let (tx, rx) = std::sync::mpsc::channel();
     owner.set_self_tx(tx.clone());

@@ -192,9 +192,26 @@ pub(crate) fn read_snapshot(path: &Path) -> Result<(Option<SnapHeader>, u64, Vec
 }
 
 /// Writes a new segment `g` (its header only) and syncs it and the directory.
-fn new_segment(dir: &Path, h: &SegHeader) -> Result<File, JournalError> {
+///
+/// `exclusive`: the file must not exist yet (controllers sharing the directory: a segment
+/// another one made is never truncated, whatever the timing).
+fn new_segment(dir: &Path, h: &SegHeader, exclusive: bool) -> Result<File, JournalError> {
     let path = segment_path(dir, h.generation);
-    let mut f = private::file_options().create(true).write(true).truncate(true).open(&path).map_err(io_err(&path))?;
+    let mut opts = private::file_options();
+    if exclusive {
+        opts.write(true).create_new(true);
+    } else {
+        opts.create(true).write(true).truncate(true);
+    }
+    let mut f = match opts.open(&path) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            return Err(JournalError::Fenced(format!(
+                "{} is there already: another controller writes this state directory",
+                path.display()
+            )))
+        }
+        r => r.map_err(io_err(&path))?,
+    };
     f.write_all(&h.encode()).and_then(|_| f.sync_all()).map_err(io_err(&path))?;
     sync_dir(dir)?;
     Ok(f)
@@ -227,11 +244,12 @@ pub(crate) fn start_generation(
     state: &[u8],
     flags: u32,
     schema: u32,
+    exclusive: bool,
 ) -> Result<File, JournalError> {
     let snap =
         SnapHeader { generation, seq, flags, body_crc: crc32fast::hash(state), body_len: state.len() as u64, schema };
     let seg = SegHeader { generation, first_seq: seq, snapshot_id: snap.id() };
-    let file = new_segment(dir, &seg)?;
+    let file = new_segment(dir, &seg, exclusive)?;
     if let Err(e) = write_snapshot(dir, &snap, state) {
         let _ = fs::remove_file(segment_path(dir, generation));
         return Err(e);
@@ -397,7 +415,7 @@ impl Journal {
             }
             rec.notes.push(format!("{} was left by a start that never completed; starting afresh", p.display()));
         }
-        let file = start_generation(dir, 0, 0, &[], FLAG_EMPTY, 0)?;
+        let file = start_generation(dir, 0, 0, &[], FLAG_EMPTY, 0, false)?;
         let mut j = Journal::new(dir, 0, file, SEG_HDR as u64, 0);
         j.reserve();
         Ok((j, rec))
@@ -582,14 +600,8 @@ impl Journal {
         self.commit()?;
         let next = self.generation + 1;
         self.may_write()?;
-        if self.fence.is_some() && segment_path(&self.dir, next).exists() {
-            // Only another controller of this directory makes the next generation.
-            return Err(JournalError::Fenced(format!(
-                "{} is there already: another controller writes this state directory",
-                segment_path(&self.dir, next).display()
-            )));
-        }
-        let file = start_generation(&self.dir, next, self.seq, state, 0, self.schema)?;
+        // Shared with standbys: only another controller makes a generation that is there.
+        let file = start_generation(&self.dir, next, self.seq, state, 0, self.schema, self.fence.is_some())?;
         self.release_reserve();
         let mut j = Journal::new(&self.dir, next, file, SEG_HDR as u64, self.seq);
         j.schema = self.schema;

@@ -53,6 +53,16 @@ fn a_standby_takes_over_when_the_primary_dies_and_hands_back() {
         "Slurm's ping lines for a pair: {out}"
     );
     let mut ids: Vec<u32> = (0..3).map(|_| job(&c)).collect();
+    // An srun whose step runs across the failover: its tasks' I/O and its end reach it.
+    let srun = c
+        .command("srun", &["-N2", "-n2", "bash", "-c", "sleep 5; echo survived"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.wait_until("srun's step to run", Duration::from_secs(20), || {
+        c.ok("squeue", &["-h", "-s", "-o", "%i %j"]).lines().any(|l| l.ends_with(".0 bash"))
+    });
 
     c.kill_controller_at(0);
     let t = Instant::now();
@@ -67,6 +77,9 @@ fn a_standby_takes_over_when_the_primary_dies_and_hands_back() {
     assert!(out.starts_with("Slurmctld(primary) at ctl1 is DOWN\nSlurmctld(backup) at ctl2 is UP\n"), "{out}");
     // The node agents followed: the jobs of both controllers run to the end, each once.
     ran_once(&c, &ids);
+    let out = srun.wait_with_output().unwrap();
+    assert!(out.status.success(), "srun across the failover: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "survived\nsurvived\n");
 
     // The primary comes back and asks for control, as Slurm's does.
     c.start_controller();
