@@ -79,6 +79,11 @@ pub fn blocker_text(b: &v1::Blocker) -> String {
     match b.kind.as_str() {
         "held" if b.flag => "held by an administrator (scontrol release)".into(),
         "held" => "held by its user (scontrol release)".into(),
+        "fenced" => format!(
+            "requeued after node {} failed: it starts again once that node is known to have stopped its last run \
+             (the node's agent reports back, or an operator sets the node DOWN)",
+            b.name
+        ),
         "dependency" if b.flag => "its dependency can never be satisfied (DependencyNeverSatisfied)".into(),
         "dependency" => "its dependency is not satisfied yet".into(),
         "begin_time" => format!("not eligible before {} (--begin)", common::fmt_time(b.at)),

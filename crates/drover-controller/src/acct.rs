@@ -164,7 +164,13 @@ pub fn records(cfg: &Config, b: &Batch) -> v1::AcctRecords {
                 let mut rec = job_record(cfg, j);
                 if let Some(i) = rec.info.as_mut() {
                     // A run that preemption ended, or a requeue.
-                    i.state = if j.status.state_desc == "PREEMPTED" { "PREEMPTED" } else { "REQUEUED" }.into();
+                    // A run that preemption ended, that its node's failure ended, or a requeue.
+                    i.state = match j.status.state_desc.as_str() {
+                        "PREEMPTED" => "PREEMPTED",
+                        "NODE_FAIL" => "NODE_FAIL",
+                        _ => "REQUEUED",
+                    }
+                    .into();
                     i.end_time = *end_time;
                 }
                 let mut ended = (**j).clone();

@@ -16,6 +16,7 @@ fn blocker(b: &Blocker) -> v1::Blocker {
     let kind = |k: &str| v1::Blocker { kind: k.into(), ..Default::default() };
     match b {
         Blocker::Held { admin } => v1::Blocker { flag: *admin, ..kind("held") },
+        Blocker::Fenced => kind("fenced"),
         Blocker::Dependency { never } => v1::Blocker { flag: *never, ..kind("dependency") },
         Blocker::BeginTime { at } => v1::Blocker { at: *at, ..kind("begin_time") },
         Blocker::ArrayThrottle { running, limit } => {

@@ -267,6 +267,9 @@ pub struct Owner {
     /// The lease this controller holds where several controllers share the state directory.
     ha: Option<Arc<crate::ha::Ha>>,
     relinquish: bool,
+    /// Units (the job, its steps) of fenced jobs that a node which came back still runs: the
+    /// fence on it lifts when the last ends (memory only: a restart asks the node again).
+    fence_units: HashMap<(JobId, String), BTreeSet<Option<StepId>>>,
     names: NameCache,
     /// Accounting's associations and QoS (from its last read, or the cache of it).
     acct_admin: Option<Box<crate::acct::Admin>>,
@@ -421,6 +424,7 @@ impl Owner {
             shutdown: false,
             ha: None,
             relinquish: false,
+            fence_units: HashMap::new(),
             names: NameCache::default(),
             acct_admin: None,
             limit_caps: Vec::new(),
@@ -707,7 +711,10 @@ impl Owner {
                 self.reply(reply, r);
             }
             Msg::Explain { job, reply } => {
-                let r = crate::explain::reply(self.core.explain(job, now()));
+                let mut r = crate::explain::reply(self.core.explain(job, now()));
+                for b in r.blockers.iter_mut().filter(|b| b.kind == "fenced") {
+                    b.name = self.durable.fences.get(&job).map(|n| n.join(",")).unwrap_or_default();
+                }
                 self.reply(reply, Ok(r));
             }
             Msg::Reconfigure { caller, reply } => {

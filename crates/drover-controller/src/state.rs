@@ -334,6 +334,12 @@ pub enum Record {
     ResvDelete {
         name: String,
     },
+    /// A job requeued after a node failed waits until these nodes are known to have stopped
+    /// its last run (none: it may start). State version 2.
+    Fence {
+        id: JobId,
+        nodes: Vec<String>,
+    },
 }
 
 /// What accounting has not confirmed yet, where slurm.conf sends records there. A job is
@@ -369,6 +375,10 @@ pub struct Durable {
     /// Advance reservations by name, and the last number a generated name used.
     pub resvs: Resvs,
     pub resv_seq: u32,
+    /// Requeued jobs waiting for nodes to confirm their last run stopped ([`Record::Fence`]).
+    /// Encoded after the rest (state version 2), so that a version-1 snapshot reads as none.
+    #[serde(skip)]
+    pub fences: BTreeMap<JobId, Vec<String>>,
 }
 
 /// Advance reservations in the order they were made (the order Slurm lists them in); a
@@ -444,7 +454,8 @@ impl Durable {
             Record::ArrayThrottle { .. }
             | Record::NodeAdmin { .. }
             | Record::ResvSet { .. }
-            | Record::ResvDelete { .. } => {}
+            | Record::ResvDelete { .. }
+            | Record::Fence { .. } => {}
         }
     }
 
@@ -476,6 +487,7 @@ impl Durable {
             }
             Record::Purge { id } => {
                 self.jobs.remove(&id);
+                self.fences.remove(&id);
             }
             Record::ArrayThrottle { array, throttle } => {
                 self.jobs.update_where(
@@ -516,6 +528,13 @@ impl Durable {
             Record::ResvDelete { name } => {
                 self.resvs.remove(&name);
             }
+            Record::Fence { id, nodes } => {
+                if nodes.is_empty() {
+                    self.fences.remove(&id);
+                } else {
+                    self.fences.insert(id, nodes);
+                }
+            }
             Record::StepSet { id, step } => {
                 if let Some(j) = self.jobs.get_mut(&id) {
                     let steps = Arc::make_mut(j).steps.get_or_insert_with(Default::default);
@@ -545,18 +564,27 @@ impl Durable {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        postcard::to_stdvec(self).expect("invariant: state serializes")
+        let mut b = postcard::to_stdvec(self).expect("invariant: state serializes");
+        b.extend(postcard::to_stdvec(&self.fences).expect("invariant: fences serialize"));
+        b
     }
 
+    /// Reads state of version 1 (no fences after it) and 2.
     pub fn decode(bytes: &[u8]) -> Result<Durable, postcard::Error> {
-        postcard::from_bytes(bytes)
+        let (mut d, rest): (Durable, &[u8]) = postcard::take_from_bytes(bytes)?;
+        if !rest.is_empty() {
+            d.fences = postcard::from_bytes(rest)?;
+        }
+        Ok(d)
     }
 }
 
 /// The version of the state's encoding (snapshots and records): raised whenever a durable
 /// type changes shape, with the reading of the older one kept. A controller refuses state of
 /// a newer version than its own, and snapshots at once state of an older one.
-pub const STATE_SCHEMA: u32 = 1;
+///
+/// 2: requeued jobs' fences ([`Record::Fence`], and after the rest of a snapshot).
+pub const STATE_SCHEMA: u32 = 2;
 
 pub fn encode_record(r: &Record) -> Vec<u8> {
     postcard::to_stdvec(r).expect("invariant: record serializes")
@@ -569,6 +597,20 @@ pub fn decode_record(b: &[u8]) -> Result<Record, postcard::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Version 2 puts the fences after the rest: a version-1 snapshot (nothing after it)
+    /// reads as none, and version 2 reads back whole.
+    #[test]
+    fn fences_follow_the_state_and_version_one_reads_as_none() {
+        let mut d = Durable { next_job_id: 7, ..Default::default() };
+        let v1 = postcard::to_stdvec(&d).unwrap();
+        assert_eq!(Durable::decode(&v1).unwrap(), d);
+        d.apply(Record::Fence { id: 3, nodes: vec!["n1".into()] }, None);
+        let back = Durable::decode(&d.encode()).unwrap();
+        assert_eq!(back.fences.get(&3), Some(&vec!["n1".to_string()]));
+        d.apply(Record::Fence { id: 3, nodes: Vec::new() }, None);
+        assert!(Durable::decode(&d.encode()).unwrap().fences.is_empty());
+    }
 
     #[test]
     fn a_packed_spec_unpacks_to_the_same_request() {

@@ -137,6 +137,9 @@ pub struct Config {
     /// the active one's lease to be renewed before it takes over (Drover's default is shorter
     /// than Slurm's 120 s: see [`Config::controller_lease`]).
     pub slurmctld_timeout: Option<u32>,
+    /// `JobRequeue`: batch jobs may be requeued (after a node failure) unless they say
+    /// `--no-requeue` (default 1).
+    pub job_requeue: bool,
     pub min_job_age: u32,
     pub return_to_service: u32,
     pub enforce_part_limits: EnforcePartLimits,
@@ -348,6 +351,7 @@ impl Default for Config {
             kill_wait: 30,
             slurmd_timeout: 300,
             slurmctld_timeout: None,
+            job_requeue: true,
             min_job_age: 300,
             return_to_service: 0,
             enforce_part_limits: EnforcePartLimits::No,
@@ -454,6 +458,7 @@ const SUPPORTED: &[&str] = &[
     "killwait",
     "slurmdtimeout",
     "slurmctldtimeout",
+    "jobrequeue",
     "minjobage",
     "returntoservice",
     "enforcepartlimits",
@@ -1006,6 +1011,7 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                 "killwait" => cfg.kill_wait = num(v)?,
                 "slurmdtimeout" => cfg.slurmd_timeout = num(v)?,
                 "slurmctldtimeout" => cfg.slurmctld_timeout = Some(num(v)?.max(1)),
+                "jobrequeue" => cfg.job_requeue = num(v)? != 0,
                 "minjobage" => cfg.min_job_age = num(v)?,
                 "returntoservice" => cfg.return_to_service = num(v)?,
                 "enforcepartlimits" => {

@@ -116,6 +116,9 @@ impl PartitionRes {
 pub enum Hold {
     User,
     Admin,
+    /// Requeued after its node failed: it waits until the nodes of its last run are known
+    /// to have stopped it (a job never runs twice at once). Reason `NodeDown`.
+    Fenced,
 }
 
 /// A pending job, reduced to what placement needs. The queue may hold millions of these, so
@@ -1152,6 +1155,7 @@ impl Core {
             let reason = match job.hold {
                 Some(Hold::User) => PendingReason::JobHeldUser,
                 Some(Hold::Admin) => PendingReason::JobHeldAdmin,
+                Some(Hold::Fenced) => PendingReason::NodeDown,
                 None => continue,
             };
             if *old != reason {
@@ -1568,6 +1572,7 @@ impl Core {
         match job.hold {
             Some(Hold::User) => return Err(PendingReason::JobHeldUser),
             Some(Hold::Admin) => return Err(PendingReason::JobHeldAdmin),
+            Some(Hold::Fenced) => return Err(PendingReason::NodeDown),
             None => {}
         }
         match self.dep_state(job, now) {

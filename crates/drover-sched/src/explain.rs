@@ -13,6 +13,9 @@ pub enum Blocker {
     Held {
         admin: bool,
     },
+    /// Requeued after a node failed: waits until the nodes of its last run are known to have
+    /// stopped it (the controller names them).
+    Fenced,
     /// Dependencies not satisfied (`never`: they cannot be any more).
     Dependency {
         never: bool,
@@ -100,6 +103,7 @@ impl Core {
         match job.hold {
             Some(Hold::User) => b.push(Blocker::Held { admin: false }),
             Some(Hold::Admin) => b.push(Blocker::Held { admin: true }),
+            Some(Hold::Fenced) => b.push(Blocker::Fenced),
             None => {}
         }
         if let Some(never) = self.dependency_blocks(job, now) {

@@ -183,6 +183,24 @@ fn held_dependency_and_begin_reasons() {
     assert_eq!(started(&dec), [2]);
 }
 
+/// A job requeued after its node failed waits, with `NodeDown`, on an idle cluster until
+/// the controller lifts the fence; then it starts.
+#[test]
+fn a_fenced_job_waits_until_its_fence_lifts() {
+    let mut c = cluster(2, 2, 1000);
+    let mut f = job(1);
+    f.hold = Some(drover_sched::Hold::Fenced);
+    c.handle(Event::Submitted(f.clone()));
+    let dec = c.schedule(0, &mut no_ids);
+    assert!(started(&dec).is_empty());
+    assert_eq!(reason(&dec, 1), Some(PendingReason::NodeDown));
+    let e = c.explain(1, 0).unwrap();
+    assert!(e.blockers.contains(&drover_sched::explain::Blocker::Fenced), "{e:?}");
+    f.hold = None;
+    c.handle(Event::Updated(f));
+    assert_eq!(started(&c.schedule(1, &mut no_ids)), [1]);
+}
+
 #[test]
 fn partition_node_limit_pends() {
     let mut c = cluster(4, 2, 1000);

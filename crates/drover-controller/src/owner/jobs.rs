@@ -612,6 +612,7 @@ impl Owner {
     pub(super) fn job_ended_on(&mut self, node: &str, e: v1::EndedJob) {
         let ack = controller_to_node::Msg::EndedAck(v1::Ack { job_id: e.job_id, step_id: e.step_id });
         self.outbox.push((node.to_string(), ack));
+        self.fence_unit_ended(e.job_id, e.step_id, node);
         if let Some(step) = e.step_id {
             self.step_ended_on(node, step, e);
             return;
@@ -702,6 +703,8 @@ impl Owner {
             st.requeue_time = end;
             st.batch_usage = None;
             st.alloc = None;
+            // A pending job runs nowhere (a node that failed never said its run ended).
+            st.nodes_running.clear();
             st.start_time = 0;
             st.state_desc.clear();
             st.exit_status = 0;

@@ -88,6 +88,7 @@ impl Owner {
             }
         }
         let running: BTreeSet<(u32, Option<StepId>)> = reg.running.iter().map(|r| (r.job_id, r.step_id)).collect();
+        self.fences_on_register(&name, &running);
         for e in reg.ended {
             let id = e.job_id;
             if let Some(j) = self.durable.jobs.get(&id) {
@@ -199,6 +200,20 @@ impl Owner {
                 }
                 "DOWN" => {
                     admin.down = true;
+                    // An operator downing a node that does not answer says it is dead (or
+                    // powered off): requeued jobs fenced on it may start elsewhere.
+                    if !self.live.get(&n).is_some_and(|l| l.registered) {
+                        let fenced: Vec<JobId> = self
+                            .durable
+                            .fences
+                            .iter()
+                            .filter(|(_, ns)| ns.iter().any(|x| x == &n))
+                            .map(|(id, _)| *id)
+                            .collect();
+                        for id in fenced {
+                            self.unfence(id, &n, &format!("was set DOWN by uid {}", caller.uid));
+                        }
+                    }
                     self.fail_jobs_on(&n, t);
                 }
                 "RESUME" | "IDLE" => {
@@ -253,7 +268,7 @@ impl Owner {
     /// back to the queue, held unless `PrologFlags=NoHold` (a script that always fails must not
     /// requeue it in a loop); any other job fails with `why`. Returns how it ends.
     pub(super) fn launch_failed(&self, j: &Job, st: &mut JobStatus, why: &str) -> &'static str {
-        if j.batch && j.spec.unpack().requeue != Some(false) {
+        if self.may_requeue(j) {
             if !self.cfg.prolog_flags.nohold {
                 st.hold = Some(HoldKind::LaunchFailed);
             }
@@ -279,7 +294,14 @@ impl Owner {
         self.refresh_node(node);
     }
 
-    /// Jobs on a node that went down end `NODE_FAIL`, and their other nodes are told to stop.
+    /// Jobs on a node that went down: a batch job that may be requeued (`--requeue`, or
+    /// `JobRequeue=1`, the default) goes back to the queue, its run recorded `NODE_FAIL`, as
+    /// Slurm does; the others end `NODE_FAIL`. Their other nodes are told to stop them.
+    ///
+    /// A requeued job is fenced on the node that failed: it does not start again until that
+    /// node is known to have stopped its last run (its agent reports back, or an operator
+    /// sets it DOWN), so that a node cut off from the controller but still running the job
+    /// never runs it beside its new run.
     pub(super) fn fail_jobs_on(&mut self, node: &str, t: i64) {
         let victims: Vec<Arc<Job>> = self
             .durable
@@ -297,8 +319,72 @@ impl Owner {
                     self.signal_node(n, j.id, None, 0, true);
                 }
             }
-            let st = j.status.clone();
-            self.finish(j.id, st, "NODE_FAIL", t);
+            let mut st = j.status.clone();
+            if j.status.state == JobState::Running && self.may_requeue(&j) {
+                crate::log(&format!("requeue job {} due to failure of node {node}", j.id));
+                // Its run goes to accounting as NODE_FAIL.
+                st.state_desc = "NODE_FAIL".into();
+                self.set_status(j.id, st.clone());
+                self.record(Record::Fence { id: j.id, nodes: vec![node.to_string()] });
+                self.finish(j.id, st, "REQUEUE", t);
+            } else {
+                crate::log(&format!("Killing job {} on failed node {node}", j.id));
+                self.finish(j.id, st, "NODE_FAIL", t);
+            }
+        }
+    }
+
+    /// Whether a batch job may go back to the queue (`--requeue`/`--no-requeue`, else
+    /// `JobRequeue`).
+    pub(super) fn may_requeue(&self, j: &Job) -> bool {
+        j.batch && j.spec.unpack().requeue.unwrap_or(self.cfg.job_requeue)
+    }
+
+    /// `node` is known to have stopped the last run of fenced job `id`: once no node is left
+    /// to hear from, the job may start again.
+    pub(super) fn unfence(&mut self, id: JobId, node: &str, why: &str) {
+        let Some(nodes) = self.durable.fences.get(&id) else { return };
+        if !nodes.iter().any(|n| n == node) {
+            return;
+        }
+        let rest: Vec<String> = nodes.iter().filter(|n| *n != node).cloned().collect();
+        self.fence_units.retain(|(j, n), _| !(*j == id && n == node));
+        let free = rest.is_empty();
+        self.record(Record::Fence { id, nodes: rest });
+        crate::log(&format!("job {id}: node {node} {why}{}", if free { "; the job may start again" } else { "" }));
+        if free {
+            if let Some(j) = self.durable.jobs.get(&id).cloned() {
+                if j.status.state == JobState::Pending {
+                    self.core.handle(Event::Updated(self.sched_job(&j)));
+                }
+            }
+        }
+    }
+
+    /// A node's agent registered: fenced jobs it no longer runs are free of it; of those it
+    /// still runs, it is told to stop them (below), and each unit's end is awaited.
+    fn fences_on_register(&mut self, name: &str, running: &BTreeSet<(u32, Option<StepId>)>) {
+        let fenced: Vec<JobId> =
+            self.durable.fences.iter().filter(|(_, ns)| ns.iter().any(|n| n == name)).map(|(id, _)| *id).collect();
+        for id in fenced {
+            let units: BTreeSet<Option<StepId>> = running.iter().filter(|(j, _)| *j == id).map(|(_, s)| *s).collect();
+            if units.is_empty() {
+                self.unfence(id, name, "is back and does not run its last run");
+            } else {
+                self.fence_units.insert((id, name.to_string()), units);
+            }
+        }
+    }
+
+    /// A unit of job `id` ended on `node`: where the job is fenced on that node, one fewer
+    /// to wait for.
+    pub(super) fn fence_unit_ended(&mut self, id: JobId, step: Option<StepId>, node: &str) {
+        let key = (id, node.to_string());
+        let Some(units) = self.fence_units.get_mut(&key) else { return };
+        units.remove(&step);
+        if units.is_empty() {
+            self.fence_units.remove(&key);
+            self.unfence(id, node, "stopped its last run");
         }
     }
 

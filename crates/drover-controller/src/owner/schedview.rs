@@ -17,6 +17,9 @@ impl Owner {
         array: Option<&crate::state::ArrayPart>,
     ) -> SchedJob {
         let mut sj = Self::sched_job_from(id, spec, status, array);
+        if self.durable.fences.contains_key(&id) {
+            sj.hold = Some(Hold::Fenced);
+        }
         if let Some(tmp) = spec.tmp_mb {
             // --tmp: nodes with less TmpDisk are out (what they hold is not tracked).
             let small = self.cfg.nodes.iter().filter(|n| n.tmp_disk_mb < tmp).map(|n| n.name.clone());

@@ -755,8 +755,9 @@ pub struct ExplainRequest {
 /// One thing that keeps a waiting job from starting now (drover explain).
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct Blocker {
-    /// held, dependency, begin_time, array_throttle, licenses, limit, reservation, partition,
-    /// reserved, resources, topology (name: block or switches), backfill, priority
+    /// held, fenced (name: the nodes), dependency, begin_time, array_throttle, licenses, limit,
+    /// reservation, partition, reserved, resources, topology (name: block or switches),
+    /// backfill, priority
     #[prost(string, tag = "1")]
     pub kind: ::prost::alloc::string::String,
     /// A Slurm reason name where one applies (limit, partition).
