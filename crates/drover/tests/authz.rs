@@ -69,6 +69,10 @@ rpcs![
     Reservation,
     Diag,
     DiagReset,
+    // Controller failover (the test's cluster has a primary and a standby).
+    HaStatus,
+    Takeover,
+    Relinquish,
     // The node link.
     Session,
     // Accounting.
@@ -109,7 +113,9 @@ fn expected(rpc: Rpc, who: Who) -> Outcome {
         Ping | GetState | ListJobs | Explain | WatchJob | Submit | Diag | AcctPing | Jobs | AdminGet | Usage => Allowed,
         Cancel | Hold | CreateStep | CompleteJob | StepStat | AttachStep => owner_op_root,
         UpdateNode | Reservation | DiagReset | AdminPut | AdminDelete => op_root,
-        Reconfigure | Shutdown | Session | Record => root,
+        HaStatus => Allowed,
+        // Slurm's REQUEST_TAKEOVER and REQUEST_CONTROL: root and SlurmUser only.
+        Reconfigure | Shutdown | Session | Record | Takeover | Relinquish => root,
     }
 }
 
@@ -205,6 +211,11 @@ async fn call(rpc: Rpc, ch: tonic::transport::Channel, job: u32) -> Outcome {
             .await,
         ),
         Reconfigure => outcome(ctl.reconfigure(v1::Empty {}).await),
+        HaStatus => outcome(v1::controller_ha_client::ControllerHaClient::new(ch.clone()).status(v1::Empty {}).await),
+        Takeover => outcome(v1::controller_ha_client::ControllerHaClient::new(ch.clone()).takeover(v1::Empty {}).await),
+        Relinquish => {
+            outcome(v1::controller_ha_client::ControllerHaClient::new(ch.clone()).relinquish(v1::Empty {}).await)
+        }
         Diag => outcome(ctl.diag(v1::DiagRequest { reset: false }).await),
         DiagReset => outcome(ctl.diag(v1::DiagRequest { reset: true }).await),
         Shutdown => outcome(ctl.shutdown(v1::Empty {}).await),
@@ -255,7 +266,7 @@ fn every_rpc_answers_every_caller_as_the_table_says() {
     let owner = TestUser::create(&format!("drmo{pid}"));
     let other = TestUser::create(&format!("drmx{pid}"));
     let operator = TestUser::create(&format!("drmp{pid}"));
-    let c = Cluster::start(EXE, Options { nodes: 2, accounting: true, ..Default::default() });
+    let c = Cluster::start(EXE, Options { nodes: 2, accounting: true, controllers: 2, ..Default::default() });
     // The operator, as accounting names one; the controller learns it within seconds.
     c.ok("sacctmgr", &["-i", "add", "user", &operator.name, "Account=root", "AdminLevel=Operator"]);
     let dir = c.path().join("work");
@@ -278,8 +289,9 @@ fn every_rpc_answers_every_caller_as_the_table_says() {
     let mut tried = 0;
     for &rpc in ALL {
         for who in BAD.iter().chain(PEOPLE.iter()).copied() {
-            // Root's own shutdown and node registration would end the test's cluster.
-            if who == Who::Root && matches!(rpc, Shutdown | Session) {
+            // Root's own shutdown, node registration and handing control over would change
+            // the test's cluster under it.
+            if who == Who::Root && matches!(rpc, Shutdown | Session | Takeover | Relinquish) {
                 continue;
             }
             let want = expected(rpc, who);
@@ -307,7 +319,11 @@ fn every_rpc_answers_every_caller_as_the_table_says() {
         }
     }
     assert!(wrong.is_empty(), "{} of {tried} differ:\n{}\n{}", wrong.len(), wrong.join("\n"), c.logs());
-    assert!(tried >= 200, "{tried}");
+    assert!(tried >= 220, "{tried}");
+    // Nobody but root handed control over: ctl1 took it once, at the start.
+    let log = std::fs::read_to_string(c.path().join("log/controller.log")).unwrap();
+    assert_eq!(log.matches("took control: term").count(), 1, "{log}");
+    assert!(!log.contains("hand control over"), "{log}");
     // The owner's job is as it was: held, and pending.
     assert_eq!(c.state(job), "PENDING");
     // Refusals are logged with who and where from.
