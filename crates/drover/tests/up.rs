@@ -199,3 +199,53 @@ fn drover_up_restarts_only_what_is_missing_and_down_stops_everything() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// `drover up --controllers 2` as docs/ha.md walks through it: two controllers answer
+/// `scontrol ping`; the primary killed, a submission waits for the standby and is accepted; a
+/// second `drover up` brings the primary back, which takes control again; `drover down`
+/// stops both.
+#[test]
+fn drover_up_with_a_standby_controller_fails_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("cluster");
+    let s = state.display().to_string();
+    let up = Command::new(EXE)
+        .args(["up", "--detach", "--nodes", "1", "--controllers", "2", "--no-accounting", "--state-dir", &s])
+        .output()
+        .unwrap();
+    assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
+    let conf = std::fs::read_to_string(state.join("slurm.conf")).unwrap();
+    assert!(conf.contains("SlurmctldHost=ctl1(127.0.0.1)\nSlurmctldHost=ctl2(127.0.0.2)\n"), "{conf}");
+    let ping = run_in(&state, dir.path(), "scontrol", &["ping"]);
+    assert_eq!(
+        String::from_utf8_lossy(&ping.stdout),
+        "Slurmctld(primary) at ctl1 is UP\nSlurmctld(backup) at ctl2 is UP\n"
+    );
+    let primary: i32 = std::fs::read_to_string(state.join("run/controller.pid")).unwrap().trim().parse().unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(primary), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let t = Instant::now();
+    let out = run_in(&state, dir.path(), "sbatch", &["--wrap", "true"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    let log = std::fs::read_to_string(state.join("log/controller-ctl2.log")).unwrap();
+    assert!(log.contains("took control: term 2"), "{log}");
+    let again = Command::new(EXE).args(["up", "--detach", "--state-dir", &s]).output().unwrap();
+    let err = String::from_utf8_lossy(&again.stderr).to_string();
+    assert!(again.status.success() && err.contains("starting the controller ctl1"), "{err}");
+    let t = Instant::now();
+    loop {
+        let log = std::fs::read_to_string(state.join("log/controller-ctl1.log")).unwrap_or_default();
+        if log.contains("took control: term 3") {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "{log}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let down = Command::new(EXE).args(["down", "--state-dir", &s]).output().unwrap();
+    assert!(down.status.success());
+    let t = Instant::now();
+    while !drover_testkit::processes_with(&s).is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(10), "left running: {:?}", drover_testkit::processes_with(&s));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
