@@ -72,6 +72,10 @@ pub struct BenchArgs {
     /// Bench clusters whose jobs are not confined (`drover up --no-confine`).
     #[arg(long)]
     pub no_confine: bool,
+    /// Pending (held) jobs in the queue while `failover` kills controllers: the standby
+    /// recovers them all before it serves.
+    #[arg(long, value_name = "JOBS", default_value_t = 0)]
+    pub queue: usize,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -251,7 +255,7 @@ impl Drop for BenchCluster {
     }
 }
 
-fn spec(dir: &Path, hold: bool) -> JobSpec {
+pub(crate) fn spec(dir: &Path, hold: bool) -> JobSpec {
     JobSpec {
         name: "bench".into(),
         uid: nix::unistd::getuid().as_raw(),
@@ -680,7 +684,7 @@ async fn acct_outage(c: &BenchCluster, runs: usize, n: usize, outage_secs: u64, 
     Ok(())
 }
 
-async fn submit_held(cl: &common::Client, s: &v1::JobSpec, n: usize) -> Result<(), String> {
+pub(crate) async fn submit_held(cl: &common::Client, s: &v1::JobSpec, n: usize) -> Result<(), String> {
     let mut pending = Vec::new();
     for _ in 0..n {
         let mut cl2 = cl.clone();

@@ -110,9 +110,19 @@ pub async fn run(conf_path: &Path, host: Option<&str>) -> Result<(), ControllerE
     let mut early_tcp = None;
     if let Some(h) = &ha {
         let addr = h.my_addr().to_string();
-        let bound = std::net::TcpListener::bind(&addr)
-            .and_then(|l| l.set_nonblocking(true).map(|_| l))
-            .map_err(|source| ControllerError::Listen { addr: addr.clone(), source })?;
+        // A controller restarted at once (a supervisor, a fence) may find its old self's
+        // threads still letting go of the port: try for a few seconds.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let bound = loop {
+            match std::net::TcpListener::bind(&addr) {
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && std::time::Instant::now() < until => {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                r => break r,
+            }
+        }
+        .and_then(|l| l.set_nonblocking(true).map(|_| l))
+        .map_err(|source| ControllerError::Listen { addr: addr.clone(), source })?;
         let standby = bound.try_clone().map_err(|source| ControllerError::Listen { addr: addr.clone(), source })?;
         log(&format!("{} (controller {} of {}) listening on {addr}", h.name, h.index, cfg.controller_hosts.len()));
         if !h.stand_by(standby).await? {

@@ -20,6 +20,19 @@ fn pid_file(c: &BenchCluster, host: &str) -> std::path::PathBuf {
     c.dir.path().join("run").join(if first { "controller.pid".to_string() } else { format!("controller-{host}.pid") })
 }
 
+/// Until process `pid` is in one of `states` (`/proc/PID/stat`), or gone (reaped).
+fn wait_until_state(pid: i32, states: &[char]) {
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+        match state {
+            None => return,
+            Some(s) if states.contains(&s) => return,
+            _ => std::thread::sleep(Duration::from_millis(2)),
+        }
+    }
+}
+
 /// Until `sbatch --hold` is accepted (seconds since `t`).
 fn until_accepted(c: &BenchCluster, t: Instant) -> Result<f64, String> {
     loop {
@@ -54,7 +67,10 @@ fn restart_standby(c: &BenchCluster, host: &str) -> Result<(), String> {
     let t = Instant::now();
     while rt.block_on(crate::common::ha_status(&c.cfg, &addr)).is_err() {
         if t.elapsed() > Duration::from_secs(30) {
-            return Err(format!("{host} did not come back within 30 s"));
+            let log =
+                std::fs::read_to_string(c.dir.path().join(format!("log/controller-{host}.log"))).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(5).collect();
+            return Err(format!("{host} did not come back within 30 s; its log ends:\n{}", tail.join("\n")));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -63,9 +79,18 @@ fn restart_standby(c: &BenchCluster, host: &str) -> Result<(), String> {
 
 pub fn run(a: &BenchArgs) -> Result<(), String> {
     let c = BenchCluster::start_with(a.nodes, 2, a, 2)?;
+    if a.queue > 0 {
+        let rt = crate::common::runtime();
+        rt.block_on(async {
+            let cl = c.client().await?;
+            let s = drover_proto::spec_to_wire(&super::spec(c.dir.path(), true));
+            super::submit_held(&cl, &s, a.queue).await
+        })?;
+    }
     println!(
-        "drover bench: failover, 2 controllers (SlurmctldTimeout {} s), {} kills and {} freezes",
+        "drover bench: failover, 2 controllers (SlurmctldTimeout {} s), {} pending jobs, {} kills and {} freezes",
         c.cfg.controller_lease().as_secs(),
+        a.queue,
         a.runs * 4,
         a.runs * 4
     );
@@ -79,17 +104,16 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         let freeze = round % 2 == 1;
         let t = Instant::now();
         kill(Pid::from_raw(pid), if freeze { Signal::SIGSTOP } else { Signal::SIGKILL }).map_err(|e| e.to_string())?;
+        // Until the signal has taken effect: a dying controller may still answer for a moment
+        // (and its threads hold its sockets until the last is gone, after the leader shows Z).
+        wait_until_state(pid, if freeze { &['T'] } else { &[] });
         let took = until_accepted(&c, t)?;
         if freeze {
             frozen.push(took);
             // The frozen one would stand by once woken; it is replaced instead, as an
             // operator would restart a hung host.
             let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            while std::path::Path::new(&format!("/proc/{pid}/stat")).exists()
-                && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z")
-            {
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            wait_until_state(pid, &[]);
         } else {
             killed.push(took);
         }
