@@ -223,8 +223,9 @@ impl Ha {
             source,
         };
         let poll = (self.lease / 20).clamp(Duration::from_millis(20), Duration::from_millis(500));
+        // (Left in the environment: changing it while other threads run is a data race, and
+        // it says the same for the rest of this process's life.)
         let fresh = std::env::var_os(STANDBY_ENV).is_none();
-        std::env::remove_var(STANDBY_ENV);
         // A primary that starts asks whoever is in control to hand over (as Slurm's does).
         let mut ask = self.index == 0 && fresh;
         let mut seen = self.files.read_beat_raw();
