@@ -188,6 +188,6 @@ pub fn salvage(insp: &Inspection, state: &[u8], schema: u32, stamp: u64) -> Resu
         fs::copy(f, &to).map_err(io_err(&to))?;
     }
     let next = insp.max_generation + 1;
-    crate::start_generation(dir, next, insp.next_seq, state, 0, schema, false)?;
+    crate::start_generation(dir, next, insp.next_seq, state, 0, schema, None)?;
     Ok(aside)
 }

@@ -217,13 +217,16 @@ fn new_segment(dir: &Path, h: &SegHeader, exclusive: bool) -> Result<File, Journ
     Ok(f)
 }
 
-/// Atomically replaces the snapshot: written to `snapshot.tmp`, synced, renamed, the
-/// directory synced.
-fn write_snapshot(dir: &Path, h: &SnapHeader, state: &[u8]) -> Result<(), JournalError> {
+/// Atomically replaces the snapshot: written to `snapshot.tmp`, synced, renamed (once
+/// `fence` allows it), the directory synced.
+fn write_snapshot(dir: &Path, h: &SnapHeader, state: &[u8], fence: Option<&Fence>) -> Result<(), JournalError> {
     let tmp = dir.join("snapshot.tmp");
     let res = (|| {
         let mut f = private::file_options().create(true).write(true).truncate(true).open(&tmp).map_err(io_err(&tmp))?;
         f.write_all(&h.encode()).and_then(|_| f.write_all(state)).and_then(|_| f.sync_all()).map_err(io_err(&tmp))?;
+        if let Some(fence) = fence {
+            fence().map_err(JournalError::Fenced)?;
+        }
         let snap = snapshot_path(dir);
         fs::rename(&tmp, &snap).map_err(io_err(&snap))?;
         sync_dir(dir)
@@ -237,6 +240,11 @@ fn write_snapshot(dir: &Path, h: &SnapHeader, state: &[u8]) -> Result<(), Journa
 /// Starts generation `generation` from `state`: the segment first (so that a snapshot
 /// never names a segment that is not there), then the snapshot. On failure the new segment
 /// is removed again and the old state stands.
+///
+/// `fence`: the directory is shared with standbys. The segment must not exist yet (O_EXCL:
+/// one made by another controller is never truncated), the snapshot is renamed into place
+/// only while the fence allows, and a fenced start leaves the segment be (another
+/// controller may have tidied it and made its own of that name since).
 pub(crate) fn start_generation(
     dir: &Path,
     generation: u64,
@@ -244,14 +252,17 @@ pub(crate) fn start_generation(
     state: &[u8],
     flags: u32,
     schema: u32,
-    exclusive: bool,
+    fence: Option<&Fence>,
 ) -> Result<File, JournalError> {
     let snap =
         SnapHeader { generation, seq, flags, body_crc: crc32fast::hash(state), body_len: state.len() as u64, schema };
     let seg = SegHeader { generation, first_seq: seq, snapshot_id: snap.id() };
-    let file = new_segment(dir, &seg, exclusive)?;
-    if let Err(e) = write_snapshot(dir, &snap, state) {
-        let _ = fs::remove_file(segment_path(dir, generation));
+    let file = new_segment(dir, &seg, fence.is_some())?;
+    if let Err(e) = write_snapshot(dir, &snap, state, fence) {
+        let ours = !matches!(e, JournalError::Fenced(_)) && fence.is_none_or(|f| f().is_ok());
+        if ours {
+            let _ = fs::remove_file(segment_path(dir, generation));
+        }
         return Err(e);
     }
     Ok(file)
@@ -415,7 +426,7 @@ impl Journal {
             }
             rec.notes.push(format!("{} was left by a start that never completed; starting afresh", p.display()));
         }
-        let file = start_generation(dir, 0, 0, &[], FLAG_EMPTY, 0, false)?;
+        let file = start_generation(dir, 0, 0, &[], FLAG_EMPTY, 0, None)?;
         let mut j = Journal::new(dir, 0, file, SEG_HDR as u64, 0);
         j.reserve();
         Ok((j, rec))
@@ -601,7 +612,7 @@ impl Journal {
         let next = self.generation + 1;
         self.may_write()?;
         // Shared with standbys: only another controller makes a generation that is there.
-        let file = start_generation(&self.dir, next, self.seq, state, 0, self.schema, self.fence.is_some())?;
+        let file = start_generation(&self.dir, next, self.seq, state, 0, self.schema, self.fence.as_ref())?;
         self.release_reserve();
         let mut j = Journal::new(&self.dir, next, file, SEG_HDR as u64, self.seq);
         j.schema = self.schema;
@@ -661,6 +672,31 @@ mod tests {
         std::fs::write(&next, b"theirs").unwrap();
         assert!(matches!(j.snapshot(b"state", &BTreeSet::new()), Err(JournalError::Fenced(_))));
         assert_eq!(std::fs::read(&next).unwrap(), b"theirs");
+    }
+
+    /// The lease lapses while a snapshot is being written: it is not renamed into place, and
+    /// the new segment is left for whoever holds the directory now.
+    #[test]
+    fn a_lease_lost_mid_snapshot_replaces_nothing() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let (mut j, _) = Journal::open(dir.path()).unwrap();
+        let before = std::fs::read(snapshot_path(dir.path())).unwrap();
+        // The snapshot's first check passes; the one before the rename does not.
+        let calls = std::sync::Arc::new(AtomicU32::new(0));
+        let c = calls.clone();
+        j.set_fence(std::sync::Arc::new(move || {
+            if c.fetch_add(1, Ordering::SeqCst) == 0 {
+                Ok(())
+            } else {
+                Err("lease lost".into())
+            }
+        }));
+        assert!(matches!(j.snapshot(b"state", &BTreeSet::new()), Err(JournalError::Fenced(_))));
+        assert_eq!(std::fs::read(snapshot_path(dir.path())).unwrap(), before, "the snapshot stands");
+        assert!(!dir.path().join("snapshot.tmp").exists());
+        assert!(segment_path(dir.path(), 1).exists(), "the segment is left: it may be another controller's by now");
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
     }
 
     fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
