@@ -192,9 +192,8 @@ pub fn client_auth(cfg: &Config) -> Result<std::sync::Arc<drover_proto::auth::Au
 /// The controller: over its local socket on its own host, else over TCP with this user's
 /// credential. Errors are Slurm's one line (an authentication failure says what failed).
 ///
-/// Where slurm.conf names several controllers, the one in control: each is asked in turn
-/// (the primary first), and while none is (a standby taking over), asked again for up to
-/// one and a half `SlurmctldTimeout`s, as Slurm's commands wait out a failover.
+/// Where slurm.conf names several controllers, the one in control: the local socket and
+/// every controller are asked at once ([`find_active`]).
 pub async fn connect(cfg: &Config) -> Result<Client, String> {
     let client =
         |ch| ControllerClient::new(ch).max_decoding_message_size(512 << 20).max_encoding_message_size(64 << 20);
@@ -204,48 +203,35 @@ pub async fn connect(cfg: &Config) -> Result<Client, String> {
     if let Ok(ch) = drover_proto::connect_local(&cfg.controller_socket()).await {
         return Ok(client(ch));
     }
-    let auth = client_auth(cfg)?;
-    let target = drover_proto::Target::Tcp { addr: cfg.controller_addr(), auth, service: "controller" };
-    drover_proto::connect_target(target).await.map(client).map_err(|e| match e {
-        drover_proto::ConnectError::Unreachable(_) => {
-            "Unable to contact slurm controller (connect failure)".to_string()
-        }
-        drover_proto::ConnectError::Auth(a) => a.to_string(),
-    })
+    tcp_channel(cfg, &cfg.controller_addr()).await.map(client)
 }
 
 /// Of several controllers, the one in control: the local socket (on a controller's host)
 /// and every controller's address are asked at once, each again and again while it is not
 /// in control (a standby taking over) or does not answer (a frozen controller accepts
-/// connections and never answers them), for up to one and a half `SlurmctldTimeout`s.
+/// connections and never answers them), for up to one and a half `SlurmctldTimeout`s (plus
+/// 5 s for the new one to recover), as Slurm's commands wait out a failover.
 async fn find_active(cfg: &Config) -> Result<drover_proto::LocalChannel, String> {
     type Try = std::pin::Pin<Box<dyn std::future::Future<Output = Option<drover_proto::LocalChannel>> + Send>>;
-    async fn active(target: impl Fn() -> drover_proto::Target) -> Option<drover_proto::LocalChannel> {
-        let pause = std::time::Duration::from_millis(100);
-        loop {
-            if let Ok(ch) = drover_proto::connect_target(target()).await {
-                let mut ha = v1::controller_ha_client::ControllerHaClient::new(ch.clone());
-                loop {
-                    match tokio::time::timeout(std::time::Duration::from_secs(2), ha.status(v1::Empty {})).await {
-                        Ok(Ok(s)) if s.get_ref().active => return Some(ch),
-                        Ok(Ok(_)) => tokio::time::sleep(pause).await,
-                        _ => break,
-                    }
-                }
-            }
-            tokio::time::sleep(pause).await;
-        }
+    fn ask(target: impl Fn() -> drover_proto::Target + Send + Sync + 'static) -> Try {
+        Box::pin(async move {
+            let connect = || {
+                let t = target();
+                async move { drover_proto::connect_target(t).await.ok() }
+            };
+            Some(drover_proto::until_in_control(connect).await)
+        })
     }
     let auth = client_auth(cfg)?;
     let sock = cfg.controller_socket();
-    let mut tries: Vec<Try> = vec![Box::pin(active(move || drover_proto::Target::Unix(sock.clone())))];
+    let mut tries = vec![ask(move || drover_proto::Target::Unix(sock.clone()))];
     for addr in cfg.controller_addrs() {
         let auth = auth.clone();
-        tries.push(Box::pin(active(move || drover_proto::Target::Tcp {
+        tries.push(ask(move || drover_proto::Target::Tcp {
             addr: addr.clone(),
             auth: auth.clone(),
             service: "controller",
-        })));
+        }));
     }
     let within = cfg.controller_lease() * 3 / 2 + std::time::Duration::from_secs(5);
     drover_proto::first_of(tries, within)
@@ -253,8 +239,9 @@ async fn find_active(cfg: &Config) -> Result<drover_proto::LocalChannel, String>
         .ok_or_else(|| "Unable to contact slurm controller (connect failure)".to_string())
 }
 
-/// A connection to the controller at `addr` (one of several `SlurmctldHost`s), in control or not.
-pub async fn ha_channel(cfg: &Config, addr: &str) -> Result<drover_proto::LocalChannel, String> {
+/// A connection over TCP, with this user's credential, to the controller at `addr` (of
+/// several `SlurmctldHost`s, in control or not).
+pub async fn tcp_channel(cfg: &Config, addr: &str) -> Result<drover_proto::LocalChannel, String> {
     let auth = client_auth(cfg)?;
     let target = drover_proto::Target::Tcp { addr: addr.to_string(), auth, service: "controller" };
     drover_proto::connect_target(target).await.map_err(|e| match e {
@@ -267,7 +254,7 @@ pub async fn ha_channel(cfg: &Config, addr: &str) -> Result<drover_proto::LocalC
 
 /// What the controller at `addr` says of itself (scontrol ping).
 pub async fn ha_status(cfg: &Config, addr: &str) -> Result<v1::HaStatus, String> {
-    let ch = ha_channel(cfg, addr).await?;
+    let ch = tcp_channel(cfg, addr).await?;
     let mut c = v1::controller_ha_client::ControllerHaClient::new(ch);
     match tokio::time::timeout(std::time::Duration::from_secs(5), c.status(v1::Empty {})).await {
         Ok(Ok(s)) => Ok(s.into_inner()),

@@ -183,7 +183,7 @@ fn takeover(rest: &[String]) -> i32 {
     let addr = cfg.controller_addrs()[index].clone();
     let rt = common::runtime();
     let r = rt.block_on(async {
-        let ch = common::ha_channel(&cfg, &addr).await?;
+        let ch = common::tcp_channel(&cfg, &addr).await?;
         v1::controller_ha_client::ControllerHaClient::new(ch)
             .takeover(v1::Empty {})
             .await

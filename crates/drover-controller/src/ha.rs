@@ -228,19 +228,18 @@ impl Ha {
         let fresh = std::env::var_os(STANDBY_ENV).is_none();
         // A primary that starts asks whoever is in control to hand over (as Slurm's does).
         let mut ask = self.index == 0 && fresh;
-        let mut seen = self.files.read_beat_raw();
+        let mut seen = self.observe().await?.1;
         // A lease released before this backup started (the whole set was stopped) is the
         // primary's to take first: a backup waits a lease for it, as for one that expired.
         let at_start = seen.clone();
         let mut changed = Instant::now();
         let mut said = false;
         loop {
-            let (latest, holder) = self.files.latest_term().map_err(io)?;
+            let ((latest, holder), raw) = self.observe().await?;
             if let Ok(mut h) = self.holder.lock() {
                 h.clone_from(&holder);
             }
             self.term.store(latest, Ordering::Release);
-            let raw = self.files.read_beat_raw();
             if raw != seen {
                 seen = raw;
                 changed = Instant::now();
@@ -256,18 +255,26 @@ impl Ha {
                 continue;
             }
             if released || expired || nobody {
-                if self.files.claim(latest + 1, &self.name).map_err(io)? {
-                    self.take_control(
-                        latest + 1,
-                        &holder,
-                        if released {
-                            "released"
-                        } else if nobody {
-                            "unclaimed"
-                        } else {
-                            "expired"
-                        },
-                    );
+                let how = if released {
+                    "released"
+                } else if nobody {
+                    "unclaimed"
+                } else {
+                    "expired"
+                };
+                let ha = self.clone();
+                // File I/O (a sync to shared storage) off the runtime's threads.
+                let won = tokio::task::spawn_blocking(move || {
+                    let won = ha.files.claim(latest + 1, &ha.name)?;
+                    if won {
+                        ha.take_control(latest + 1, &holder, how);
+                    }
+                    Ok::<_, std::io::Error>(won)
+                })
+                .await
+                .map_err(|e| ControllerError::Serve(e.to_string()))?
+                .map_err(io)?;
+                if won {
                     return Ok(());
                 }
                 continue;
@@ -286,6 +293,17 @@ impl Ha {
                 _ = self.takeover.notified() => ask = true,
             }
         }
+    }
+
+    /// The latest claimed term and its holder, and `beat` as it reads now (off the runtime's
+    /// threads: the state directory may be on a slow file server).
+    async fn observe(&self) -> Result<((u64, String), String), ControllerError> {
+        let files = self.files.clone();
+        let path = files.path().display().to_string();
+        tokio::task::spawn_blocking(move || Ok::<_, std::io::Error>((files.latest_term()?, files.read_beat_raw())))
+            .await
+            .map_err(|e| ControllerError::Serve(e.to_string()))?
+            .map_err(|source| ControllerError::StateDir { path, source })
     }
 
     fn take_control(self: &Arc<Self>, term: u64, from: &str, how: &str) {

@@ -25,10 +25,7 @@ pub mod usage;
 pub mod userenv;
 
 use drover_model::conf::Config;
-use drover_proto::v1::{
-    self, controller_ha_client::ControllerHaClient, controller_to_node, node_link_client::NodeLinkClient,
-    node_to_controller,
-};
+use drover_proto::v1::{self, controller_to_node, node_link_client::NodeLinkClient, node_to_controller};
 use prost::Message;
 use std::collections::HashSet;
 use std::io::Write;
@@ -205,14 +202,13 @@ pub async fn run(conf_path: &Path, node: Option<&str>) -> Result<(), NodeError> 
 
 impl Agent {
     /// The controller in control: the only one, or of several `SlurmctldHost`s the one whose
-    /// lease holds (each asked in turn, the primary first).
+    /// lease holds (all asked at once: a frozen controller never answers).
     async fn controller(&self) -> Result<(String, tonic::transport::Channel), String> {
         if !self.cfg.controller_failover() {
             let addr = self.cfg.controller_addr();
             let ch = drover_proto::auth::connect_authenticated(&addr, &self.auth, "controller").await?;
             return Ok((addr, ch));
         }
-        // All at once, each given a few seconds: a frozen controller never answers.
         type Try =
             std::pin::Pin<Box<dyn std::future::Future<Output = Option<(String, tonic::transport::Channel)>> + Send>>;
         let tries: Vec<Try> = self
@@ -222,19 +218,10 @@ impl Agent {
             .map(|addr| {
                 let auth = self.auth.clone();
                 Box::pin(async move {
-                    loop {
-                        if let Ok(ch) = drover_proto::auth::connect_authenticated(&addr, &auth, "controller").await {
-                            let mut ha = ControllerHaClient::new(ch.clone());
-                            loop {
-                                match tokio::time::timeout(Duration::from_secs(2), ha.status(v1::Empty {})).await {
-                                    Ok(Ok(s)) if s.get_ref().active => return Some((addr, ch)),
-                                    Ok(Ok(_)) => tokio::time::sleep(Duration::from_millis(100)).await,
-                                    _ => break,
-                                }
-                            }
-                        }
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
+                    let connect =
+                        || async { drover_proto::auth::connect_authenticated(&addr, &auth, "controller").await.ok() };
+                    let ch = drover_proto::until_in_control(connect).await;
+                    Some((addr, ch))
                 }) as Try
             })
             .collect();

@@ -231,3 +231,32 @@ pub async fn first_of<T: Send + 'static>(
     }
     None
 }
+
+/// Connects with `connect`, again and again, until the controller there says it is in
+/// control (one of several `SlurmctldHost`s): a standby says it is not yet, a frozen one never
+/// answers (each question is given two seconds), a dead one refuses the connection. Meant to
+/// run beside the same for the other controllers ([`first_of`]).
+pub async fn until_in_control<T, F, Fut>(connect: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+    T: Clone + tonic::client::GrpcService<tonic::body::Body>,
+    T::Error: Into<tonic::codegen::StdError>,
+    T::ResponseBody: tonic::codegen::Body<Data = tonic::codegen::Bytes> + Send + 'static,
+    <T::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
+{
+    let pause = std::time::Duration::from_millis(100);
+    loop {
+        if let Some(ch) = connect().await {
+            let mut ha = crate::v1::controller_ha_client::ControllerHaClient::new(ch.clone());
+            loop {
+                match tokio::time::timeout(std::time::Duration::from_secs(2), ha.status(crate::v1::Empty {})).await {
+                    Ok(Ok(s)) if s.get_ref().active => return ch,
+                    Ok(Ok(_)) => tokio::time::sleep(pause).await,
+                    _ => break,
+                }
+            }
+        }
+        tokio::time::sleep(pause).await;
+    }
+}
