@@ -70,6 +70,9 @@ pub fn detail_lines(cfg: &drover_model::conf::Config, id: u32) -> Vec<String> {
     if let Some(secs) = e.sooner_limit_secs {
         lines.push(format!("SoonerTimeLimit={}", drover_model::duration::fmt_long(secs)));
     }
+    if let Some(secs) = e.predicted_secs {
+        lines.push(format!("PredictedRunTime={}", drover_model::duration::fmt_long(secs.max(0) as u64)));
+    }
     lines
 }
 
@@ -137,6 +140,41 @@ fn blockers_text(e: &v1::ExplainReply) -> String {
             drover_model::duration::fmt_long(secs)
         ));
     }
+    out.push_str(&prediction_text(e));
+    out
+}
+
+/// What the plan assumes about run times (bf_policy=predictive), in words.
+fn prediction_text(e: &v1::ExplainReply) -> String {
+    if !e.predictive {
+        return String::new();
+    }
+    let dur = |s: i64| drover_model::duration::fmt_long(s.max(0) as u64);
+    let mut out = String::new();
+    let runs = e.recent_runs.iter().map(|&s| dur(s)).collect::<Vec<_>>().join(" and ");
+    match e.predicted_secs {
+        Some(p) => out.push_str(&format!(
+            "The plan expects it to run {} (its user's last jobs ran {runs}); its time limit still ends it.\n",
+            dur(p)
+        )),
+        None if e.recent_runs.is_empty() => {
+            out.push_str("The plan expects it to run its time limit (its user has no recent jobs to predict from).\n")
+        }
+        None => out.push_str(&format!(
+            "The plan expects it to run its time limit (its user's last jobs ran {runs}, no shorter).\n"
+        )),
+    }
+    if e.by_limits {
+        out.push_str(
+            "A reserved job's expected start slipped past bf_slip_limit: the plan is on time limits until it starts.\n",
+        );
+    } else if e.running_early > 0 {
+        out.push_str(&format!(
+            "Expected starts assume {} running job(s) end as predicted, before their time limits; \
+             if they run longer, starts move later.\n",
+            e.running_early
+        ));
+    }
     out
 }
 
@@ -161,6 +199,12 @@ fn json_of(job: &v1::JobInfo, e: &v1::ExplainReply) -> serde_json::Value {
             "nodes_need": b.nodes_need,
         })).collect::<Vec<_>>(),
         "sooner_time_limit_secs": e.sooner_limit_secs,
+        "prediction": e.predictive.then(|| serde_json::json!({
+            "predicted_secs": e.predicted_secs,
+            "recent_runs": e.recent_runs,
+            "running_jobs_expected_early": e.running_early,
+            "planned_by_limits": e.by_limits,
+        })),
     })
 }
 

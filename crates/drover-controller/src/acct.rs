@@ -280,6 +280,62 @@ pub async fn deliver(
     }
 }
 
+/// How far back the controller reads accounting's jobs at start for run-time predictions.
+const RUN_HISTORY: i64 = 7 * 86400;
+
+/// Once at start: the run times of the cluster's jobs that ended in the last week, from
+/// accounting, oldest end first, handed to the owner (predictions learn from them). Tried
+/// until accounting answers.
+pub async fn learn_runs(
+    cfg: Arc<Config>,
+    tx: std::sync::mpsc::Sender<Msg>,
+    addr: String,
+    auth: Arc<drover_proto::auth::Auth>,
+) {
+    let mut backoff = Duration::from_millis(500);
+    loop {
+        match recent_runs(&cfg, &addr, &auth).await {
+            Ok(runs) => {
+                let _ = tx.send(Msg::RunHistory(runs));
+                return;
+            }
+            Err(_) => {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+            }
+        }
+    }
+}
+
+async fn recent_runs(cfg: &Config, addr: &str, auth: &drover_proto::auth::Auth) -> Result<Vec<(u32, i64)>, String> {
+    let ch = drover_proto::auth::connect_authenticated(addr, auth, "accounting").await.map_err(|e| e.to_string())?;
+    let mut c = AccountingClient::new(ch).max_decoding_message_size(256 << 20);
+    let now = jiff::Timestamp::now().as_second();
+    let q = v1::AcctQuery {
+        clusters: vec![cfg.cluster_name.clone()],
+        states: ["COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED"]
+            .map(String::from)
+            .to_vec(),
+        start: now - RUN_HISTORY,
+        end: now,
+        no_steps: true,
+        ..Default::default()
+    };
+    let mut stream = c.jobs(q).await.map_err(|e| e.message().to_string())?.into_inner();
+    let mut ended: Vec<(i64, u32, u32, i64)> = Vec::new();
+    while let Some(rows) = stream.message().await.map_err(|e| e.message().to_string())? {
+        for j in rows.jobs {
+            let Some(i) = j.info else { continue };
+            if i.start_time > 0 && i.end_time >= i.start_time {
+                let uid = i.spec.as_ref().map_or(0, |s| s.uid);
+                ended.push((i.end_time, i.job_id, uid, (i.end_time - i.start_time - i.suspended_secs).max(0)));
+            }
+        }
+    }
+    ended.sort_unstable();
+    Ok(ended.into_iter().map(|(_, _, uid, secs)| (uid, secs)).collect())
+}
+
 /// How often the controller reads accounting's associations and QoS (what sacctmgr
 /// changed reaches submissions within this).
 const ADMIN_REFRESH: Duration = Duration::from_secs(2);

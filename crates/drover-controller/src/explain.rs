@@ -5,10 +5,16 @@ use drover_sched::explain::{Blocker, Explanation, Sooner};
 
 pub fn reply(e: Option<Explanation>) -> v1::ExplainReply {
     let Some(e) = e else { return v1::ExplainReply::default() };
+    let p = e.prediction.clone().unwrap_or_default();
     v1::ExplainReply {
         waiting: true,
         blockers: e.blockers.iter().map(blocker).collect(),
         sooner_limit_secs: e.sooner.map(|Sooner::ShorterLimit { secs }| secs),
+        predictive: e.prediction.is_some(),
+        predicted_secs: p.secs,
+        recent_runs: p.recent,
+        running_early: p.running_early,
+        by_limits: p.by_limits,
     }
 }
 

@@ -158,6 +158,7 @@ pub async fn run(conf_path: &Path, host: Option<&str>) -> Result<(), ControllerE
         let wake = Arc::new(Notify::new());
         owner.set_acct_wake(wake.clone());
         tokio::spawn(acct::deliver(cfg.clone(), tx.clone(), addr.clone(), auth.clone(), wake));
+        tokio::spawn(acct::learn_runs(cfg.clone(), tx.clone(), addr.clone(), auth.clone()));
         tokio::spawn(acct::follow_admin(
             cfg.clone(),
             tx.clone(),

@@ -32,6 +32,7 @@ use tonic::Status;
 mod control;
 mod jobs;
 mod nodes;
+mod predict;
 mod priority;
 mod resv;
 mod schedview;
@@ -144,6 +145,9 @@ pub enum Msg {
     },
     /// Accounting's associations and QoS, as read now.
     AcctAdmin(Box<v1::AdminState>),
+    /// Run times of the cluster's recent jobs from accounting, oldest end first: (uid,
+    /// seconds). What run-time predictions learn from at start.
+    RunHistory(Vec<(u32, i64)>),
     /// sdiag: the owner's statistics (and a fresh start of them with `reset`).
     Diag {
         reset: bool,
@@ -225,6 +229,9 @@ struct PendingStat {
 
 pub struct Owner {
     cfg: Arc<Config>,
+    /// Run times of jobs that ended since start, kept until accounting's history of the
+    /// jobs before them has come (predictions learn in order); `None` once it has.
+    runs_since_start: Option<Vec<(u32, i64)>>,
     /// `SlurmUser`'s uid (with root, an administrator of the cluster).
     slurm_user_uid: Option<u32>,
     /// What srun's I/O keys are derived from (`StateSaveLocation/io.key`).
@@ -432,6 +439,7 @@ impl Owner {
             preempting: BTreeMap::new(),
             resv_active: Vec::new(),
             resv_view: Arc::default(),
+            runs_since_start: Some(Vec::new()),
             fs: crate::fairshare::State {
                 usage: crate::fairshare::Usage::load(&usage_path),
                 path: usage_path,
@@ -451,6 +459,13 @@ impl Owner {
         o.load_config();
         o.refresh_limits(false);
         let jobs: Vec<Arc<Job>> = o.durable.jobs.values().cloned().collect();
+        if o.cfg.accounting_addr().is_none() {
+            // No accounting to learn run times from: the jobs the state still holds.
+            for (uid, seconds) in predict::runs_in_state(&jobs) {
+                o.core.handle(Event::Ran { uid, seconds });
+            }
+            o.runs_since_start = None;
+        }
         let t = now();
         for j in jobs {
             match j.status.state {
@@ -521,14 +536,17 @@ impl Owner {
         self.live.retain(|k, _| names.contains(k));
         self.core.handle(Event::LicensesDefined(self.cfg.licenses.clone()));
         self.core.handle(Event::TopologyDefined(self.cfg.topology.clone()));
+        let base = if self.cfg.backfill { drover_sched::SchedConfig::named(&self.cfg.bf_policy) } else { None };
         self.core.handle(Event::Configure(drover_sched::SchedConfig {
-            policy: if self.cfg.backfill { drover_sched::Policy::Conservative } else { drover_sched::Policy::Fcfs },
             max_job_test: self.cfg.bf_max_job_test as usize,
             window: i64::from(self.cfg.bf_window_min) * 60,
             interval: i64::from(self.cfg.bf_interval),
             preempt_exempt: self.cfg.preempt_exempt_secs as i64,
             max_job_user: self.cfg.bf_max_job_user as usize,
             min_age_reserve: i64::from(self.cfg.bf_min_age_reserve),
+            slip_limit: i64::from(self.cfg.bf_slip_limit),
+            // sched/builtin: strict priority order.
+            ..base.unwrap_or_else(|| drover_sched::SchedConfig::named("fcfs").unwrap_or_default())
         }));
         for p in &self.cfg.partitions {
             self.core.handle(Event::PartitionDefined(PartitionRes {
@@ -798,6 +816,7 @@ impl Owner {
                 self.reply(reply, Ok(batch));
             }
             Msg::AcctDone { jobs, gone } => self.acct_done(jobs, gone),
+            Msg::RunHistory(runs) => self.learn_runs(runs),
             Msg::AcctAdmin(st) => {
                 // Read every few seconds; only a change is worth a pass over the queue.
                 if self.acct_admin.as_deref().map(|a| &a.st) != Some(&*st) {

@@ -175,6 +175,14 @@ pub struct Config {
     pub bf_window_min: u32,
     /// `SchedulerParameters=bf_interval=SECONDS` (Drover's default 5; Slurm's is 30).
     pub bf_interval: u32,
+    /// `SchedulerParameters=bf_policy=NAME` (Drover's own): `predictive` (the default: EASY
+    /// on run times predicted from each user's recent jobs, backfill by slowdown score),
+    /// `conservative` (Slurm's backfill) or `easy`.
+    pub bf_policy: String,
+    /// `SchedulerParameters=bf_slip_limit=SECONDS` (Drover's own, default 3600): with
+    /// predictions, how far a reserved job's expected start may slip before the plan falls
+    /// back to time limits for it.
+    pub bf_slip_limit: u32,
     /// `GresTypes`: the GRES names nodes may have.
     pub gres_types: Vec<String>,
     /// `TaskPlugin` includes `task/affinity`: steps' tasks are bound to CPUs automatically.
@@ -347,6 +355,8 @@ impl Default for Config {
             bf_max_job_test: 100,
             bf_window_min: 1440,
             bf_interval: 5,
+            bf_policy: "predictive".into(),
+            bf_slip_limit: 3600,
             first_job_id: 1,
             kill_wait: 30,
             slurmd_timeout: 300,
@@ -870,6 +880,16 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                             "bf_max_job_test" => cfg.bf_max_job_test = n("bf_max_job_test")?.max(1),
                             "bf_window" => cfg.bf_window_min = n("bf_window")?.max(1),
                             "bf_interval" => cfg.bf_interval = n("bf_interval")?,
+                            "bf_slip_limit" => cfg.bf_slip_limit = n("bf_slip_limit")?,
+                            "bf_policy" => {
+                                let v = val.to_ascii_lowercase();
+                                if !matches!(v.as_str(), "predictive" | "conservative" | "easy") {
+                                    return Err(err(format!(
+                                        "SchedulerParameters: bf_policy expects predictive, conservative or easy, found `{val}`"
+                                    )));
+                                }
+                                cfg.bf_policy = v;
+                            }
                             _ => cfg.unsupported.push(Unsupported {
                                 file: l.file.to_string(),
                                 line: l.line,
@@ -1308,10 +1328,15 @@ mod tests {
     fn scheduler_parameters_are_honoured_or_moot_never_silently_dropped() {
         let text = "ClusterName=c\nSlurmctldHost=h\nNodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n\
                     SchedulerParameters=bf_continue,bf_resolution=300,sched_interval=60,default_queue_depth=100,\
-                    bf_max_job_user=4,bf_min_age_reserve=600,max_switch_wait=60,enable_user_top,bf_busy_nodes\n\
+                    bf_max_job_user=4,bf_min_age_reserve=600,max_switch_wait=60,enable_user_top,bf_busy_nodes,\
+                    bf_policy=Conservative,bf_slip_limit=600\n\
                     TopologyPlugin=topology/none\n";
         let c = parse_str("slurm.conf", text).unwrap();
         assert_eq!((c.bf_max_job_user, c.bf_min_age_reserve, c.max_switch_wait), (4, 600, 60));
+        assert_eq!((c.bf_policy.as_str(), c.bf_slip_limit), ("conservative", 600));
+        assert_eq!(Config::default().bf_policy, "predictive");
+        let e = parse_str("slurm.conf", &text.replace("=Conservative", "=magic")).unwrap_err();
+        assert_eq!(e.msg, "SchedulerParameters: bf_policy expects predictive, conservative or easy, found `magic`");
         assert!(c.enable_user_top && !c.topology_tree);
         let unsupported: Vec<&str> = c.unsupported.iter().map(|u| u.key.as_str()).collect();
         assert_eq!(unsupported, ["SchedulerParameters=bf_busy_nodes"]);

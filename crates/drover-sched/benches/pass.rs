@@ -1,11 +1,13 @@
 //! One full scheduling pass (priority order, backfill plan, placement) on a large queue:
-//! `cargo bench -p drover-sched --bench pass [-- --quick | --medium]` (`POLICY=` one policy, `RUNS=`
+//! `cargo bench -p drover-sched --bench pass [-- --quick | --medium]` (`POLICY=` one policy:
+//! fcfs, easy, conservative or predictive (Drover's default, with 200 users' run-time
+//! histories); `RUNS=`
 //! passes, `DEPTH=` bf_max_job_test). Prints the median of several passes, each on a
 //! fresh copy of the same state (a busy cluster with every pending job marked changed).
 //!
 //! Targets (issue 3): 10,000 pending on 1,000 nodes <= 10 ms; 100,000 on 10,000 nodes <= 200 ms.
 
-use drover_sched::{Core, Event, NodeRes, PartitionRes, Policy, SchedConfig, SchedJob};
+use drover_sched::{Core, Event, NodeRes, PartitionRes, SchedConfig, SchedJob};
 use std::time::Instant;
 
 /// A small deterministic generator (no dependency for a bench).
@@ -32,13 +34,13 @@ fn job(id: u32, rng: &mut Lcg) -> SchedJob {
         time_limit: Some(Some(600 + rng.next(86_400))),
         exclusive: false,
         hold: None,
-        uid: 0,
-        queued: 0,
+        uid: rng.next(200) as u32,
+        queued: rng.next(10_000) as i64,
         more: None,
     }
 }
 
-fn state(nodes: usize, pending: u32, policy: Policy) -> Core {
+fn state(nodes: usize, pending: u32, policy: SchedConfig) -> Core {
     let mut c = Core::new();
     let names: Vec<String> = (0..nodes).map(|i| format!("n{i:05}")).collect();
     for n in &names {
@@ -48,8 +50,14 @@ fn state(nodes: usize, pending: u32, policy: Policy) -> Core {
     c.handle(Event::PartitionDefined(PartitionRes::open("batch", names)));
     let depth = std::env::var("DEPTH").ok().and_then(|d| d.parse().ok()).unwrap_or(SchedConfig::default().max_job_test);
     // DEPTH=N overrides bf_max_job_test.
-    c.handle(Event::Configure(SchedConfig { policy, interval: 0, max_job_test: depth, ..SchedConfig::default() }));
+    c.handle(Event::Configure(SchedConfig { interval: 0, max_job_test: depth, ..policy }));
     let mut rng = Lcg(42);
+    // Each user's last two jobs ran a few minutes to a day (predictions, where on).
+    for uid in 0..200 {
+        for _ in 0..2 {
+            c.handle(Event::Ran { uid, seconds: 60 + rng.next(86_400) as i64 });
+        }
+    }
     // Fill the cluster: running jobs with staggered ends.
     let mut id = 1;
     for t in 0..(nodes as u32 * 4) {
@@ -78,13 +86,14 @@ fn main() {
         &[(1_000, 10_000, "<= 10"), (10_000, 100_000, "<= 200")]
     };
     for &(nodes, pending, target) in sizes {
-        // POLICY=fcfs|easy|conservative runs one; RUNS=N times it N times (for a profiler).
-        let only = std::env::var("POLICY").ok().and_then(|p| Policy::parse(&p));
-        for policy in [Policy::Fcfs, Policy::Easy, Policy::Conservative] {
-            if only.is_some_and(|o| o != policy) {
+        // POLICY=fcfs|easy|conservative|predictive runs one; RUNS=N times it N times (for a profiler).
+        let only = std::env::var("POLICY").ok();
+        for policy in ["fcfs", "easy", "conservative", "predictive"] {
+            if only.as_deref().is_some_and(|o| o != policy) {
                 continue;
             }
-            let base = state(nodes, pending, policy);
+            let Some(cfg) = SchedConfig::named(policy) else { continue };
+            let base = state(nodes, pending, cfg);
             let runs = std::env::var("RUNS").ok().and_then(|r| r.parse().ok());
             let runs = runs.unwrap_or(if nodes >= 10_000 { 3 } else { 7 });
             let mut ms = Vec::new();
@@ -99,7 +108,7 @@ fn main() {
             }
             ms.sort_by(|a, b| a.total_cmp(b));
             println!(
-                "pass {pending:>7} pending on {nodes:>6} nodes  {policy:<12?} median {:>9.1} ms  target {target} ms  (started {started}; runs {:?})",
+                "pass {pending:>7} pending on {nodes:>6} nodes  {policy:<12} median {:>9.1} ms  target {target} ms  (started {started}; runs {:?})",
                 ms[ms.len() / 2],
                 ms.iter().map(|m| (m * 10.0).round() / 10.0).collect::<Vec<_>>()
             );

@@ -1,7 +1,7 @@
 //! The core's state, its events and the scheduling pass.
 
 use crate::gres::{GresNeed, NodeGresState};
-use crate::plan::{Free, Policy, Res, Reservation, SchedConfig, Timeline, FAR};
+use crate::plan::{BackfillOrder, Free, Policy, Res, Reservation, SchedConfig, Timeline, FAR};
 use drover_model::alloc::{Allocation, NodeAlloc};
 use drover_model::array::TaskSet;
 use drover_model::duration::TimeLimit;
@@ -395,6 +395,12 @@ pub enum Event {
     },
     /// The job's record is gone (MinJobAge); dependencies on it count as satisfied.
     Forgotten(JobId),
+    /// A job of user `uid` ran `seconds` (at its end, and from accounting at start): the
+    /// history run-time predictions are made from.
+    Ran {
+        uid: u32,
+        seconds: i64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -510,6 +516,16 @@ pub struct Core {
     config: SchedConfig,
     /// Expected end of each running job (start + time limit).
     ends: HashMap<JobId, i64>,
+    /// With predictions: each running job's predicted end (start + prediction), and the run
+    /// times predictions are made from.
+    pred_ends: HashMap<JobId, i64>,
+    /// The earliest predicted end the last planning pass relied on: a pass at or after it plans.
+    replan_at: Option<i64>,
+    /// With predictions: the first expected start each waiting job was given.
+    promised: HashMap<JobId, i64>,
+    /// With predictions: this pass plans by limits (a reservation slipped too far).
+    by_limits: bool,
+    history: crate::predict::History,
     /// Something changed since the last planning pass, and when the next may run.
     plan_dirty: bool,
     next_plan: i64,
@@ -706,6 +722,7 @@ impl Core {
             }
             Event::Withdrawn(id) => {
                 self.planned.remove(&id);
+                self.promised.remove(&id);
                 if let Some((j, _)) = self.pending.remove(&id) {
                     self.queue.remove(&(std::cmp::Reverse(j.priority), id));
                 }
@@ -749,6 +766,8 @@ impl Core {
                 self.running.insert(job, alloc);
                 self.started_at.insert(job, since);
                 self.ends.insert(job, since.saturating_add(limit.map_or(FAR, |l| l as i64)));
+                let len = self.plan_len(user.0, limit);
+                self.pred_ends.insert(job, since.saturating_add(len));
                 if let Some((a, t)) = array {
                     self.note_task(job, a, t);
                     *self.array_running.entry(a).or_default() += 1;
@@ -789,6 +808,8 @@ impl Core {
                     self.plan_dirty = true;
                 }
                 self.ends.remove(&job);
+                self.pred_ends.remove(&job);
+                self.promised.remove(&job);
                 self.planned.remove(&job);
                 self.shown.remove(&job);
                 if let Some(alloc) = self.running.remove(&job) {
@@ -807,6 +828,9 @@ impl Core {
                     self.queue.remove(&(std::cmp::Reverse(j.priority), job));
                 }
                 self.ended.insert(job, outcome);
+            }
+            Event::Ran { uid, seconds } => {
+                self.history.record(uid, seconds);
             }
             Event::Forgotten(job) => {
                 self.ended.remove(&job);
@@ -1141,6 +1165,10 @@ impl Core {
             return Vec::new();
         }
         self.changed = false;
+        if self.replan_at.take().is_some_and(|r| now >= r) {
+            // A prediction ran out: the plan is built again.
+            self.plan_dirty = true;
+        }
         self.stats.passes += 1;
         self.stats.last_queue_len = self.queue.len() as u32;
         self.stats.last_depth = 0;
@@ -1181,11 +1209,19 @@ impl Core {
             }
         }
         let mut blocked: Vec<std::sync::Arc<str>> = Vec::new();
+        let planning = self.config.policy != Policy::Fcfs && self.plan_dirty && now >= self.next_plan;
+        if planning && self.config.predict {
+            // The starvation guard: a reservation that slipped too far (predictions that
+            // proved short) is planned, with everything else, by time limits until it starts.
+            let slip = self.config.slip_limit;
+            self.by_limits = self.planned.iter().any(|(id, r)| {
+                self.pending.contains_key(id) && self.promised.get(id).is_some_and(|p| r.start > p.saturating_add(slip))
+            });
+        }
         let mut tl = self.timeline(now);
         // Like Slurm's two schedulers: every pass starts what fits in priority order and
         // honours the reservations made so far; a planning pass (at most every bf_interval,
         // and only after a change) also backfills and makes new reservations.
-        let planning = self.config.policy != Policy::Fcfs && self.plan_dirty && now >= self.next_plan;
         if planning {
             self.plan_dirty = false;
             self.next_plan = now.saturating_add(self.config.interval);
@@ -1213,8 +1249,26 @@ impl Core {
         let mut planned: HashMap<JobId, Reservation> = HashMap::default();
         // bf_max_job_user: reservations made per user in this pass.
         let mut per_user: HashMap<u32, usize> = HashMap::default();
-        let order: Vec<JobId> = self.queue.iter().map(|(_, id)| *id).collect();
-        for id in order {
+        let mut order: Vec<JobId> = self.queue.iter().map(|(_, id)| *id).collect();
+        // Once the reservations are made, the rest may be tried for backfill by their claim
+        // on a hole instead of by priority (ties in priority order).
+        let mut reordered = self.config.order == BackfillOrder::Priority || depth == 0;
+        let mut k = 0;
+        while k < order.len() {
+            if !reordered && planned.len() >= depth {
+                reordered = true;
+                let mut rest: Vec<(f64, usize, JobId)> = order[k..]
+                    .iter()
+                    .enumerate()
+                    .map(|(n, id)| (self.pending.get(id).map_or(0.0, |(j, _)| self.backfill_score(j, now)), n, *id))
+                    .collect();
+                rest.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                for (slot, (_, _, id)) in order[k..].iter_mut().zip(rest) {
+                    *slot = id;
+                }
+            }
+            let id = order[k];
+            k += 1;
             let Some((job, old_reason)) = self.pending.get(&id) else {
                 continue;
             };
@@ -1283,9 +1337,10 @@ impl Core {
                     // Ended at its reservation's end.
                     end = end.min(w.end);
                 }
+                let pred_end = now.saturating_add(self.plan_len(user.0, limit)).min(end);
                 for na in &alloc.nodes {
                     if let Some(&i) = self.node_idx.get(&na.node) {
-                        tl.hold(i, end, held(na));
+                        tl.hold(i, pred_end, held(na));
                     }
                 }
                 let split = self.pending.get_mut(&id).and_then(|(j, _)| {
@@ -1305,6 +1360,7 @@ impl Core {
                 if done {
                     self.queue.remove(&(std::cmp::Reverse(priority), id));
                     self.pending.remove(&id);
+                    self.promised.remove(&id);
                 }
                 self.take_licenses(job_id, &licenses);
                 self.limits.take(job_id, &limits, crate::limits::Usage::of(&alloc));
@@ -1315,6 +1371,9 @@ impl Core {
                 }
                 self.started_at.insert(job_id, now);
                 self.ends.insert(job_id, end);
+                if self.config.predict {
+                    self.pred_ends.insert(job_id, pred_end);
+                }
                 if passed_over {
                     self.stats.backfilled += 1;
                 }
@@ -1361,12 +1420,17 @@ impl Core {
                 if let Some((job, _)) = self.pending.get(&id) {
                     *per_user.entry(job.uid).or_default() += 1;
                     let fresh = self.reserve(job, now, &tl);
+                    // Without predictions a reservation only moves earlier (conservative's
+                    // promise); with them it follows the predictions, which may prove short.
                     let chosen = match (fresh, old.get(&id)) {
-                        (Some(f), Some(o)) if f.start > o.start => Some(o.clone()),
-                        (None, Some(o)) => Some(o.clone()),
+                        (Some(f), Some(o)) if f.start > o.start && !self.config.predict => Some(o.clone()),
+                        (None, Some(o)) if !self.config.predict => Some(o.clone()),
                         (f, _) => f,
                     };
                     if let Some(r) = chosen {
+                        if self.config.predict {
+                            self.promised.entry(id).or_insert(r.start);
+                        }
                         planned.insert(id, r.clone());
                         tl.add(r);
                     }
@@ -1398,14 +1462,48 @@ impl Core {
             self.planned = planned;
             return out;
         }
+        // A running job that outlives its prediction changes the plan with no event: look
+        // again at the earliest predicted end (the plan then extends it).
+        if self.config.predict && !self.queue.is_empty() {
+            let due = self
+                .running
+                .keys()
+                .map(|&j| self.planned_end(j, now))
+                .zip(self.running.keys())
+                .filter(|(e, j)| self.ends.get(j).is_some_and(|l| e < l))
+                .map(|(e, _)| e)
+                .min();
+            if let Some(due) = due {
+                self.wake_at = Some(self.wake_at.map_or(due, |w| w.min(due)));
+            }
+            self.replan_at = due;
+        }
+        // Under EASY the jobs after the reserved one are given expected starts too, where
+        // the plan would put them now: shown, never held against anyone.
+        let mut forecast: HashMap<JobId, Reservation> = HashMap::default();
+        if self.config.forecast && depth < self.config.max_job_test {
+            for &(_, id) in &self.queue {
+                if planned.len() + forecast.len() >= self.config.max_job_test {
+                    break;
+                }
+                let Some((job, reason)) = self.pending.get(&id) else { continue };
+                if planned.contains_key(&id) || !matches!(reason, PendingReason::Resources | PendingReason::Priority) {
+                    continue;
+                }
+                if let Some(r) = self.reserve(job, now, &tl) {
+                    tl.add(r.clone());
+                    forecast.insert(id, r);
+                }
+            }
+        }
         // Report expected starts within bf_window (Slurm shows N/A beyond it); wake up
         // when a reservation further out comes within it.
         let horizon = now.saturating_add(self.config.window);
         let mut shown: HashMap<JobId, (i64, Vec<String>)> = HashMap::default();
-        let mut ids: Vec<JobId> = planned.keys().copied().collect();
+        let mut ids: Vec<JobId> = planned.keys().chain(forecast.keys()).copied().collect();
         ids.sort_unstable();
         for id in ids {
-            let r = &planned[&id];
+            let Some(r) = planned.get(&id).or_else(|| forecast.get(&id)) else { continue };
             if r.start > horizon {
                 let due = r.start - self.config.window;
                 self.wake_at = Some(self.wake_at.map_or(due, |w| w.min(due)));
@@ -1427,6 +1525,13 @@ impl Core {
         self.stats.last_table_size = planned.len() as u32;
         self.planned = planned;
         out
+    }
+
+    /// The earliest moment a pass may decide something new without an event (a begin time,
+    /// a reservation coming into the window, a prediction running out): a driver with no
+    /// clock of its own (the simulator) schedules a pass then.
+    pub fn wake_at(&self) -> Option<i64> {
+        self.wake_at
     }
 
     /// What the passes did so far (see [`PassStats`]).
@@ -1608,7 +1713,8 @@ impl Core {
             let limit = job.effective_limit(part);
             // An UNLIMITED job may not start where it would ever meet a reservation; a
             // member of an advance reservation runs until its end at most.
-            let end = limit.map_or(i64::MAX, |l| now.saturating_add(l as i64)).min(within.map_or(i64::MAX, |w| w.end));
+            let len = self.plan_len(job.uid, limit);
+            let end = now.saturating_add(len).min(within.map_or(i64::MAX, |w| w.end));
             let r = if let Some(r) = part.down {
                 r
             } else if let Some(r) = partition_limit(job, part) {
@@ -1693,7 +1799,7 @@ impl Core {
             if part.down.is_some() || partition_limit(job, part).is_some() {
                 continue;
             }
-            let d = job.effective_limit(part).map_or(i64::MAX, |l| l as i64);
+            let d = self.plan_len(job.uid, job.effective_limit(part));
             // Each node's earliest moment for its least share of the job (all of it for a
             // one-node job) bounds when the job can start: only later release times are tried.
             let mut first = Vec::new();
@@ -2361,6 +2467,40 @@ impl Core {
         Allocation { partition: part.name.clone(), nodes }
     }
 
+    /// How long the plan expects a job of `uid` with `limit` to run: its limit (`i64::MAX`
+    /// for none), or with predictions on, what its user's recent jobs ran (never longer).
+    pub(crate) fn plan_len(&self, uid: u32, limit: TimeLimit) -> i64 {
+        let l = limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
+        match self.config.predict && !self.by_limits {
+            true => self.history.predict(uid, l).unwrap_or(l),
+            false => l,
+        }
+    }
+
+    /// When the plan expects running `job` to end, seen at `now`: its limit's end, or with
+    /// predictions its predicted end until it outlives it (then its limit's end).
+    fn planned_end(&self, job: JobId, now: i64) -> i64 {
+        let limit_end = self.ends.get(&job).copied().unwrap_or(i64::MAX);
+        match (self.config.predict && !self.by_limits, self.pred_ends.get(&job)) {
+            (true, Some(&p)) => crate::predict::extended(p, limit_end, now),
+            _ => limit_end.max(now + 1),
+        }
+    }
+
+    /// A waiting job's claim on a backfill hole ([`crate::predict::slowdown_score`]), from its
+    /// expected run time (its first partition's default limit where it gave none).
+    fn backfill_score(&self, job: &SchedJob, now: i64) -> f64 {
+        let limit = match job.time_limit {
+            Some(l) => l,
+            None => job
+                .partitions
+                .first()
+                .and_then(|p| self.partitions.iter().find(|x| *x.name == **p))
+                .and_then(|p| p.default_time.unwrap_or(p.max_time)),
+        };
+        crate::predict::slowdown_score(now - job.queued, self.plan_len(job.uid, limit))
+    }
+
     /// The pass's timeline: every running job holds what it has until its expected end.
     fn timeline(&self, now: i64) -> Timeline {
         let mut tl = Timeline::new(
@@ -2368,7 +2508,7 @@ impl Core {
         );
         for (job, alloc) in &self.running {
             // A job past its limit is about to be ended; it still holds what it has now.
-            let end = self.ends.get(job).copied().unwrap_or(i64::MAX).max(now + 1);
+            let end = self.planned_end(*job, now);
             for na in &alloc.nodes {
                 if let Some(&i) = self.node_idx.get(&na.node) {
                     tl.hold(i, end, held(na));
@@ -2442,6 +2582,31 @@ impl Core {
             tl.add(r.clone());
         }
         tl
+    }
+
+    /// With predictions on: what the plan expects `job` to run, from which recent runs of
+    /// its user, and how many running jobs it expects to end before their limits.
+    pub(crate) fn prediction_for_explain(&self, job: &SchedJob, now: i64) -> Option<crate::explain::Prediction> {
+        if !self.config.predict {
+            return None;
+        }
+        let limit = job
+            .partitions
+            .first()
+            .and_then(|p| self.partition(p))
+            .map_or(job.time_limit.flatten(), |p| job.effective_limit(p));
+        let l = limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
+        let early = self
+            .running
+            .keys()
+            .filter(|j| self.planned_end(**j, now) < self.ends.get(j).copied().unwrap_or(i64::MAX))
+            .count();
+        Some(crate::explain::Prediction {
+            secs: self.history.predict(job.uid, l).filter(|p| *p < l),
+            recent: self.history.recent(job.uid),
+            running_early: early as u32,
+            by_limits: self.by_limits,
+        })
     }
 
     pub(crate) fn partition(&self, name: &str) -> Option<&PartitionRes> {

@@ -87,10 +87,26 @@ pub enum Sooner {
     ShorterLimit { secs: u64 },
 }
 
+/// What the plan assumes about run times, where it plans on predictions.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Prediction {
+    /// What the job is expected to run (shorter than its limit), from `recent`.
+    pub secs: Option<i64>,
+    /// Its user's most recent run times, oldest first.
+    pub recent: Vec<i64>,
+    /// Running jobs the plan expects to end before their limits: the job's expected start
+    /// relies on them doing so.
+    pub running_early: u32,
+    /// A reservation slipped past `bf_slip_limit`: the plan is on time limits for now.
+    pub by_limits: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Explanation {
     pub blockers: Vec<Blocker>,
     pub sooner: Option<Sooner>,
+    /// `None` where the plan is built on time limits (`bf_policy` without predictions).
+    pub prediction: Option<Prediction>,
 }
 
 impl Core {
@@ -139,7 +155,8 @@ impl Core {
                 continue;
             }
             let limit = job.effective_limit(part);
-            let end = limit.map_or(i64::MAX, |l| now.saturating_add(l as i64));
+            // As the planner sees it: its predicted run time where predictions are on.
+            let end = now.saturating_add(self.plan_len(job.uid, limit));
             // Room now, ignoring everything planned: resources in the plain sense.
             let now_free = |i: usize| self.free_now_on(job, i);
             let inside = within.as_ref().map(|w| &w.1);
@@ -183,6 +200,7 @@ impl Core {
                 b.push(Blocker::Priority { partition: pname.to_string(), ahead });
             }
         }
+        out.prediction = self.prediction_for_explain(job, now);
         Some(out)
     }
 }

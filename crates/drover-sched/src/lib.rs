@@ -23,6 +23,7 @@ pub mod fairshare;
 pub mod gres;
 pub mod limits;
 pub mod plan;
+pub mod predict;
 pub mod priority;
 pub mod step;
 
@@ -30,5 +31,5 @@ pub use crate::core::{
     AdvanceResv, Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, PassStats, Preempt, SchedArray, SchedJob,
     SchedMore, SubmitCheck,
 };
-pub use crate::plan::{Policy, SchedConfig};
+pub use crate::plan::{BackfillOrder, Policy, SchedConfig};
 pub use drover_model::alloc::{Allocation, NodeAlloc};

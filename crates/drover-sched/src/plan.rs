@@ -41,29 +41,29 @@ pub struct Reservation {
     pub claims: Vec<(usize, Res)>,
 }
 
-/// Backfill policies (`drover sim --policy`, and the controller's scheduler).
+/// How many waiting jobs hold reservations that later jobs may not delay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Policy {
     /// Strict priority order: nothing passes a job that waits for resources.
     Fcfs,
     /// EASY: the first job that waits gets a reservation; later jobs start now only if they
     /// do not delay it.
+    #[default]
     Easy,
     /// Conservative: every waiting job (up to the test depth) gets a reservation, and a job
-    /// starts now only if it delays none of them.
-    #[default]
+    /// starts now only if it delays none of them (Slurm's backfill).
     Conservative,
 }
 
-impl Policy {
-    pub fn parse(s: &str) -> Option<Policy> {
-        match s {
-            "fcfs" => Some(Policy::Fcfs),
-            "easy" => Some(Policy::Easy),
-            "conservative" | "default" => Some(Policy::Conservative),
-            _ => None,
-        }
-    }
+/// The order in which the jobs left once the reservations are made are tried for backfill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackfillOrder {
+    /// Priority order (Slurm's).
+    Priority,
+    /// Highest [`crate::predict::slowdown_score`] first: jobs that have waited long for
+    /// their (predicted) length.
+    #[default]
+    Slowdown,
 }
 
 /// How the scheduler plans (Slurm's `SchedulerType` and the `bf_*` parameters it honours).
@@ -86,18 +86,62 @@ pub struct SchedConfig {
     /// `bf_min_age_reserve` (seconds): a job eligible for less gets no reservation (and so
     /// holds nothing back from jobs behind it).
     pub min_age_reserve: i64,
+    /// Plan with run times predicted from each user's recent jobs (see [`crate::predict`])
+    /// instead of time limits.
+    pub predict: bool,
+    pub order: BackfillOrder,
+    /// `bf_slip_limit` (seconds): with predictions, once a reserved job's expected start has
+    /// slipped this far past the first one it was given (predictions that proved short), the
+    /// passes plan by time limits until it starts, as EASY does; no job starves.
+    pub slip_limit: i64,
+    /// Under EASY, report expected starts (`squeue --start`) for the jobs after the reserved
+    /// one too, up to `max_job_test`: where the plan would put them, promising nothing. (The
+    /// simulator, which shows none, skips the work.)
+    pub forecast: bool,
 }
 
+impl SchedConfig {
+    /// Slurm's backfill: every waiting job tested gets a reservation, jobs are tried in
+    /// priority order, and the plan is built on time limits (`bf_policy=conservative`).
+    pub fn slurm() -> SchedConfig {
+        SchedConfig {
+            policy: Policy::Conservative,
+            predict: false,
+            order: BackfillOrder::Priority,
+            ..SchedConfig::default()
+        }
+    }
+
+    /// A named policy (`bf_policy=`, `drover sim --policy`): `predictive` (Drover's default),
+    /// `conservative` (Slurm's), `easy`, `fcfs`.
+    pub fn named(name: &str) -> Option<SchedConfig> {
+        let d = SchedConfig::default();
+        Some(match name {
+            "predictive" | "default" => d,
+            "conservative" | "slurm" => SchedConfig::slurm(),
+            "easy" => SchedConfig { policy: Policy::Easy, ..SchedConfig::slurm() },
+            "fcfs" => SchedConfig { policy: Policy::Fcfs, ..SchedConfig::slurm() },
+            _ => return None,
+        })
+    }
+}
+
+/// Drover's default, `bf_policy=predictive`: EASY on predicted run times, backfill by
+/// slowdown score, guarded by `bf_slip_limit` (chosen by measurement: docs/scheduler.md).
 impl Default for SchedConfig {
     fn default() -> Self {
         SchedConfig {
-            policy: Policy::Conservative,
+            policy: Policy::Easy,
             max_job_test: 100,
             window: 86400,
             interval: 5,
             preempt_exempt: 0,
             max_job_user: 0,
             min_age_reserve: 0,
+            predict: true,
+            order: BackfillOrder::Slowdown,
+            slip_limit: 3600,
+            forecast: true,
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::{run, swf, usable, Machine, Summary};
 use clap::Parser;
-use drover_sched::Policy;
+use drover_sched::{BackfillOrder, SchedConfig};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
@@ -22,10 +22,22 @@ pub struct SimArgs {
     /// The nodes of a slurm.conf.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// fcfs (no backfill), easy (one reservation), conservative (reservations for all), or
-    /// default (Drover's: conservative, 500 reservations deep).
+    /// predictive (Drover's default: EASY on predicted run times, backfill by slowdown
+    /// score), conservative (Slurm's: reservations for all, on time limits), easy (one
+    /// reservation, on time limits), fcfs (no backfill); `default` is predictive.
     #[arg(long, default_value = "default")]
     pub policy: String,
+    /// Plan on run times predicted from each user's recent jobs (yes) or on time limits
+    /// (no), whatever the policy does.
+    #[arg(long, value_parser = ["yes", "no"])]
+    pub predict: Option<String>,
+    /// Try the jobs left after the reservations for backfill in priority order or by
+    /// slowdown score, whatever the policy does.
+    #[arg(long, value_parser = ["priority", "slowdown"])]
+    pub order: Option<String>,
+    /// bf_slip_limit (seconds) for a policy with predictions.
+    #[arg(long)]
+    pub slip_limit: Option<i64>,
     /// Print one JSON summary object.
     #[arg(long)]
     pub json: bool,
@@ -62,8 +74,17 @@ pub fn main(a: SimArgs) -> i32 {
 }
 
 fn sim(a: &SimArgs) -> Result<(), String> {
-    let policy = Policy::parse(&a.policy)
-        .ok_or_else(|| format!("unknown policy `{}` (fcfs, easy, conservative, default)", a.policy))?;
+    let mut cfg = SchedConfig::named(&a.policy)
+        .ok_or_else(|| format!("unknown policy `{}` (predictive, conservative, easy, fcfs, default)", a.policy))?;
+    if let Some(p) = &a.predict {
+        cfg.predict = p == "yes";
+    }
+    if let Some(o) = &a.order {
+        cfg.order = if o == "slowdown" { BackfillOrder::Slowdown } else { BackfillOrder::Priority };
+    }
+    if let Some(s) = a.slip_limit {
+        cfg.slip_limit = s.max(0);
+    }
     let m = machine(a)?;
     if m.procs() == 0 {
         return Err("the machine has no processors".into());
@@ -76,7 +97,7 @@ fn sim(a: &SimArgs) -> Result<(), String> {
             eprint!("\r{:>5.1}% of {} jobs started", f * 100.0, jobs.len());
         }
     };
-    let (rows, passes, cpu) = run(&jobs, &m, policy, !a.no_timing, &mut progress);
+    let (rows, passes, cpu) = run(&jobs, &m, cfg, !a.no_timing, &mut progress);
     if tty {
         eprintln!();
     }
@@ -95,7 +116,7 @@ fn sim(a: &SimArgs) -> Result<(), String> {
         let _ = writeln!(
             stdout,
             "policy {}  machine {} procs on {} nodes  jobs {} ({} in the trace)\n\
-             utilization {:.4}  mean wait {:.0} s  p95 wait {:.0} s  max wait {} s\n\
+             utilization {:.4}  mean wait {:.0} s  p95 wait {:.0} s  p99 wait {:.0} s  max wait {} s\n\
              mean bounded slowdown {:.3}  p95 {:.3}  makespan {} s\n\
              scheduler {:.3} s CPU over {} passes ({:.1} us per pass)",
             a.policy,
@@ -106,6 +127,7 @@ fn sim(a: &SimArgs) -> Result<(), String> {
             s.utilization,
             s.mean_wait_s,
             s.p95_wait_s,
+            s.p99_wait_s,
             s.max_wait_s,
             s.mean_bsld,
             s.p95_bsld,

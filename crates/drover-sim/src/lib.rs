@@ -14,7 +14,7 @@
 pub mod swf;
 
 use drover_model::duration::TimeLimit;
-use drover_sched::{Core, Decision, Event, NodeRes, Outcome, PartitionRes, Policy, SchedConfig, SchedJob};
+use drover_sched::{Core, Decision, Event, NodeRes, Outcome, PartitionRes, SchedConfig, SchedJob};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -68,6 +68,7 @@ pub struct Summary {
     pub utilization: f64,
     pub mean_wait_s: f64,
     pub p95_wait_s: f64,
+    pub p99_wait_s: f64,
     pub max_wait_s: i64,
     pub mean_bsld: f64,
     pub p95_bsld: f64,
@@ -76,12 +77,14 @@ pub struct Summary {
     pub passes: u64,
 }
 
-fn p95(mut v: Vec<f64>) -> f64 {
+/// The `q` quantile (nearest rank).
+fn quantile(v: &[f64], q: f64) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
+    let mut v = v.to_vec();
     v.sort_by(|a, b| a.total_cmp(b));
-    let k = ((v.len() as f64) * 0.95).ceil() as usize;
+    let k = ((v.len() as f64) * q).ceil() as usize;
     v[k.clamp(1, v.len()) - 1]
 }
 
@@ -98,10 +101,11 @@ impl Summary {
             jobs: rows.len(),
             utilization: if makespan > 0 { work / (machine.procs() as f64 * makespan as f64) } else { 0.0 },
             mean_wait_s: waits.iter().sum::<f64>() / n,
-            p95_wait_s: p95(waits),
+            p95_wait_s: quantile(&waits, 0.95),
+            p99_wait_s: quantile(&waits, 0.99),
             max_wait_s: rows.iter().map(JobRow::wait).max().unwrap_or(0),
             mean_bsld: bslds.iter().sum::<f64>() / n,
-            p95_bsld: p95(bslds),
+            p95_bsld: quantile(&bslds, 0.95),
             makespan_s: makespan,
             sched_cpu_s,
             passes,
@@ -117,6 +121,7 @@ impl Summary {
             "utilization": round(self.utilization, 6),
             "mean_wait_s": round(self.mean_wait_s, 3),
             "p95_wait_s": self.p95_wait_s,
+            "p99_wait_s": self.p99_wait_s,
             "max_wait_s": self.max_wait_s,
             "mean_bsld": round(self.mean_bsld, 6),
             "p95_bsld": round(self.p95_bsld, 6),
@@ -139,7 +144,13 @@ pub fn usable(jobs: &[TraceJob], machine: &Machine) -> Vec<TraceJob> {
     jobs.iter().filter(|j| j.run >= 0 && j.procs > 0 && u64::from(j.procs) <= machine.procs()).cloned().collect()
 }
 
-fn cluster(machine: &Machine, policy: Policy) -> Core {
+/// The scheduler configuration a replay runs under: `policy` (as `bf_policy` names it) with
+/// the test depth and window of a planner that sees the whole trace, planning at every event.
+pub fn config(policy: SchedConfig) -> SchedConfig {
+    SchedConfig { max_job_test: 500, window: i64::MAX / 4, interval: 0, forecast: false, ..policy }
+}
+
+fn cluster(machine: &Machine, cfg: SchedConfig) -> Core {
     let mut core = Core::new();
     let mut names = Vec::new();
     for (i, &cpus) in machine.cpus.iter().enumerate() {
@@ -149,13 +160,7 @@ fn cluster(machine: &Machine, policy: Policy) -> Core {
         names.push(name);
     }
     core.handle(Event::PartitionDefined(PartitionRes::open("sim", names)));
-    core.handle(Event::Configure(SchedConfig {
-        policy,
-        max_job_test: 500,
-        window: i64::MAX / 4,
-        interval: 0,
-        ..SchedConfig::default()
-    }));
+    core.handle(Event::Configure(config(cfg)));
     core
 }
 
@@ -175,8 +180,8 @@ fn sched_job(id: u32, j: &TraceJob) -> SchedJob {
         time_limit: Some(limit),
         exclusive: false,
         hold: None,
-        uid: 0,
-        queued: 0,
+        uid: j.user,
+        queued: j.submit,
         more: None,
     }
 }
@@ -187,19 +192,20 @@ fn sched_job(id: u32, j: &TraceJob) -> SchedJob {
 pub fn run(
     jobs: &[TraceJob],
     machine: &Machine,
-    policy: Policy,
+    cfg: SchedConfig,
     timing: bool,
     progress: &mut dyn FnMut(f64),
 ) -> (Vec<JobRow>, u64, f64) {
-    let mut core = cluster(machine, policy);
-    // (time, kind: 0 = end before 1 = submit, index): ends free resources before submits at
-    // the same second are considered.
+    let mut core = cluster(machine, cfg);
+    // (time, kind: 0 = end before 1 = submit before 2 = a pass the core asked for, index):
+    // ends free resources before submits at the same second are considered.
     let mut events: BinaryHeap<Reverse<(i64, u8, usize)>> = BinaryHeap::new();
     for (k, j) in jobs.iter().enumerate() {
         events.push(Reverse((j.submit, 1, k)));
     }
     let mut rows: Vec<Option<JobRow>> = vec![None; jobs.len()];
     let mut started = 0usize;
+    let mut wakes = std::collections::BTreeSet::new();
     let (mut passes, mut cpu) = (0u64, std::time::Duration::ZERO);
     let mut no_ids = || unreachable_id();
     while let Some(&Reverse((t, _, _))) = events.peek() {
@@ -208,10 +214,15 @@ pub fn run(
                 break;
             }
             events.pop();
-            let id = k as u32 + 1;
-            if kind == 0 {
+            // (A wake has no job: its index is usize::MAX.)
+            let id = (k as u32).wrapping_add(1);
+            if kind == 2 {
+                wakes.remove(&et);
+            } else if kind == 0 {
                 core.handle(Event::Ended { job: id, outcome: Outcome::Succeeded });
                 core.handle(Event::Forgotten(id));
+                // What a live controller learns from accounting as each job ends.
+                core.handle(Event::Ran { uid: jobs[k].user, seconds: jobs[k].run });
             } else {
                 core.handle(Event::Submitted(sched_job(id, &jobs[k])));
             }
@@ -222,6 +233,10 @@ pub fn run(
             cpu += t0.elapsed();
         }
         passes += 1;
+        // A pass the core asked for with no event (a prediction running out).
+        if let Some(w) = core.wake_at().filter(|&w| w > t && wakes.insert(w)) {
+            events.push(Reverse((w, 2, usize::MAX)));
+        }
         for d in decisions {
             if let Decision::Start { job, .. } = d {
                 let k = job as usize - 1;
@@ -248,8 +263,12 @@ fn unreachable_id() -> u32 {
 mod tests {
     use super::*;
 
+    fn named(p: &str) -> SchedConfig {
+        SchedConfig::named(p).expect("a policy")
+    }
+
     fn job(id: u32, submit: i64, run: i64, procs: u32, estimate: i64) -> TraceJob {
-        TraceJob { id, submit, run, procs, estimate }
+        TraceJob { id, submit, run, procs, estimate, user: 1 }
     }
 
     #[test]
@@ -257,9 +276,9 @@ mod tests {
         let m = Machine::uniform(1, 4);
         // A long 3-cpu job, then a 4-cpu job that must wait, then a short 1-cpu job.
         let jobs = [job(1, 0, 100, 3, 100), job(2, 1, 10, 4, 10), job(3, 2, 5, 1, 5)];
-        let (fcfs, _, _) = run(&jobs, &m, Policy::Fcfs, false, &mut |_| {});
+        let (fcfs, _, _) = run(&jobs, &m, named("fcfs"), false, &mut |_| {});
         assert_eq!(fcfs.iter().map(|r| r.start).collect::<Vec<_>>(), [0, 100, 110]);
-        let (easy, _, _) = run(&jobs, &m, Policy::Easy, false, &mut |_| {});
+        let (easy, _, _) = run(&jobs, &m, named("easy"), false, &mut |_| {});
         assert_eq!(easy.iter().map(|r| r.start).collect::<Vec<_>>(), [0, 100, 2]);
         let s = Summary::of(&easy, &m, 0.0, 0);
         assert_eq!(s.jobs, 3);

@@ -1,6 +1,6 @@
 //! The Standard Workload Format (Parallel Workloads Archive): one job per line, 18
 //! whitespace-separated fields, `;` comment lines. Fields used here: 1 job number, 2 submit
-//! time, 4 run time, 5 allocated processors, 8 requested processors, 9 requested time.
+//! time, 4 run time, 5 allocated processors, 8 requested processors, 9 requested time, 12 user.
 
 use std::io::Read;
 
@@ -15,6 +15,8 @@ pub struct TraceJob {
     pub procs: u32,
     /// What the scheduler is told: max(requested time, run time).
     pub estimate: i64,
+    /// Field 12, the user id (`u32::MAX` where the trace has none): predictions learn per user.
+    pub user: u32,
 }
 
 /// Parses SWF text. A line that is not a comment and does not have at least 9 numeric
@@ -35,12 +37,16 @@ pub fn parse(text: &str) -> Result<Vec<TraceJob>, String> {
         };
         let (id, submit, run, alloc, req, req_time) = (num(0)?, num(1)?, num(3)?, num(4)?, num(7)?, num(8)?);
         let procs = if alloc > 0 { alloc } else { req };
+        // Older or trimmed lines may stop before the user field.
+        let user =
+            f.get(11).and_then(|v| v.parse::<i64>().ok()).and_then(|u| u32::try_from(u).ok()).unwrap_or(u32::MAX);
         jobs.push(TraceJob {
             id: u32::try_from(id).unwrap_or(0),
             submit,
             run,
             procs: u32::try_from(procs.max(0)).unwrap_or(u32::MAX),
             estimate: req_time.max(run),
+            user,
         });
     }
     Ok(jobs)
@@ -73,10 +79,12 @@ mod tests {
             14 567400 0 -1 4 0 -1 4 -1 -1 0 1 1 1 1 -1 -1 -1\n";
         let jobs = parse(text).unwrap();
         assert_eq!(jobs.len(), 3);
-        assert_eq!(jobs[0], TraceJob { id: 11, submit: 566129, run: 28826, procs: 1, estimate: 28826 });
+        assert_eq!(jobs[0], TraceJob { id: 11, submit: 566129, run: 28826, procs: 1, estimate: 28826, user: 153 });
         assert_eq!(jobs[1].procs, 8);
         assert_eq!(jobs[1].estimate, 64800);
         assert_eq!(jobs[2].run, -1);
+        assert_eq!(jobs[1].user, 150);
+        assert_eq!(parse("1 2 3 4 5 6 7 8 9\n").unwrap()[0].user, u32::MAX);
         assert!(parse("1 2 3\n").unwrap_err().contains("line 1"));
     }
 }

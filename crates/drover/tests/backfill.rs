@@ -33,7 +33,9 @@ fn a_short_job_backfills_and_a_long_one_waits_for_the_reservation() {
 
 #[test]
 fn explain_names_every_blocker_and_the_time_limit_that_would_backfill() {
-    let c = Cluster::start(EXE, Options { nodes: 2, cpus: 2, ..Default::default() });
+    // Slurm's backfill, on time limits (under predictions, the cancelled job below would make
+    // its user's next job short enough to pass: the next test).
+    let c = two_nodes("SchedulerParameters=bf_policy=conservative\n");
     let long = c.submit(&["-w", "node1", "-n2", "-t", "20", "--wrap", "sleep 600"]);
     let short = c.submit(&["-w", "node2", "-n2", "-t", "2", "--wrap", "sleep 600"]);
     c.wait_state(long, &["RUNNING"], Duration::from_secs(20));
@@ -76,4 +78,51 @@ fn explain_names_every_blocker_and_the_time_limit_that_would_backfill() {
         "{show}"
     );
     c.ok("scancel", &[&long.to_string(), &wide.to_string(), &held.to_string(), &hour.to_string()]);
+}
+
+#[test]
+fn a_job_predicted_short_from_its_users_last_runs_backfills_where_its_limit_would_not() {
+    // Drover's default policy plans on what the user's recent jobs ran. node1 is busy for 20
+    // minutes, a two-node job waits for it; a one-node job with a one-hour limit would delay
+    // it by its limit, but its user's last job ran a few seconds, so it is expected to be
+    // done long before and starts now. Its limit still holds (scontrol shows it).
+    let c = two_nodes("");
+    let (long, wide) = node1_busy_and_a_quick_run(&c);
+    let why = c.ok("drover", &["explain", &wide.to_string()]);
+    assert!(why.contains("The plan expects it to run 00:00:0"), "{why}");
+    assert!(why.contains("its user's last jobs ran 00:00:0"), "{why}");
+    let hour = c.submit(&["-n2", "-t", "60", "--wrap", "sleep 2"]);
+    c.wait_state(hour, &["RUNNING", "COMPLETED"], Duration::from_secs(20));
+    let show = c.ok("scontrol", &["show", "job", &hour.to_string()]);
+    assert!(show.contains("TimeLimit=01:00:00"), "{show}");
+    // The waiting job's expected start relies on the hour job ending as predicted; scontrol
+    // -d says what the waiting job itself is expected to run.
+    let show = c.ok("scontrol", &["-d", "show", "job", &wide.to_string()]);
+    assert!(show.contains("\n   PredictedRunTime=00:00:0"), "{show}");
+    c.ok("scancel", &[&long.to_string(), &wide.to_string(), &hour.to_string()]);
+
+    // The same under Slurm's policy: the hour job waits for the two-node job.
+    let c = two_nodes("SchedulerParameters=bf_policy=conservative\n");
+    let (long, wide) = node1_busy_and_a_quick_run(&c);
+    let hour = c.submit(&["-n2", "-t", "60", "--wrap", "sleep 2"]);
+    c.wait_until("the planner to pass over it", Duration::from_secs(20), || {
+        c.ok("drover", &["explain", &hour.to_string()]).contains("would delay jobs ahead of it")
+    });
+    assert_eq!(c.ok("squeue", &["-h", "-j", &hour.to_string(), "-o", "%t"]).trim(), "PD");
+    assert!(!c.ok("drover", &["explain", &wide.to_string()]).contains("The plan expects"));
+    c.ok("scancel", &[&long.to_string(), &wide.to_string(), &hour.to_string()]);
+}
+
+fn two_nodes(extra_conf: &str) -> Cluster {
+    Cluster::start(EXE, Options { nodes: 2, cpus: 2, extra_conf: extra_conf.into(), ..Default::default() })
+}
+
+/// node1 busy for 20 minutes, a job of the same user that ran a second on node2, and a
+/// two-node job waiting for node1: (the busy job, the waiting one).
+fn node1_busy_and_a_quick_run(c: &Cluster) -> (u32, u32) {
+    let long = c.submit(&["-w", "node1", "-n2", "-t", "20", "--wrap", "sleep 600"]);
+    c.wait_state(long, &["RUNNING"], Duration::from_secs(20));
+    let quick = c.submit(&["-w", "node2", "-n2", "-t", "60", "--wrap", "sleep 1"]);
+    c.wait_state(quick, &["COMPLETED"], Duration::from_secs(20));
+    (long, c.submit(&["-N2", "-n4", "-t", "5", "--wrap", "true"]))
 }

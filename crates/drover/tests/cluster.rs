@@ -147,7 +147,9 @@ fn a_job_cancelled_while_its_agent_is_away_ends_when_the_agent_returns() {
     c.start_node("node1");
     c.wait_state(id, &["CANCELLED"], Duration::from_secs(20));
     c.wait_until("the script is gone", Duration::from_secs(10), || {
-        drover_testkit::processes_with(&format!("spool/node1/job{id}/script")).is_empty()
+        // This cluster's path: other tests' clusters run a job 1 on a node1 too.
+        drover_testkit::processes_with(&c.path().join(format!("spool/node1/job{id}/script")).display().to_string())
+            .is_empty()
     });
 }
 

@@ -744,9 +744,14 @@ impl Owner {
         st.reason = PendingReason::None;
         st.nodes_running.clear();
         let nodes: Vec<String> = st.alloc.as_ref().map(|a| a.node_names()).unwrap_or_default();
+        let ran = (st.start_time > 0).then(|| (end - st.start_time - st.suspended_secs).max(0));
         self.set_status(id, st);
         let outcome = if state == JobState::Completed { Outcome::Succeeded } else { Outcome::Failed };
         self.core.handle(Event::Ended { job: id, outcome });
+        if let (Some(secs), Some(j)) = (ran, self.durable.jobs.get(&id)) {
+            let uid = j.uid;
+            self.ran(uid, secs);
+        }
         self.purge_queue.insert((end, id));
         let t = now();
         for n in nodes {

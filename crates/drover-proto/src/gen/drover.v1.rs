@@ -798,6 +798,20 @@ pub struct ExplainReply {
     /// With a time limit of at most this many seconds it would start now.
     #[prost(uint64, optional, tag = "3")]
     pub sooner_limit_secs: ::core::option::Option<u64>,
+    /// Where the plan is built on predicted run times (bf_policy=predictive): what the job is
+    /// expected to run (absent: its limit), its user's recent run times (oldest first), how
+    /// many running jobs the plan expects to end before their limits, and whether the plan is
+    /// on limits for now (a reservation slipped past bf_slip_limit).
+    #[prost(bool, tag = "4")]
+    pub predictive: bool,
+    #[prost(int64, optional, tag = "5")]
+    pub predicted_secs: ::core::option::Option<i64>,
+    #[prost(int64, repeated, tag = "6")]
+    pub recent_runs: ::prost::alloc::vec::Vec<i64>,
+    #[prost(uint32, tag = "7")]
+    pub running_early: u32,
+    #[prost(bool, tag = "8")]
+    pub by_limits: bool,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct LicenseInfo {
