@@ -41,7 +41,7 @@ pub struct SimArgs {
     /// Print one JSON summary object.
     #[arg(long)]
     pub json: bool,
-    /// Write one CSV row per job (id,submit,start,end,wait,run,procs).
+    /// Write one CSV row per job (id,submit,start,end,wait,run,procs,nodes).
     #[arg(long)]
     pub jobs_out: Option<PathBuf>,
     /// Report sched_cpu_s as 0, so that runs compare byte for byte.
@@ -102,9 +102,19 @@ fn sim(a: &SimArgs) -> Result<(), String> {
         eprintln!();
     }
     if let Some(path) = &a.jobs_out {
-        let mut out = String::from("id,submit,start,end,wait,run,procs\n");
+        let mut out = String::from("id,submit,start,end,wait,run,procs,nodes\n");
         for r in &rows {
-            out.push_str(&format!("{},{},{},{},{},{},{}\n", r.id, r.submit, r.start, r.end, r.wait(), r.run, r.procs));
+            out.push_str(&format!(
+                "{},{},{},{},{},{},{},\"{}\"\n",
+                r.id,
+                r.submit,
+                r.start,
+                r.end,
+                r.wait(),
+                r.run,
+                r.procs,
+                r.nodes
+            ));
         }
         std::fs::write(path, out).map_err(|e| format!("{}: {e}", path.display()))?;
     }

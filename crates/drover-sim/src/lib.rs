@@ -50,6 +50,8 @@ pub struct JobRow {
     pub end: i64,
     pub procs: u32,
     pub run: i64,
+    /// The nodes it ran on (`n1`, `n2`, ... in the machine's order), as a Slurm hostlist.
+    pub nodes: String,
 }
 
 impl JobRow {
@@ -238,11 +240,23 @@ pub fn run(
             events.push(Reverse((w, 2, usize::MAX)));
         }
         for d in decisions {
-            if let Decision::Start { job, .. } = d {
+            if let Decision::Start { job, alloc, .. } = d {
                 let k = job as usize - 1;
                 let j = &jobs[k];
-                rows[k] =
-                    Some(JobRow { id: j.id, submit: j.submit, start: t, end: t + j.run, procs: j.procs, run: j.run });
+                let mut nodes = drover_model::hostlist::Hostlist::new();
+                for n in &alloc.nodes {
+                    nodes.push_host(&n.node);
+                }
+                let nodes = nodes.ranged();
+                rows[k] = Some(JobRow {
+                    id: j.id,
+                    submit: j.submit,
+                    start: t,
+                    end: t + j.run,
+                    procs: j.procs,
+                    run: j.run,
+                    nodes,
+                });
                 events.push(Reverse((t + j.run, 0, k)));
                 started += 1;
                 if started.is_multiple_of(1000) {
@@ -288,9 +302,9 @@ mod tests {
 
     #[test]
     fn bounded_slowdown_uses_a_ten_second_floor() {
-        let r = JobRow { id: 1, submit: 0, start: 20, end: 21, procs: 1, run: 1 };
+        let r = JobRow { id: 1, submit: 0, start: 20, end: 21, procs: 1, run: 1, nodes: "n1".into() };
         assert_eq!(r.bsld(), 2.1);
-        let r = JobRow { id: 1, submit: 0, start: 0, end: 100, procs: 1, run: 100 };
+        let r = JobRow { id: 1, submit: 0, start: 0, end: 100, procs: 1, run: 100, nodes: "n1".into() };
         assert_eq!(r.bsld(), 1.0);
     }
 }
