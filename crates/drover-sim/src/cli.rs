@@ -24,7 +24,8 @@ pub struct SimArgs {
     pub config: Option<PathBuf>,
     /// predictive (Drover's default: EASY on predicted run times, backfill by slowdown
     /// score), conservative (Slurm's: reservations for all, on time limits), easy (one
-    /// reservation, on time limits), fcfs (no backfill); `default` is predictive.
+    /// reservation, on time limits), fcfs (no backfill); `default` is predictive. Several,
+    /// comma-separated, replay the trace under each in turn (easy,default).
     #[arg(long, default_value = "default")]
     pub policy: String,
     /// Plan on run times predicted from each user's recent jobs (yes) or on time limits
@@ -44,6 +45,9 @@ pub struct SimArgs {
     /// Write one CSV row per job (id,submit,start,end,wait,run,procs,nodes).
     #[arg(long)]
     pub jobs_out: Option<PathBuf>,
+    /// Write a chart of mean wait by job size, a bar per policy (SVG).
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
     /// Report sched_cpu_s as 0, so that runs compare byte for byte.
     #[arg(long)]
     pub no_timing: bool,
@@ -73,9 +77,9 @@ pub fn main(a: SimArgs) -> i32 {
     }
 }
 
-fn sim(a: &SimArgs) -> Result<(), String> {
-    let mut cfg = SchedConfig::named(&a.policy)
-        .ok_or_else(|| format!("unknown policy `{}` (predictive, conservative, easy, fcfs, default)", a.policy))?;
+fn config(a: &SimArgs, policy: &str) -> Result<SchedConfig, String> {
+    let mut cfg = SchedConfig::named(policy)
+        .ok_or_else(|| format!("unknown policy `{policy}` (predictive, conservative, easy, fcfs, default)"))?;
     if let Some(p) = &a.predict {
         cfg.predict = p == "yes";
     }
@@ -85,6 +89,18 @@ fn sim(a: &SimArgs) -> Result<(), String> {
     if let Some(s) = a.slip_limit {
         cfg.slip_limit = s.max(0);
     }
+    Ok(cfg)
+}
+
+fn sim(a: &SimArgs) -> Result<(), String> {
+    let policies: Vec<&str> = a.policy.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
+    let cfgs = policies.iter().map(|p| config(a, p)).collect::<Result<Vec<_>, _>>()?;
+    if cfgs.is_empty() {
+        return Err("give a policy: --policy default (or several: --policy easy,default)".into());
+    }
+    if a.jobs_out.is_some() && cfgs.len() > 1 {
+        return Err("--jobs-out writes one policy's jobs: give one --policy".into());
+    }
     let m = machine(a)?;
     if m.procs() == 0 {
         return Err("the machine has no processors".into());
@@ -92,18 +108,50 @@ fn sim(a: &SimArgs) -> Result<(), String> {
     let all = swf::read(&a.trace)?;
     let jobs = usable(&all, &m);
     let tty = std::io::stderr().is_terminal();
-    let mut progress = |f: f64| {
+    let mut runs: Vec<(String, Vec<crate::JobRow>)> = Vec::new();
+    for (name, cfg) in policies.iter().zip(cfgs) {
+        let started = std::time::Instant::now();
+        let mut progress = |f: f64| {
+            if tty {
+                let done = (f * 30.0) as usize;
+                eprint!(
+                    "\r{name:<12} [{}{}] {:>5.1}% of {} jobs started, {:.0} s",
+                    "#".repeat(done),
+                    ".".repeat(30 - done.min(30)),
+                    f * 100.0,
+                    jobs.len(),
+                    started.elapsed().as_secs_f64()
+                );
+            }
+        };
+        let (rows, passes, cpu) = run(&jobs, &m, cfg, !a.no_timing, &mut progress);
         if tty {
-            eprint!("\r{:>5.1}% of {} jobs started", f * 100.0, jobs.len());
+            eprintln!();
         }
-    };
-    let (rows, passes, cpu) = run(&jobs, &m, cfg, !a.no_timing, &mut progress);
-    if tty {
-        eprintln!();
+        report(a, name, &m, &all, &rows, passes, cpu)?;
+        runs.push((name.to_string(), rows));
     }
+    if let Some(path) = &a.svg {
+        let trace = a.trace.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        let title = format!("Mean wait by job size: {trace} on {} processors (drover sim)", m.procs());
+        std::fs::write(path, crate::chart::svg(&title, &runs)).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// One policy's results: its jobs (`--jobs-out`) and its summary, as text or JSON.
+fn report(
+    a: &SimArgs,
+    policy: &str,
+    m: &Machine,
+    all: &[swf::TraceJob],
+    rows: &[crate::JobRow],
+    passes: u64,
+    cpu: f64,
+) -> Result<(), String> {
     if let Some(path) = &a.jobs_out {
         let mut out = String::from("id,submit,start,end,wait,run,procs,nodes\n");
-        for r in &rows {
+        for r in rows {
             out.push_str(&format!(
                 "{},{},{},{},{},{},{},\"{}\"\n",
                 r.id,
@@ -118,10 +166,10 @@ fn sim(a: &SimArgs) -> Result<(), String> {
         }
         std::fs::write(path, out).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    let s = Summary::of(&rows, &m, cpu, passes);
+    let s = Summary::of(rows, m, cpu, passes);
     let mut stdout = std::io::stdout().lock();
     if a.json {
-        let _ = writeln!(stdout, "{}", s.json(&a.policy, &m));
+        let _ = writeln!(stdout, "{}", s.json(policy, m));
     } else {
         let _ = writeln!(
             stdout,
@@ -129,7 +177,7 @@ fn sim(a: &SimArgs) -> Result<(), String> {
              utilization {:.4}  mean wait {:.0} s  p95 wait {:.0} s  p99 wait {:.0} s  max wait {} s\n\
              mean bounded slowdown {:.3}  p95 {:.3}  makespan {} s\n\
              scheduler {:.3} s CPU over {} passes ({:.1} us per pass)",
-            a.policy,
+            policy,
             m.procs(),
             m.nodes(),
             s.jobs,

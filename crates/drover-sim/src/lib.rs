@@ -20,6 +20,7 @@ use std::collections::BinaryHeap;
 
 pub use swf::{parse, TraceJob};
 
+pub mod chart;
 pub mod cli;
 
 /// The machine a trace is replayed on: its nodes' CPU counts.

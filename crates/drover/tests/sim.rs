@@ -94,3 +94,37 @@ fn the_default_policy_beats_easy_on_bounded_slowdown_without_starving_anyone() {
         }
     }
 }
+
+/// Policies side by side: one JSON line each, in the order asked, and a chart of mean wait by
+/// job size with a bar per policy; `--jobs-out` takes one policy.
+#[test]
+fn several_policies_replay_in_turn_and_chart_their_waits_by_job_size() {
+    let t = traces();
+    let kth = t.join("KTH-SP2-1996-2.1-cln.swf.gz");
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("wait.svg");
+    let out = Command::new(EXE)
+        .args(["sim", kth.to_str().unwrap(), "--procs", "100", "--policy", "easy,default", "--json", "--no-timing"])
+        .arg("--svg")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.iter().map(|l| l["policy"].as_str().unwrap()).collect::<Vec<_>>(), ["easy", "default"]);
+    assert_eq!(lines[1], sim(&[kth.to_str().unwrap(), "--procs", "100", "--policy", "default"]));
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    assert!(chart.starts_with("<svg ") && chart.trim_end().ends_with("</svg>"));
+    assert!(chart.contains("<title>easy: ") && chart.contains("<title>default: "), "{chart}");
+    let bad = Command::new(EXE)
+        .args(["sim", kth.to_str().unwrap(), "--procs", "100", "--policy", "easy,default", "--jobs-out"])
+        .arg(dir.path().join("x.csv"))
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&bad.stderr).trim(),
+        "drover sim: error: --jobs-out writes one policy's jobs: give one --policy"
+    );
+}
