@@ -93,6 +93,32 @@ fn a_reservation_that_slipped_too_far_is_planned_by_limits_until_it_starts() {
 }
 
 #[test]
+fn a_job_that_lost_its_reservation_to_a_higher_priority_one_is_promised_afresh() {
+    // One node of 6 CPUs. Job 2 (6 CPUs) is first promised a start at 50 (job 1's predicted
+    // end); job 3, of higher priority, takes the reservation; job 1 ends at 60 and job 3 runs
+    // until 560. Job 2's start is 560 from then on: that is its new promise, not a slip of
+    // 510 s past the old one, so the guard stays off and user 5's next job (predicted 55 s,
+    // limit 2000 s) still backfills on its prediction.
+    let mut c = predictive(cluster(1, 6, 1000), 100);
+    c.handle(Event::Ran { uid: 5, seconds: 50 });
+    c.handle(Event::Submitted(of_user(limited(1, 3, 1000), 5, 0)));
+    c.schedule(0, &mut no_ids);
+    c.handle(Event::Submitted(of_user(limited(2, 6, 100), 6, 1)));
+    assert_eq!(planned(&c.schedule(1, &mut no_ids), 2).and_then(|p| p.0), Some(50));
+    let mut urgent = of_user(limited(3, 4, 500), 7, 2);
+    urgent.priority = u64::MAX / 2;
+    c.handle(Event::Submitted(urgent));
+    // (After job 2's old reservation, which stands until the pass reaches job 2.)
+    assert_eq!(planned(&c.schedule(2, &mut no_ids), 3).and_then(|p| p.0), Some(150));
+    c.handle(Event::Ended { job: 1, outcome: drover_sched::Outcome::Succeeded });
+    c.handle(Event::Ran { uid: 5, seconds: 60 });
+    assert_eq!(started(&c.schedule(60, &mut no_ids)), [3]);
+    c.handle(Event::Submitted(of_user(limited(4, 2, 2000), 5, 61)));
+    assert_eq!(started(&c.schedule(61, &mut no_ids)), [4]);
+    c.check_invariants().unwrap();
+}
+
+#[test]
 fn holes_go_to_the_job_that_waited_longest_for_its_length_not_the_first_in_line() {
     // One node of 4 CPUs: job 1 holds 3 until 200, job 2 (all four) is reserved at 200. One
     // CPU is free until then: job 3 (first in line, queued at 99) or job 4 (queued at 0).

@@ -1028,6 +1028,9 @@ impl Core {
         }
         self.shown = shown;
         self.stats.last_table_size = planned.len() as u32;
+        // A job that lost its reservation (a job of higher priority took its place) is
+        // promised afresh when it gets one again: its slip counts from then.
+        self.promised.retain(|id, _| planned.contains_key(id));
         self.planned = planned;
         out
     }
