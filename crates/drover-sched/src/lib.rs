@@ -6,13 +6,19 @@
 //!   controller ──now────► Core::schedule ──► Vec<Decision> ──► controller journals + launches
 //! ```
 //!
-//! First version (the foundation issue): jobs are taken in priority order (submit order for
-//! now; [`SchedJob::priority`] is the seam for the multifactor priority), consumable cores and
-//! memory per node (like `select/cons_tres` with `CR_Core_Memory`: a job that asks for no
-//! memory consumes none, as with `CR_Core`), whole nodes for `--exclusive`, and atomic
-//! allocation: a job starts only when every node, core and byte it needs is free at once, and a
-//! pending job holds nothing. Once a job in a partition waits for resources, later jobs of that
-//! partition wait behind it with reason `Priority` (no backfill yet).
+//! Jobs are taken in priority order ([`SchedJob::priority`], which the controller computes),
+//! on consumable cores, memory and GRES per node (like `select/cons_tres` with
+//! `CR_Core_Memory`), whole nodes for `--exclusive`, and atomic allocation: a job starts only
+//! when everything it needs is free at once, and a pending job holds nothing. Backfill
+//! ([`plan`]) plans on a timeline of when nodes free up: Drover's default policy on run times
+//! predicted from each user's recent jobs ([`predict`], fed by [`Event::Ran`]), Slurm's on time
+//! limits ([`SchedConfig::slurm`]). `explain` lists every reason a job waits; `fairshare`,
+//! `priority` and `limits` are the pure parts of the multifactor priority and accounting limits.
+//!
+//! ```text
+//!   Event::Ran ──► predict::History ──► plan lengths ──► Timeline (plan.rs) ──► reservations,
+//!                                                         backfill, forecasts ──► Decision
+//! ```
 
 // Daemons never unwrap on input; broken invariants use `expect("invariant: ...")`.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]

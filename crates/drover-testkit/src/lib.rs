@@ -31,6 +31,8 @@ pub struct Cluster {
     /// `drover accounting` (with [`Options::accounting`]) and its `slurmdbd.conf`.
     accounting: Option<Child>,
     pub dbd_conf: Option<PathBuf>,
+    /// The ports its daemons listen on, held until it is dropped.
+    _ports: Vec<PortLock>,
 }
 
 pub struct Options {
@@ -81,11 +83,35 @@ pub fn place_binary(exe: &Path, to: &Path) {
     std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).expect("chmod the binary");
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+/// A loopback port held for a cluster's life. Asking the kernel for a free one (bind to
+/// port 0, then let go) raced: the port came from the ephemeral range, where any outgoing
+/// connection may take it before the daemon binds it, and two tests started at once could be
+/// handed the same one, and so share a controller's local socket (`controller-PORT.sock`) and
+/// talk to each other's controller. Ports here are below Linux's ephemeral range (32768 up)
+/// and each is locked (an `flock` on a file named after it) by the one test process using it.
+struct PortLock {
+    port: u16,
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+fn reserve_port() -> PortLock {
+    let dir = std::env::temp_dir().join("drover-test-ports");
+    std::fs::create_dir_all(&dir).expect("a directory for port locks");
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let seed = u64::from(std::process::id()).wrapping_mul(2_654_435_761) ^ u64::from(nanos);
+    for attempt in 0..4000u64 {
+        let port = 20_000 + (seed.wrapping_add(attempt.wrapping_mul(7_919)) % 12_000) as u16;
+        let Ok(file) =
+            std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(port.to_string()))
+        else {
+            continue;
+        };
+        let Ok(lock) = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) else { continue };
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return PortLock { port, _lock: lock };
+        }
+    }
+    panic!("no free loopback port between 20000 and 32000")
 }
 
 impl Cluster {
@@ -97,7 +123,9 @@ impl Cluster {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod temp dir");
         let d = dir.path().display().to_string();
-        let port = free_port();
+        let ctl_port = reserve_port();
+        let port = ctl_port.port;
+        let mut ports = vec![ctl_port];
         let node_line = o.node_line.clone().unwrap_or_else(|| {
             format!(
                 "NodeName=node[1-{}] NodeHostname=localhost NodeAddr=127.0.0.1 CPUs={} RealMemory={} State=UNKNOWN",
@@ -107,7 +135,9 @@ impl Cluster {
         let mut acct_conf = String::new();
         let mut dbd_conf = None;
         if o.accounting {
-            let dbd_port = free_port();
+            let dbd_lock = reserve_port();
+            let dbd_port = dbd_lock.port;
+            ports.push(dbd_lock);
             acct_conf = format!(
                 "AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=127.0.0.1\n\
                  AccountingStoragePort={dbd_port}\n"
@@ -168,6 +198,7 @@ impl Cluster {
             cluster: o.cluster.clone(),
             accounting: None,
             dbd_conf,
+            _ports: ports,
         };
         if c.dbd_conf.is_some() {
             c.start_accounting();
