@@ -326,14 +326,12 @@ async fn recent_runs(cfg: &Config, addr: &str, auth: &drover_proto::auth::Auth) 
     while let Some(rows) = stream.message().await.map_err(|e| e.message().to_string())? {
         for j in rows.jobs {
             let Some(i) = j.info else { continue };
-            if i.start_time > 0 && i.end_time >= i.start_time {
-                let uid = i.spec.as_ref().map_or(0, |s| s.uid);
-                ended.push((i.end_time, i.job_id, uid, (i.end_time - i.start_time - i.suspended_secs).max(0)));
+            if let Some(secs) = drover_sched::predict::run_time(i.start_time, i.end_time, i.suspended_secs) {
+                ended.push((i.end_time, i.job_id, i.spec.as_ref().map_or(0, |s| s.uid), secs));
             }
         }
     }
-    ended.sort_unstable();
-    Ok(ended.into_iter().map(|(_, _, uid, secs)| (uid, secs)).collect())
+    Ok(drover_sched::predict::in_end_order(ended))
 }
 
 /// How often the controller reads accounting's associations and QoS (what sacctmgr

@@ -59,6 +59,19 @@ impl History {
     }
 }
 
+/// What a job that started at `start` and ended at `end` ran, less the `suspended` seconds
+/// between; `None` for one that never started.
+pub fn run_time(start: i64, end: i64, suspended: i64) -> Option<i64> {
+    (start > 0 && end >= start).then(|| (end - start - suspended).max(0))
+}
+
+/// Ended jobs as (end, job id, uid, seconds run), in any order: the (uid, seconds) a
+/// [`History`] learns, in the order they ended (ties by job id).
+pub fn in_end_order(mut ended: Vec<(i64, u32, u32, i64)>) -> Vec<(u32, i64)> {
+    ended.sort_unstable();
+    ended.into_iter().map(|(_, _, uid, secs)| (uid, secs)).collect()
+}
+
 /// The expected end of a running job predicted to end at `predicted` that may run until
 /// `limit_end`, seen at `now`: the prediction while it is ahead; once the job has outlived it,
 /// its limit (what the user asked for is then the best guess there is), and always after
@@ -107,6 +120,15 @@ mod tests {
         assert_eq!(h.predict(8, 3600), None);
         h.record(8, 0);
         assert_eq!(h.predict(8, 3600), Some(1));
+    }
+
+    #[test]
+    fn run_times_leave_out_suspensions_and_jobs_that_never_ran() {
+        assert_eq!(run_time(100, 160, 0), Some(60));
+        assert_eq!(run_time(100, 160, 20), Some(40));
+        assert_eq!(run_time(0, 160, 0), None);
+        assert_eq!(run_time(100, 90, 0), None);
+        assert_eq!(in_end_order(vec![(50, 2, 7, 5), (40, 9, 8, 6), (50, 1, 9, 4)]), [(8, 6), (9, 4), (7, 5)]);
     }
 
     #[test]

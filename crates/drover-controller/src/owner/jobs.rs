@@ -744,7 +744,7 @@ impl Owner {
         st.reason = PendingReason::None;
         st.nodes_running.clear();
         let nodes: Vec<String> = st.alloc.as_ref().map(|a| a.node_names()).unwrap_or_default();
-        let ran = (st.start_time > 0).then(|| (end - st.start_time - st.suspended_secs).max(0));
+        let ran = drover_sched::predict::run_time(st.start_time, end, st.suspended_secs);
         self.set_status(id, st);
         let outcome = if state == JobState::Completed { Outcome::Succeeded } else { Outcome::Failed };
         self.core.handle(Event::Ended { job: id, outcome });

@@ -33,15 +33,14 @@ impl Owner {
 /// Where there is no accounting, what the state still holds is the history: the ended jobs
 /// not yet purged, in the order they ended.
 pub(super) fn runs_in_state(jobs: &[Arc<Job>]) -> Vec<(u32, i64)> {
-    let mut ended: Vec<(i64, JobId, u32, i64)> = jobs
-        .iter()
-        .filter(|j| j.status.start_time > 0 && j.status.end_time >= j.status.start_time)
-        .filter(|j| !matches!(j.status.state, JobState::Pending | JobState::Running | JobState::Suspended))
-        .map(|j| {
-            let s = &j.status;
-            (s.end_time, j.id, j.uid, (s.end_time - s.start_time - s.suspended_secs).max(0))
-        })
-        .collect();
-    ended.sort_unstable();
-    ended.into_iter().map(|(_, _, uid, secs)| (uid, secs)).collect()
+    drover_sched::predict::in_end_order(
+        jobs.iter()
+            .filter(|j| !matches!(j.status.state, JobState::Pending | JobState::Running | JobState::Suspended))
+            .filter_map(|j| {
+                let s = &j.status;
+                let secs = drover_sched::predict::run_time(s.start_time, s.end_time, s.suspended_secs)?;
+                Some((s.end_time, j.id, j.uid, secs))
+            })
+            .collect(),
+    )
 }

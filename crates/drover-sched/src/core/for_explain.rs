@@ -69,21 +69,11 @@ impl Core {
         if !self.config.predict {
             return None;
         }
-        let limit = job
-            .partitions
-            .first()
-            .and_then(|p| self.partition(p))
-            .map_or(job.time_limit.flatten(), |p| job.effective_limit(p));
-        let l = limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
-        let early = self
-            .running
-            .keys()
-            .filter(|j| self.planned_end(**j, now) < self.ends.get(j).copied().unwrap_or(i64::MAX))
-            .count();
+        let l = limit_secs(self.first_partition_limit(job));
         Some(crate::explain::Prediction {
             secs: self.history.predict(job.uid, l).filter(|p| *p < l),
             recent: self.history.recent(job.uid),
-            running_early: early as u32,
+            running_early: self.early_ends(now).count() as u32,
             by_limits: self.by_limits,
         })
     }

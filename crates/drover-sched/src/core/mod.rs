@@ -139,8 +139,8 @@ pub struct Core {
     config: SchedConfig,
     /// Expected end of each running job (start + time limit).
     ends: HashMap<JobId, i64>,
-    /// With predictions: each running job's predicted end (start + prediction), and the run
-    /// times predictions are made from.
+    /// Each running job's predicted end (start + prediction as of its start; its limit's
+    /// end where there was none), used where the plan is on predictions.
     pred_ends: HashMap<JobId, i64>,
     /// The earliest predicted end the last planning pass relied on: a pass at or after it plans.
     replan_at: Option<i64>,
@@ -148,6 +148,7 @@ pub struct Core {
     promised: HashMap<JobId, i64>,
     /// With predictions: this pass plans by limits (a reservation slipped too far).
     by_limits: bool,
+    /// The run times predictions are made from.
     history: crate::predict::History,
     /// Something changed since the last planning pass, and when the next may run.
     plan_dirty: bool,
@@ -876,9 +877,7 @@ impl Core {
                 }
                 self.started_at.insert(job_id, now);
                 self.ends.insert(job_id, end);
-                if self.config.predict {
-                    self.pred_ends.insert(job_id, pred_end);
-                }
+                self.pred_ends.insert(job_id, pred_end);
                 if passed_over {
                     self.stats.backfilled += 1;
                 }
@@ -970,14 +969,7 @@ impl Core {
         // A running job that outlives its prediction changes the plan with no event: look
         // again at the earliest predicted end (the plan then extends it).
         if self.config.predict && !self.queue.is_empty() {
-            let due = self
-                .running
-                .keys()
-                .map(|&j| self.planned_end(j, now))
-                .zip(self.running.keys())
-                .filter(|(e, j)| self.ends.get(j).is_some_and(|l| e < l))
-                .map(|(e, _)| e)
-                .min();
+            let due = self.early_ends(now).min();
             if let Some(due) = due {
                 self.wake_at = Some(self.wake_at.map_or(due, |w| w.min(due)));
             }
@@ -1329,7 +1321,7 @@ impl Core {
     /// How long the plan expects a job of `uid` with `limit` to run: its limit (`i64::MAX`
     /// for none), or with predictions on, what its user's recent jobs ran (never longer).
     pub(crate) fn plan_len(&self, uid: u32, limit: TimeLimit) -> i64 {
-        let l = limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
+        let l = limit_secs(limit);
         match self.config.predict && !self.by_limits {
             true => self.history.predict(uid, l).unwrap_or(l),
             false => l,
@@ -1346,18 +1338,28 @@ impl Core {
         }
     }
 
+    /// The predicted ends, seen at `now`, of the running jobs the plan expects to end before
+    /// their limits (what expected starts rely on).
+    fn early_ends(&self, now: i64) -> impl Iterator<Item = i64> + '_ {
+        self.running.keys().filter_map(move |j| {
+            let e = self.planned_end(*j, now);
+            (e < self.ends.get(j).copied().unwrap_or(i64::MAX)).then_some(e)
+        })
+    }
+
+    /// A waiting job's limit in its first partition (the one its run time is predicted and
+    /// ordered by before it is placed).
+    fn first_partition_limit(&self, job: &SchedJob) -> TimeLimit {
+        job.partitions
+            .first()
+            .and_then(|p| self.partition(p))
+            .map_or(job.time_limit.flatten(), |p| job.effective_limit(p))
+    }
+
     /// A waiting job's claim on a backfill hole ([`crate::predict::slowdown_score`]), from its
-    /// expected run time (its first partition's default limit where it gave none).
+    /// expected run time.
     fn backfill_score(&self, job: &SchedJob, now: i64) -> f64 {
-        let limit = match job.time_limit {
-            Some(l) => l,
-            None => job
-                .partitions
-                .first()
-                .and_then(|p| self.partitions.iter().find(|x| *x.name == **p))
-                .and_then(|p| p.default_time.unwrap_or(p.max_time)),
-        };
-        crate::predict::slowdown_score(now - job.queued, self.plan_len(job.uid, limit))
+        crate::predict::slowdown_score(now - job.queued, self.plan_len(job.uid, self.first_partition_limit(job)))
     }
 
     /// The pass's timeline: every running job holds what it has until its expected end.
@@ -1562,4 +1564,9 @@ fn held(na: &NodeAlloc) -> Res {
 fn gpu_need(job: &SchedJob, tasks: u32) -> u32 {
     job.more().gres.iter().filter(|g| g.name == "gpu").map(|g| g.for_tasks(tasks)).sum::<u64>().min(u64::from(u32::MAX))
         as u32
+}
+
+/// A time limit in seconds (`i64::MAX` for none).
+fn limit_secs(limit: TimeLimit) -> i64 {
+    limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX))
 }
