@@ -464,7 +464,7 @@ impl Durable {
         self.track(&rec);
         match rec {
             Record::Submit { id, mut spec, status } => {
-                self.next_job_id = self.next_job_id.max(id + 1);
+                self.next_job_id = self.next_job_id.max(id.saturating_add(1));
                 // Memory keeps the request without its bulk; the record keeps the rest.
                 spec.script = String::new();
                 spec.environment = Vec::new();
@@ -500,7 +500,7 @@ impl Durable {
                 );
             }
             Record::ArraySplit { array, task, id } => {
-                self.next_job_id = self.next_job_id.max(id + 1);
+                self.next_job_id = self.next_job_id.max(id.saturating_add(1));
                 let Some(rest) = self.jobs.get_mut(&array) else { return };
                 let rest = Arc::make_mut(rest);
                 let Some(a) = rest.array.as_mut().filter(|a| a.task_id.is_none()) else { return };
@@ -610,6 +610,24 @@ mod tests {
         assert_eq!(back.fences.get(&3), Some(&vec!["n1".to_string()]));
         d.apply(Record::Fence { id: 3, nodes: Vec::new() }, None);
         assert!(Durable::decode(&d.encode()).unwrap().fences.is_empty());
+    }
+
+    /// The highest job id in a record (damaged or hand-made) leaves the next id at the highest,
+    /// never overflows: found by the state fuzzer (a Submit and an ArraySplit of u32::MAX).
+    #[test]
+    fn the_highest_job_id_in_a_record_does_not_overflow() {
+        let mut d = Durable::default();
+        d.apply(
+            Record::Submit {
+                id: JobId::MAX,
+                spec: JobSpec::default(),
+                status: JobStatus::pending(1, 1, "debug", 1, None),
+            },
+            None,
+        );
+        assert_eq!(d.next_job_id, JobId::MAX);
+        d.apply(Record::ArraySplit { array: 1, task: 0, id: JobId::MAX }, None);
+        assert_eq!(d.next_job_id, JobId::MAX);
     }
 
     #[test]
