@@ -87,11 +87,15 @@ pub fn config_for(prog: &str) -> Result<Config, i32> {
     })
 }
 
-/// Where `slurm.conf` is: `SLURM_CONF`, else Slurm's default location, else (a configless
-/// host) the copy its agent or sackd fetched from the controller.
+/// Where `slurm.conf` is: `SLURM_CONF`, else (inside a job whose tool stripped it) the job's,
+/// else Slurm's default location, else (a configless host) the copy its agent or sackd
+/// fetched from the controller.
 pub fn conf_path() -> PathBuf {
     if let Some(p) = std::env::var_os("SLURM_CONF") {
         return PathBuf::from(p);
+    }
+    if let Some(p) = job_conf_of_ancestors() {
+        return p;
     }
     let default = PathBuf::from("/etc/slurm/slurm.conf");
     if default.exists() {
@@ -106,6 +110,32 @@ pub fn conf_path() -> PathBuf {
     } else {
         default
     }
+}
+
+/// The `SLURM_CONF` a job's processes started with, from the nearest ancestor that is a job's
+/// process (its environment has `SLURM_JOB_ID` and `SLURM_CONF`): tools that clean a job's
+/// environment before a nested `srun` (Snakemake's Slurm executor keeps only a job's ids)
+/// drop `SLURM_CONF`, and a cluster of `drover up` has no `/etc/slurm/slurm.conf` for them to
+/// fall back on. Only processes of this user are readable, so only the job's own are read.
+fn job_conf_of_ancestors() -> Option<PathBuf> {
+    let mut pid = std::os::unix::process::parent_id();
+    for _ in 0..64 {
+        if pid <= 1 {
+            return None;
+        }
+        let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+        let var = |name: &[u8]| {
+            env.split(|&b| b == 0).find_map(|kv| kv.strip_prefix(name).and_then(|v| v.strip_prefix(b"=")))
+        };
+        if let (Some(_), Some(conf)) = (var(b"SLURM_JOB_ID"), var(b"SLURM_CONF")) {
+            use std::os::unix::ffi::OsStrExt;
+            return Some(PathBuf::from(std::ffi::OsStr::from_bytes(conf))).filter(|p| p.is_file());
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
+        pid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+    }
+    None
 }
 
 pub fn load_config() -> Result<Config, String> {

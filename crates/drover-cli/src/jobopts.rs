@@ -211,6 +211,12 @@ pub fn directives(script: &str, prefix: &str) -> Result<Vec<String>, String> {
     Ok(args)
 }
 
+/// Sets `key` in a job's environment (replacing what the submitter's had).
+fn set_env(env: &mut Vec<(String, String)>, key: &str, value: &str) {
+    env.retain(|(k, _)| k != key);
+    env.push((key.into(), value.into()));
+}
+
 /// `SBATCH_*` input environment variables as options.
 pub fn env_args(prefix: &str) -> Vec<String> {
     const MAP: &[(&str, &str)] = &[
@@ -438,8 +444,7 @@ impl JobArgs {
         // environment on its node beneath what it exports, as Slurm's sbatch asks slurmd.
         let partial = self.export.as_deref().is_some_and(|e| !e.split(',').any(|i| i.eq_ignore_ascii_case("ALL")));
         if batch && (partial || self.get_user_env.is_some()) {
-            spec.environment.retain(|(k, _)| k != "SLURM_GET_USER_ENV");
-            spec.environment.push(("SLURM_GET_USER_ENV".into(), "1".into()));
+            set_env(&mut spec.environment, "SLURM_GET_USER_ENV", "1");
         }
         spec.comment = self.comment.clone();
         if let Some(m) = &self.mail_type {
@@ -465,6 +470,16 @@ impl JobArgs {
                 "truncate" | "t" | "T" => false,
                 _ => return Err(format!("{EXIT_255}Invalid --open-mode specification")),
             };
+        }
+        // sbatch passes its open mode to the job's steps (srun reads SLURM_OPEN_MODE), so a
+        // step's `--output` of an `--open-mode=append` job appends too, as Slurm's does.
+        if batch && self.open_mode.is_some() {
+            let mode = if spec.open_mode_append { "a" } else { "t" };
+            set_env(&mut spec.environment, "SLURM_OPEN_MODE", mode);
+        }
+        // And its dependency, as given.
+        if let (true, Some(d)) = (batch, &self.dependency) {
+            set_env(&mut spec.environment, "SLURM_JOB_DEPENDENCY", d);
         }
         if let Some(i) = &self.immediate {
             spec.immediate = Some(if i.is_empty() { 0 } else { num(i, "immediate")? });

@@ -20,6 +20,9 @@ struct Opts {
     /// Some(true): `-p` (a `|` after every field); Some(false): `-P`.
     parsable: Option<bool>,
     quiet: bool,
+    /// `-s/--associations`: lists with each entity's associations, as `withassoc` does
+    /// (Snakemake's Slurm executor asks `sacctmgr -n -s list user U format=account`).
+    with_assoc: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1162,7 +1165,8 @@ pub fn main(args: Vec<String>) -> i32 {
             "-p" | "--parsable" => o.parsable = Some(true),
             "-P" | "--parsable2" => o.parsable = Some(false),
             "-Q" | "--quiet" => o.quiet = true,
-            "-r" | "--readonly" | "-v" | "--verbose" | "-s" | "--associations" => {}
+            "-r" | "--readonly" | "-v" | "--verbose" => {}
+            "-s" | "--associations" => o.with_assoc = true,
             "-h" | "--help" | "--usage" => return crate::help::print("sacctmgr", false),
             "-V" | "--version" => {
                 crate::common::print_version();
@@ -1171,7 +1175,7 @@ pub fn main(args: Vec<String>) -> i32 {
             other => {
                 // Combined short flags (`-iP`).
                 let flags: Vec<char> = other.chars().skip(1).collect();
-                if other.starts_with("--") || flags.iter().any(|f| !"inpPQrv".contains(*f)) {
+                if other.starts_with("--") || flags.iter().any(|f| !"inpPQrsv".contains(*f)) {
                     eprintln!("sacctmgr: unrecognized option '{other}'");
                     eprintln!("Try \"sacctmgr --help\" for more information");
                     return 1;
@@ -1183,6 +1187,7 @@ pub fn main(args: Vec<String>) -> i32 {
                         'p' => o.parsable = Some(true),
                         'P' => o.parsable = Some(false),
                         'Q' => o.quiet = true,
+                        's' => o.with_assoc = true,
                         _ => {}
                     }
                 }
@@ -1216,7 +1221,10 @@ pub fn main(args: Vec<String>) -> i32 {
         }
         return 1;
     };
-    let w = parse_words(&words[2..], verb == "add");
+    let mut w = parse_words(&words[2..], verb == "add");
+    if o.with_assoc {
+        w.flags.insert("withassoc".into());
+    }
     let cfg = match common::config_for("sacctmgr") {
         Ok(c) => c,
         Err(code) => return code,

@@ -466,7 +466,9 @@ fn step_spec(a: &SrunArgs, standalone: bool) -> Result<v1::StepSpec, String> {
         // Only task 0 has the terminal, and srun's keys go to it alone.
         s.input_mode = "0".into();
     }
-    s.open_mode_append = matches!(j.open_mode.as_deref(), Some("append" | "a" | "A"));
+    // --open-mode, or the job's (sbatch --open-mode exports SLURM_OPEN_MODE=a|t).
+    let open_mode = j.open_mode.clone().or_else(|| env("SLURM_OPEN_MODE"));
+    s.open_mode_append = matches!(open_mode.as_deref(), Some("append" | "a" | "A"));
     s.kill_on_bad_exit = match &a.kill_on_bad_exit {
         Some(v) => v != "0",
         None => env_flag("SLURM_KILL_BAD_EXIT"),

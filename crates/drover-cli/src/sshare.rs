@@ -200,12 +200,6 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    if !cfg.priority.multifactor {
-        // Slurm's sshare still lists shares under priority/basic (usage all 0); Drover keeps
-        // fairshare only where it is used.
-        eprintln!("sshare: error: fairshare is kept with PriorityType=priority/multifactor only");
-        return 1;
-    }
     if !o.all && o.users.is_empty() {
         o.users.push(common::user_name(nix::unistd::getuid().as_raw()));
     }

@@ -455,6 +455,7 @@ impl Owner {
         if o.cfg.accounting_storage.is_some() {
             o.acct_admin = crate::acct::load_admin_cache(&crate::acct_cache_path(&o.cfg))
                 .map(|st| Box::new(crate::acct::Admin::new(&o.cfg.cluster_name, st)));
+            o.fs.stale = o.acct_admin.is_some();
         }
         o.load_config();
         o.refresh_limits(false);
@@ -883,6 +884,15 @@ impl Owner {
                 self.fs.next_calc = t + self.cfg.priority.calc_period as i64;
             } else if self.fs.stale {
                 self.refresh_priorities(t);
+            }
+        } else if self.fs.stale {
+            // priority/basic keeps no usage, but sshare still lists the associations' shares
+            // (usage 0), as Slurm's does: tools ask it which accounts a user may charge.
+            self.fs.stale = false;
+            if let Some(a) = self.acct_admin.as_deref() {
+                let (_, rows) = crate::fairshare::compute(&a.st, &self.cfg.cluster_name, &Default::default());
+                self.fs.rows = Arc::new(rows);
+                self.dirty = true;
             }
         }
         // sstat requests some node never answered.

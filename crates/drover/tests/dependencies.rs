@@ -21,7 +21,8 @@ fn started(c: &Cluster, id: u32) -> i64 {
 fn a_chain_on_an_array_runs_in_order_and_shows_what_it_waits_for() {
     let c = Cluster::start(EXE, Options { nodes: 4, cpus: 1, ..Default::default() });
     let arr = c.submit(&["--array=0-2", "--wrap", "sleep 1"]);
-    let after_all = c.submit(&["-d", &format!("afterok:{arr}"), "--wrap", "true"]);
+    // The job sees its dependency as given (SLURM_JOB_DEPENDENCY, as sbatch exports it).
+    let after_all = c.submit(&["-d", &format!("afterok:{arr}"), "--wrap", "echo $SLURM_JOB_DEPENDENCY"]);
     let after_one = c.submit(&["-d", &format!("afterany:{arr}_1"), "--wrap", "true"]);
     let corr = c.submit(&["--array=0-2", "-d", &format!("aftercorr:{arr}"), "--wrap", "true"]);
     let either = c.submit(&["-d", &format!("afterok:{after_all}?afterok:{after_one}"), "--wrap", "true"]);
@@ -52,6 +53,8 @@ fn a_chain_on_an_array_runs_in_order_and_shows_what_it_waits_for() {
         assert!(started(&c, id_of(corr, t)) > started(&c, id_of(arr, t)), "task {t}: {tasks}");
     }
     assert!(started(&c, after_all) > started(&c, id_of(arr, "2")));
+    let out = std::fs::read_to_string(c.path().join(format!("slurm-{after_all}.out"))).unwrap();
+    assert_eq!(out, format!("afterok:{arr}\n"));
     assert_eq!(field(&c, &after_all.to_string(), "%E"), "(null)");
 }
 

@@ -224,3 +224,47 @@ fn grp_tres_mins_and_max_tres_per_node_hold_jobs_with_slurms_reasons() {
     );
     c.ok("scancel", &[&long.to_string()]);
 }
+
+/// What Snakemake's Slurm executor asks to check the account a job charges, on a cluster
+/// without the multifactor priority: `sacctmgr -n -s list user U format=account%256` (`-s`
+/// lists the user's associations, as `withassoc` does), and, where that says nothing,
+/// `sshare -U --format Account%256 --noheader` — Slurm's sshare lists the shares under
+/// priority/basic too, with no usage.
+#[test]
+fn accounts_of_a_user_without_multifactor() {
+    let pid = std::process::id() % 10000;
+    let u = TestUser::create(&format!("drvs{pid}"));
+    let c = Cluster::start(EXE, Options { nodes: 1, accounting: true, ..Default::default() });
+    c.ok("sacctmgr", &["-i", "add", "account", "lab1", "lab2"]);
+    c.ok("sacctmgr", &["-i", "add", "user", &u.name, "Account=lab1,lab2"]);
+    let mut accounts = c
+        .ok("sacctmgr", &["-n", "-s", "list", "user", &u.name, "format=account%30"])
+        .lines()
+        .map(String::from)
+        .collect::<Vec<_>>();
+    accounts.sort();
+    assert_eq!(accounts, [format!("{:>30} ", "lab1"), format!("{:>30} ", "lab2")]);
+    // Combined with other flags, and -P.
+    assert_eq!(
+        c.ok("sacctmgr", &["-nsP", "list", "user", &u.name, "account=lab2", "format=account,user"]),
+        format!("lab2|{}\n", u.name)
+    );
+    // Without -s a user's line has no association fields.
+    assert_eq!(c.ok("sacctmgr", &["-nP", "list", "user", &u.name, "format=user,account"]), format!("{}|\n", u.name));
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let mut got = String::new();
+    c.wait_until("sshare to list the user's accounts", Duration::from_secs(30), || {
+        let o = c.run_as(&u, "sshare", &["-U", "--format", "Account%30", "--noheader"], d);
+        got = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        o.status.success() && got.lines().count() == 2
+    });
+    let mut lines: Vec<&str> = got.lines().map(str::trim).collect();
+    lines.sort();
+    assert_eq!(lines, ["lab1", "lab2"], "{got}");
+    // The tree with its shares, usage 0.
+    let all = c.ok("sshare", &["-a", "-P", "-o", "Account,User,RawShares,RawUsage"]);
+    assert!(all.contains(&format!("lab1|{}|1|0\n", u.name)), "{all}");
+}

@@ -627,6 +627,52 @@ fn overcommit_runs_more_tasks_than_cpus() {
     assert_eq!(output(&c, id), "3\n");
 }
 
+/// `sbatch --open-mode=append` reaches the job's steps (SLURM_OPEN_MODE, as Slurm's sbatch
+/// exports it): a step's own `--output` appends, so a requeued job (submitit logs through
+/// `srun --output`) keeps what its first run wrote. `--open-mode=truncate` and a step's own
+/// `--open-mode` still truncate.
+#[test]
+fn a_jobs_open_mode_reaches_its_steps() {
+    let c = cluster(1, 1);
+    let dir = c.path().display().to_string();
+    let script = format!(
+        "echo mode=$SLURM_OPEN_MODE; srun -o {dir}/step-%j.out echo one; srun -o {dir}/step-%j.out echo two; \
+         srun -o {dir}/trunc-%j.out echo one; srun --open-mode=truncate -o {dir}/trunc-%j.out echo two"
+    );
+    let id = c.submit(&["--open-mode=append", "--wrap", &script]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
+    assert_eq!(output(&c, id), "mode=a\n");
+    let read = |f: &str| std::fs::read_to_string(c.path().join(format!("{f}-{id}.out"))).unwrap();
+    assert_eq!(read("step"), "one\ntwo\n");
+    assert_eq!(read("trunc"), "two\n");
+    // Truncate: exported as t, the step truncates.
+    let id = c.submit(&["--open-mode=truncate", "--wrap", &script]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
+    assert_eq!(output(&c, id), "mode=t\n");
+    assert_eq!(std::fs::read_to_string(c.path().join(format!("step-{id}.out"))).unwrap(), "two\n");
+}
+
+/// A tool that cleans a job's environment before a nested `srun` (Snakemake's Slurm executor
+/// keeps only the job's ids) drops `SLURM_CONF`: srun finds the job's own cluster from the
+/// job's processes, where Slurm would read the node's `/etc/slurm/slurm.conf` (a cluster of
+/// `drover up` has none). Without the job's ids too, it is a new job of the same cluster.
+#[test]
+fn srun_in_a_job_finds_its_cluster_without_slurm_conf() {
+    let c = cluster(1, 2);
+    let id = c.submit(&[
+        "--wrap",
+        "env -u SLURM_CONF srun printenv SLURM_JOB_ID SLURM_STEP_ID; \
+         env -i PATH=$PATH srun -n1 printenv SLURM_STEP_ID",
+    ]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
+    let out = output(&c, id);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert_eq!(lines[..2], [id.to_string().as_str(), "0"], "{out}");
+    assert_eq!(lines[2], "0", "{out}");
+    assert_eq!(c.ok("squeue", &["-h", "-t", "all", "-o", "%i"]).lines().count(), 2, "a job of its own");
+}
+
 /// `srun -v` prints what Slurm 22.05's does (`testdata/compat/slurm-22.05/srun_v_*.err`, and a
 /// batch job's `job-output-srun_v_batch.out`): the options set, the allocation (tools read the
 /// job id and nodes from it), each launch, each node's start and each exit notification. Lines

@@ -11,16 +11,17 @@ impl Owner {
             self.reply(w.reply, Err(Status::failed_precondition("Job/step already completing or completed")));
         }
         let Some(j) = self.durable.jobs.get(&id).cloned() else { return };
-        let mut nodes: Vec<String> = Vec::new();
+        // Each step by its id (SIGTERM, then KillWait): a job-wide terminate on a node where
+        // nothing of the job runs any more is answered "ended, CANCELLED" for the job, and a
+        // requeued job relaunched there at once would take that answer as its new run's.
+        let mut units: Vec<(String, StepId)> = Vec::new();
         for s in j.running_steps() {
-            for n in &s.nodes_running {
-                if !nodes.contains(n) && !st.nodes_running.contains(n) {
-                    nodes.push(n.clone());
-                }
+            for n in s.nodes_running.iter().filter(|n| !st.nodes_running.contains(n)) {
+                units.push((n.clone(), s.id));
             }
         }
-        for n in nodes {
-            self.signal_node(&n, id, None, 0, true);
+        for (n, step) in units {
+            self.signal_node(&n, id, Some(step), libc_sigterm(), true);
         }
     }
 
