@@ -656,6 +656,17 @@ pub async fn sackd(conf_path: &Path) -> Result<(), NodeError> {
 /// supervisor found dead without a word (kill -9, the OOM killer) leaves no process of its
 /// job or step behind: what is left in its cgroup is killed and the end recorded, once.
 fn scan_spool(spool: &Path, cgroups: Option<&cgroup::Cgroups>, node: &str) -> (Vec<v1::RunningJob>, Vec<v1::EndedJob>) {
+    scan_spool_with(spool, cgroups, node, |_| {})
+}
+
+/// [`scan_spool`], with `between` called for each unit between the first look at its status
+/// and the look at its supervisor (where a test makes it end).
+fn scan_spool_with(
+    spool: &Path,
+    cgroups: Option<&cgroup::Cgroups>,
+    node: &str,
+    mut between: impl FnMut(&Path),
+) -> (Vec<v1::RunningJob>, Vec<v1::EndedJob>) {
     let mut running = Vec::new();
     let mut ended = Vec::new();
     if let Ok(rd) = std::fs::read_dir(spool) {
@@ -666,10 +677,16 @@ fn scan_spool(spool: &Path, cgroups: Option<&cgroup::Cgroups>, node: &str) -> (V
             let dir = e.path();
             if let Some(st) = spool::read_status(&dir) {
                 ended.push(ended_msg(&dir, (id, step_id), st));
-            } else if spool::supervisor_alive(&dir)
-                || !dir.join(spool::PID).exists() && dir.join(spool::LAUNCH).exists()
-            {
+                continue;
+            }
+            between(&dir);
+            if spool::supervisor_alive(&dir) || !dir.join(spool::PID).exists() && dir.join(spool::LAUNCH).exists() {
                 running.push(v1::RunningJob { job_id: id, step_id });
+            } else if let Some(st) = spool::read_status(&dir) {
+                // It ended between the two looks: a supervisor records its end before it
+                // exits. (Before, such a job's true end was overwritten by NODE_FAIL, seen
+                // under load as an OUT_OF_MEMORY job ending NODE_FAIL.)
+                ended.push(ended_msg(&dir, (id, step_id), st));
             } else {
                 // The supervisor died without a word: its job (or step) is lost here, and
                 // nothing of it may run on unsupervised.
@@ -750,4 +767,33 @@ pub(crate) fn resolve_user(uid: u32, gid: u32) -> Result<v1::LaunchUser, String>
         home: u.dir.display().to_string(),
         gids: gids.into_iter().map(|g| g.as_raw()).collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A supervisor that records its end and exits between the scan's look at the status and
+    /// its look at the process: the recorded end is reported, not "supervisor died".
+    #[test]
+    fn a_unit_that_ends_during_the_scan_keeps_its_recorded_end() {
+        let spool = tempfile::tempdir().unwrap();
+        let dir = spool::job_dir(spool.path(), 7);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(spool::LAUNCH), b"").unwrap();
+        let mut child = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+        std::fs::write(dir.join(spool::PID), child.id().to_string()).unwrap();
+        let (running, ended) = scan_spool(spool.path(), None, "n1");
+        assert_eq!((running.len(), ended.len()), (1, 0));
+        let end = spool::EndStatus { exit_status: 0, how: "OUT_OF_MEMORY".into(), end_time: 5, message: String::new() };
+        let (running, ended) = scan_spool_with(spool.path(), None, "n1", |d| {
+            spool::write_status(d, &end).unwrap();
+            child.kill().unwrap();
+            child.wait().unwrap();
+        });
+        assert!(running.is_empty());
+        assert_eq!(ended.len(), 1);
+        assert_eq!(ended[0].how, "OUT_OF_MEMORY");
+        assert_eq!(spool::read_status(&dir).unwrap().how, "OUT_OF_MEMORY");
+    }
 }
