@@ -816,7 +816,19 @@ async fn run_step(
                 }
             }
             sig = signals.next() => {
-                let _ = client.cancel(signal_step(sig)).await;
+                use nix::sys::signal::Signal;
+                if [Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT].iter().any(|s| *s as i32 == sig) {
+                    // Slurm's srun ends its step at once on these (SIGKILL to its tasks): a job
+                    // cancelled or requeued takes its steps with it even where they trap SIGTERM.
+                    if sig == Signal::SIGQUIT as i32 {
+                        eprintln!("srun: Quit");
+                    }
+                    eprintln!("srun: forcing job termination");
+                    terminating = true;
+                    let _ = client.cancel(signal_step(Signal::SIGKILL as i32)).await;
+                } else {
+                    let _ = client.cancel(signal_step(sig)).await;
+                }
             }
             _ = async {
                 match winch.as_mut() {
@@ -882,7 +894,8 @@ fn cpu_bind_outside(spec: &v1::StepSpec, step: &v1::StepInfo) -> Option<String> 
     })
 }
 
-/// Signals srun passes on to its tasks (Ctrl-C is handled apart).
+/// Signals srun hears: SIGTERM, SIGHUP and SIGQUIT end its step, the others are passed on to
+/// its tasks (Ctrl-C is handled apart).
 struct ForwardedSignals {
     streams: Vec<(i32, tokio::signal::unix::Signal)>,
 }

@@ -324,6 +324,30 @@ fn a_failed_task_with_kill_on_bad_exit_ends_the_step() {
 }
 
 #[test]
+fn srun_ends_its_step_on_sigterm_even_where_the_tasks_trap_it() {
+    // Slurm's srun kills its step on SIGTERM (as every process of a cancelled or requeued
+    // batch job gets it): a task that traps SIGTERM does not keep the step, and srun, alive.
+    let c = cluster(1, 1);
+    let ready = c.path().join("ready");
+    let script = format!("trap 'echo trapped' TERM; touch {}; while :; do sleep 0.1; done", ready.display());
+    let mut child = c
+        .command("srun", &["bash", "-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.wait_until("the task's trap", Duration::from_secs(20), || ready.exists());
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    c.wait_until("srun to end", Duration::from_secs(10), || child.try_wait().unwrap().is_some());
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(!stdout.contains("trapped"), "{stdout}");
+    assert!(stderr.starts_with("srun: forcing job termination\n"), "{stderr}");
+    assert!(stderr.contains("srun: error: node1: task 0: Killed"), "{stderr}");
+    assert_eq!(out.status.code(), Some(137), "{stderr}");
+}
+
+#[test]
 fn signal_arrives_before_the_time_limit() {
     let c = cluster(2, 1);
     // B: the batch shell alone, 55 s before a 1-minute limit.
