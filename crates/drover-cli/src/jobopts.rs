@@ -9,7 +9,7 @@ use drover_model::job::{parse_dependency, JobSpec};
 use drover_model::memsize::parse_mb;
 
 #[derive(Parser, Debug, Default, Clone)]
-#[command(disable_help_flag = true, disable_version_flag = true, args_override_self = true)]
+#[command(disable_help_flag = true, disable_version_flag = true, args_override_self = true, infer_long_args = true)]
 pub struct JobArgs {
     #[arg(short = 'J', long = "job-name")]
     pub job_name: Option<String>,
@@ -279,9 +279,54 @@ pub(crate) fn count(v: &str, opt: &str) -> Result<u32, String> {
     }
 }
 
-/// A node count of `-N` (`"x" is not a valid node count`, exit 255).
-pub(crate) fn node_count(v: &str) -> Result<u32, String> {
-    v.trim().parse().map_err(|_| format!("{EXIT_255}\"{v}\" is not a valid node count"))
+/// `-N MIN[-MAX]` as Slurm's `verify_node_count` reads it: a count may carry a k or m
+/// suffix, a range's minimum without digits is 1 (`-N-3` is `1-3`), a maximum of 0 is none.
+/// Errors in Slurm's words (exit 255).
+pub(crate) fn node_range(v: &str) -> Result<(u32, Option<u32>), String> {
+    // strtol, then Slurm's suffixes: the value (None without digits) and what is left.
+    fn nodes(s: &str) -> (Option<i64>, &str) {
+        let t = s.trim_start();
+        let (neg, t) = match t.as_bytes().first() {
+            Some(b'-') => (true, &t[1..]),
+            Some(b'+') => (false, &t[1..]),
+            _ => (false, t),
+        };
+        let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return (None, s);
+        }
+        let mut n: i64 = t[..digits].parse().unwrap_or(i64::from(i32::MAX));
+        let mut rest = &t[digits..];
+        for (suffix, by) in [(['k', 'K'], 1024), (['m', 'M'], 1024 * 1024)] {
+            if let Some(r) = rest.strip_prefix(suffix) {
+                n = n.saturating_mul(by);
+                rest = r;
+            }
+        }
+        (Some(if neg { -n } else { n }.clamp(i64::from(i32::MIN), i64::from(i32::MAX))), rest)
+    }
+    let bad = |s: &str| format!("{EXIT_255}\"{s}\" is not a valid node count");
+    let blank = |s: &str| s.trim().is_empty();
+    let Some((a, b)) = v.split_once('-') else {
+        return match nodes(v) {
+            (Some(n), rest) if blank(rest) && n >= 0 => Ok((n as u32, Some(n as u32))),
+            _ => Err(bad(v)),
+        };
+    };
+    let (lo, rest) = nodes(a);
+    if !blank(rest) {
+        return Err(bad(a));
+    }
+    let lo = lo.filter(|n| *n >= 0).unwrap_or(1);
+    let (hi, rest) = nodes(b);
+    if !blank(rest) {
+        return Err(bad(b));
+    }
+    let hi = hi.unwrap_or(-1);
+    if hi != 0 && hi < lo {
+        return Err(format!("{EXIT_255}Maximum node count {hi} is less than minimum node count {lo}"));
+    }
+    Ok((lo as u32, (hi != 0).then_some(hi as u32)))
 }
 
 /// The mail types Slurm knows (`--mail-type`, comma separated, any case).
@@ -347,15 +392,7 @@ impl JobArgs {
             spec.partitions = p.split(',').filter(|s| !s.is_empty()).map(String::from).collect();
         }
         if let Some(n) = &self.nodes {
-            let (lo, hi) = match n.split_once('-') {
-                Some((a, b)) => (a, Some(b)),
-                None => (n.as_str(), None),
-            };
-            let lo = node_count(lo)?;
-            let hi = hi.map(node_count).transpose()?;
-            if let Some(h) = hi.filter(|h| *h < lo) {
-                return Err(format!("{EXIT_255}Maximum node count {h} is less than minimum node count {lo}"));
-            }
+            let (lo, hi) = node_range(n)?;
             if lo == 0 {
                 return Err(format!("{REFUSED}Node count specification invalid"));
             }
@@ -685,6 +722,20 @@ pub fn current_umask() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_counts_read_as_slurms_verify_node_count() {
+        assert_eq!(node_range("4"), Ok((4, Some(4))));
+        assert_eq!(node_range(" 2-4"), Ok((2, Some(4))));
+        // Slurm's own test suite runs `srun -N-3`: a range without a minimum starts at 1.
+        assert_eq!(node_range("-3"), Ok((1, Some(3))));
+        assert_eq!(node_range("2-0"), Ok((2, None)));
+        assert_eq!(node_range("1k"), Ok((1024, Some(1024))));
+        assert_eq!(node_range("x"), Err("255:\"x\" is not a valid node count".into()));
+        assert_eq!(node_range("2-y"), Err("255:\"y\" is not a valid node count".into()));
+        assert_eq!(node_range("4-2"), Err("255:Maximum node count 2 is less than minimum node count 4".into()));
+        assert_eq!(node_range("2-"), Err("255:Maximum node count -1 is less than minimum node count 2".into()));
+    }
 
     #[test]
     fn directives_stop_at_the_first_command() {

@@ -135,7 +135,13 @@ TRESUsageInMinNode,TRESUsageInMinTask,TRESUsageInTot,TRESUsageOutMax,TRESUsageOu
 TRESUsageOutAve,TRESUsageOutTot";
 
 #[derive(Parser, Debug)]
-#[command(name = "sacct", disable_help_flag = true, disable_version_flag = true, args_override_self = true)]
+#[command(
+    name = "sacct",
+    disable_help_flag = true,
+    disable_version_flag = true,
+    args_override_self = true,
+    infer_long_args = true
+)]
 struct Args {
     #[arg(short = 'a', long = "allusers")]
     all_users: bool,

@@ -17,7 +17,13 @@ use drover_proto::v1;
 use std::time::Duration;
 
 #[derive(Parser, Debug)]
-#[command(name = "salloc", disable_help_flag = true, disable_version_flag = true, args_override_self = true)]
+#[command(
+    name = "salloc",
+    disable_help_flag = true,
+    disable_version_flag = true,
+    args_override_self = true,
+    infer_long_args = true
+)]
 struct SallocArgs {
     #[command(flatten)]
     job: JobArgs,

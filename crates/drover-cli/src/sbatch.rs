@@ -8,7 +8,13 @@ use drover_proto::v1;
 use std::io::Read;
 
 #[derive(Parser, Debug)]
-#[command(name = "sbatch", disable_help_flag = true, disable_version_flag = true, args_override_self = true)]
+#[command(
+    name = "sbatch",
+    disable_help_flag = true,
+    disable_version_flag = true,
+    args_override_self = true,
+    infer_long_args = true
+)]
 struct SbatchArgs {
     #[command(flatten)]
     job: JobArgs,

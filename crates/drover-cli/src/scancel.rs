@@ -5,7 +5,13 @@ use clap::Parser;
 use drover_proto::v1;
 
 #[derive(Parser, Debug)]
-#[command(name = "scancel", disable_help_flag = true, disable_version_flag = true, args_override_self = true)]
+#[command(
+    name = "scancel",
+    disable_help_flag = true,
+    disable_version_flag = true,
+    args_override_self = true,
+    infer_long_args = true
+)]
 struct Args {
     #[arg(short = 'u', long = "user")]
     user: Option<String>,

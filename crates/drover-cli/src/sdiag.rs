@@ -8,7 +8,13 @@ use clap::Parser;
 use drover_proto::v1;
 
 #[derive(Parser, Debug)]
-#[command(name = "sdiag", disable_help_flag = true, disable_version_flag = true, args_override_self = true)]
+#[command(
+    name = "sdiag",
+    disable_help_flag = true,
+    disable_version_flag = true,
+    args_override_self = true,
+    infer_long_args = true
+)]
 struct Args {
     #[arg(short = 'a', long = "all")]
     all: bool,

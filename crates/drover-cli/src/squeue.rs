@@ -8,7 +8,13 @@ use drover_model::state::JobState;
 use drover_proto::v1;
 
 #[derive(Parser, Debug)]
-#[command(name = "squeue", disable_help_flag = true, disable_version_flag = true, args_override_self = true)]
+#[command(
+    name = "squeue",
+    disable_help_flag = true,
+    disable_version_flag = true,
+    args_override_self = true,
+    infer_long_args = true
+)]
 struct Args {
     #[arg(short = 'h', long = "noheader")]
     noheader: bool,

@@ -20,7 +20,13 @@ use drover_proto::v1;
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
-#[command(name = "srun", disable_help_flag = true, disable_version_flag = true, args_override_self = true)]
+#[command(
+    name = "srun",
+    disable_help_flag = true,
+    disable_version_flag = true,
+    args_override_self = true,
+    infer_long_args = true
+)]
 struct SrunArgs {
     #[command(flatten)]
     job: JobArgs,
@@ -70,8 +76,82 @@ struct SrunArgs {
     command: Vec<String>,
 }
 
+/// srun's input variables (Slurm's `env_vars` table in srun's opt.c) as options before the
+/// command line's, which win. Those an allocation exports to its processes and srun reads
+/// with care of its own (`SLURM_NNODES`, `SLURM_NTASKS`, `SLURM_JOB_ID`, `SLURM_OVERCOMMIT`,
+/// ...) are read where the step is built, not here; options this srun lacks are passed over.
+fn env_options() -> Vec<String> {
+    use clap::CommandFactory;
+    const VALUES: &[(&str, &str)] = &[
+        ("SLURM_ACCOUNT", "account"),
+        ("SLURM_CONSTRAINT", "constraint"),
+        ("SLURM_CPU_FREQ_REQ", "cpu-freq"),
+        ("SLURM_DEPENDENCY", "dependency"),
+        ("SLURM_EXCLUSIVE", "exclusive"),
+        ("SLURM_HINT", "hint"),
+        ("SLURM_KILL_BAD_EXIT", "kill-on-bad-exit"),
+        ("SLURM_PARTITION", "partition"),
+        ("SLURM_QOS", "qos"),
+        ("SLURM_REMOTE_CWD", "chdir"),
+        ("SLURM_RESERVATION", "reservation"),
+        ("SLURM_SIGNAL", "signal"),
+        ("SLURM_STDERRMODE", "error"),
+        ("SLURM_STDINMODE", "input"),
+        ("SLURM_STDOUTMODE", "output"),
+        ("SLURM_TASK_EPILOG", "task-epilog"),
+        ("SLURM_TASK_PROLOG", "task-prolog"),
+        ("SLURM_THREADS", "threads"),
+        ("SLURM_TIMELIMIT", "time"),
+        ("SLURM_WAIT", "wait"),
+        ("SLURM_WCKEY", "wckey"),
+        ("SLURM_WORKING_DIR", "chdir"),
+        ("SLURMD_DEBUG", "slurmd-debug"),
+    ];
+    const FLAGS: &[(&str, &str)] = &[
+        ("SLURM_DISABLE_STATUS", "disable-status"),
+        ("SLURM_LABELIO", "label"),
+        ("SLURM_NO_KILL", "no-kill"),
+        ("SLURM_UNBUFFEREDIO", "unbuffered"),
+    ];
+    let cmd = SrunArgs::command();
+    let known = |name: &str| cmd.get_arguments().any(|a| a.get_long() == Some(name));
+    let mut out = Vec::new();
+    for (var, name) in VALUES {
+        if let Some(v) = env(var).filter(|_| known(name)) {
+            out.push(format!("--{name}={v}"));
+        }
+    }
+    for (var, name) in FLAGS {
+        if env(var).is_some() && known(name) {
+            out.push(format!("--{name}"));
+        }
+    }
+    // The shape of the allocation, where srun makes its own: inside one, what it exported
+    // (SLURM_NTASKS, ...) is read as the step's defaults where the step is built.
+    if env("SLURM_JOB_ID").is_none() && env("SLURM_JOBID").is_none() {
+        const SHAPE: &[(&str, &str)] = &[
+            ("SLURM_NPROCS", "ntasks"),
+            ("SLURM_NTASKS", "ntasks"),
+            ("SLURM_JOB_NUM_NODES", "nodes"),
+            ("SRUN_CPUS_PER_TASK", "cpus-per-task"),
+            ("SLURM_NTASKS_PER_NODE", "ntasks-per-node"),
+        ];
+        for (var, name) in SHAPE {
+            if let Some(v) = env(var) {
+                out.push(format!("--{name}={v}"));
+            }
+        }
+    }
+    // SLURM_DEBUG: as many -v.
+    if let Some(n) = env("SLURM_DEBUG").and_then(|v| v.trim().parse::<usize>().ok()) {
+        out.extend(std::iter::repeat_n("-v".to_string(), n.min(5)));
+    }
+    out
+}
+
 pub fn main(args: Vec<String>) -> i32 {
-    let a: SrunArgs = match common::parse_command("srun", args.iter().cloned(), |a: &SrunArgs| &a.std) {
+    let all = env_options().into_iter().chain(args.iter().cloned());
+    let a: SrunArgs = match common::parse_command("srun", all, |a: &SrunArgs| &a.std) {
         Ok(a) => a,
         Err(code) => return code,
     };
@@ -179,6 +259,14 @@ pub fn main(args: Vec<String>) -> i32 {
             Interrupt::Status
         },
         verbose: a.job.verbose > 0,
+        max_wait: match a.wait.as_deref().map(|w| w.trim().parse::<u64>()) {
+            None => 0,
+            Some(Ok(w)) => w,
+            Some(Err(_)) => {
+                eprintln!("srun: error: Invalid numeric value \"{}\" for --wait.", a.wait.as_deref().unwrap_or(""));
+                return 255;
+            }
+        },
     };
     common::runtime().block_on(async move {
         let mut client = match common::connect_patiently(&cfg, "srun").await {
@@ -236,6 +324,8 @@ struct StepOpts {
     /// `-v`: Slurm's verbose lines (the allocation, each launch, each task's end), which
     /// tools parse for the job id and nodes.
     verbose: bool,
+    /// `-W/--wait`: seconds after the first task's end before the rest are killed (0: none).
+    max_wait: u64,
 }
 
 /// `srun -v`'s first block: every option set, from the command line or srun's input
@@ -363,14 +453,8 @@ fn step_spec(a: &SrunArgs, standalone: bool) -> Result<v1::StepSpec, String> {
     let mut s = v1::StepSpec { ntasks, ..Default::default() };
     match &j.nodes {
         Some(n) => {
-            let (lo, hi) = n.split_once('-').unwrap_or((n, n));
-            let (lo, hi) = (crate::jobopts::node_count(lo)?, crate::jobopts::node_count(hi)?);
-            if hi < lo {
-                return Err(format!(
-                    "{}Maximum node count {hi} is less than minimum node count {lo}",
-                    crate::jobopts::EXIT_255
-                ));
-            }
+            let (lo, hi) = crate::jobopts::node_range(n)?;
+            let hi = hi.unwrap_or(lo);
             if lo == 0 {
                 return Err("Invalid node count specification".into());
             }
@@ -680,9 +764,19 @@ async fn run_step(
     let mut rc = 0;
     let mut worst = 0;
     let mut signalled = false;
+    // -W: when the rest of the tasks are killed, once the first has ended.
+    let mut wait_until: Option<tokio::time::Instant> = None;
     loop {
-        // Each task's failure is told as it arrives, as srun does.
-        let exits = io.exits_in_order();
+        // Each task's failure is told as it arrives, as srun does; tasks that end together
+        // (their exits a moment apart) in one line, as slurmstepd's one exit message.
+        let mut exits = io.exits_in_order();
+        if exits.len() > reported && exits.len() < ntasks {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            exits = io.exits_in_order();
+        }
+        if wait_until.is_none() && opts.max_wait > 0 && !exits.is_empty() {
+            wait_until = Some(tokio::time::Instant::now() + Duration::from_secs(opts.max_wait));
+        }
         if exits.len() > reported {
             // Task 0's terminal session is over: ours is a terminal again for what srun says.
             drop(raw.take());
@@ -717,23 +811,35 @@ async fn run_step(
                 }
             }
         }
+        // (node, status, OOM) → its tasks, in the order they came.
+        let mut groups: Vec<((&str, i32, bool), Vec<u32>)> = Vec::new();
         for (task, node, st) in &exits[reported..] {
+            let oom = st & 0x7f != 0 && io.collected.lock().map(|c| c.oom.contains(task)).unwrap_or(false);
+            match groups.iter_mut().find(|(k, _)| *k == (node.as_str(), *st, oom)) {
+                Some((_, ids)) => ids.push(*task),
+                None => groups.push(((node.as_str(), *st, oom), vec![*task])),
+            }
+        }
+        for ((node, st, oom), ids) in &mut groups {
+            ids.sort_unstable();
+            let st = *st;
             let sig = st & 0x7f;
             let code = (st >> 8) & 0xff;
-            if drover_model::job::exit_rank(*st) > drover_model::job::exit_rank(worst) {
-                worst = *st;
+            if drover_model::job::exit_rank(st) > drover_model::job::exit_rank(worst) {
+                worst = st;
             }
+            let tasks =
+                if ids.len() == 1 { format!("task {}", ids[0]) } else { format!("tasks {}", exit_task_list(ids)) };
             if sig != 0 {
-                let oom = io.collected.lock().map(|c| c.oom.contains(task)).unwrap_or(false);
-                let what = if oom { "Out Of Memory".to_string() } else { signal_text(sig) };
-                eprintln!("srun: error: {node}: task {task}: {what}");
+                let what = if *oom { "Out Of Memory".to_string() } else { signal_text(sig) };
+                eprintln!("srun: error: {node}: {tasks}: {what}");
                 rc = rc.max(128 + sig);
                 signalled = true;
             } else if code != 0 {
-                eprintln!("srun: error: {node}: task {task}: Exited with exit code {code}");
+                eprintln!("srun: error: {node}: {tasks}: Exited with exit code {code}");
                 rc = rc.max(code);
             }
-            if *st != 0 && spec.kill_on_bad_exit && !terminating && !aborted {
+            if st != 0 && spec.kill_on_bad_exit && !terminating && !aborted {
                 terminating = true;
                 eprintln!("srun: launch/slurm: _step_signal: Terminating {label}");
                 let _ = client.cancel(terminate_step.clone()).await;
@@ -800,7 +906,9 @@ async fn run_step(
                 match count {
                     1 => {
                         eprintln!("srun: interrupt (one more within 1 sec to abort)");
-                        eprintln!("srun: {label} {}", io.status_line(&step));
+                        for l in io.status_lines(&step) {
+                            eprintln!("srun: {label} {l}");
+                        }
                     }
                     2 => {
                         eprintln!("srun: sending Ctrl-C to {label}");
@@ -814,6 +922,21 @@ async fn run_step(
                         return (1, 9, String::new());
                     }
                 }
+            }
+            _ = async {
+                match wait_until {
+                    Some(t) if !terminating && !aborted => tokio::time::sleep_until(t).await,
+                    _ => std::future::pending().await,
+                }
+            } => {
+                // -W: the first task ended that long ago; the rest are killed (Slurm's words).
+                eprintln!("srun: First task exited {}s ago", opts.max_wait);
+                for l in io.status_lines(&step) {
+                    eprintln!("srun: {label} {l}");
+                }
+                eprintln!("srun: Terminating {label}");
+                terminating = true;
+                let _ = client.cancel(signal_step(nix::sys::signal::Signal::SIGKILL as i32)).await;
             }
             sig = signals.next() => {
                 use nix::sys::signal::Signal;

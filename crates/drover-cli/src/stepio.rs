@@ -124,23 +124,26 @@ impl IoServer {
         }
     }
 
-    /// `tasks 0-1: running` / `task 2: exited`, as srun reports on a first Ctrl-C.
-    pub fn status_line(&self, step: &v1::StepInfo) -> String {
-        let exited: Vec<u32> = self.exits_in_order().iter().map(|e| e.0).collect();
+    /// Where the step's tasks are, as Slurm's srun tells it (task_state_print): running,
+    /// exited abnormally (a non-zero status), exited; one line each.
+    pub fn status_lines(&self, step: &v1::StepInfo) -> Vec<String> {
+        let exits = self.exits_in_order();
         let all: Vec<u32> = step.nodes.iter().flat_map(|n| n.task_ids.iter().copied()).collect();
-        let running: Vec<u32> = all.iter().copied().filter(|t| !exited.contains(t)).collect();
+        let running: Vec<u32> = all.iter().copied().filter(|t| !exits.iter().any(|e| e.0 == *t)).collect();
+        let ended = |normal: bool| -> Vec<u32> {
+            let mut ids: Vec<u32> = exits.iter().filter(|e| (e.2 == 0) == normal).map(|e| e.0).collect();
+            ids.sort_unstable();
+            ids
+        };
         let part = |ids: &[u32], what: &str| {
             let word = if ids.len() == 1 { "task" } else { "tasks" };
             format!("{word} {}: {what}", drover_model::gres::fmt_indices(ids))
         };
-        let mut out = Vec::new();
-        if !running.is_empty() {
-            out.push(part(&running, "running"));
-        }
-        if !exited.is_empty() {
-            out.push(part(&exited, "exited"));
-        }
-        out.join(", ")
+        [(running, "running"), (ended(false), "exited abnormally"), (ended(true), "exited")]
+            .into_iter()
+            .filter(|(ids, _)| !ids.is_empty())
+            .map(|(ids, what)| part(&ids, what))
+            .collect()
     }
 
     /// Forwards srun's stdin to the tasks `mode` selects (`all`, a task id) on a thread of

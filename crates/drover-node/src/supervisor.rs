@@ -19,7 +19,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{ForkResult, Pid};
 use prost::Message;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, CString};
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -210,6 +210,7 @@ fn run(dir: &Path) -> Result<(), Failure> {
         node: node.clone(),
         main: HashMap::new(),
         statuses: HashMap::new(),
+        exits_told: HashSet::new(),
         outputs: HashMap::new(),
         io: None,
         io_in: Vec::new(),
@@ -358,6 +359,8 @@ struct Supervisor<'a> {
     /// Direct children we wait for: pid → task id.
     main: HashMap<i32, u32>,
     statuses: HashMap<u32, i32>,
+    /// Tasks whose end srun (and sattach) heard as it happened.
+    exits_told: HashSet<u32>,
     /// Pipes of task output: fd → (task, kind).
     outputs: HashMap<RawFd, (u32, u8, OwnedFd)>,
     io: Option<std::net::TcpStream>,
@@ -1183,24 +1186,10 @@ impl Supervisor<'_> {
                          killed by the cgroup out-of-memory handler."
                     ));
                 }
-                let mut tasks: Vec<(u32, i32)> = self.statuses.iter().map(|(t, s)| (*t, *s)).collect();
+                let mut tasks: Vec<(u32, i32)> =
+                    self.statuses.iter().filter(|(t, _)| !self.exits_told.contains(t)).map(|(t, s)| (*t, *s)).collect();
                 tasks.sort();
-                for (c, _) in self.attached.iter_mut() {
-                    for (t, s) in &tasks {
-                        let _ = drover_proto::io::write_frame(c, drover_proto::io::EXIT, *t, &s.to_be_bytes());
-                    }
-                }
-                if let Some(io) = self.io.as_mut() {
-                    let tasks: Vec<(&u32, &i32)> = tasks.iter().map(|(t, s)| (t, s)).collect();
-                    for (t, s) in tasks {
-                        // A task the OOM killer ended is told as such (`Out Of Memory`).
-                        if ooms > 0 && *s & 0x7f == Signal::SIGKILL as i32 {
-                            let _ = drover_proto::io::write_frame(io, drover_proto::io::OOM, *t, &[]);
-                        }
-                        let _ = drover_proto::io::write_frame(io, drover_proto::io::EXIT, *t, &s.to_be_bytes());
-                    }
-                    let _ = io.flush();
-                }
+                self.tell_exits(&tasks, ooms);
                 return Ok(());
             }
             let now_i = Instant::now();
@@ -1526,10 +1515,36 @@ impl Supervisor<'_> {
         }
     }
 
+    /// Tells srun and sattach how tasks ended (a task the OOM killer ended as such: `Out Of
+    /// Memory`), as slurmstepd sends its task exit messages.
+    fn tell_exits(&mut self, tasks: &[(u32, i32)], ooms: u64) {
+        for (c, _) in self.attached.iter_mut() {
+            for (t, s) in tasks {
+                let _ = drover_proto::io::write_frame(c, drover_proto::io::EXIT, *t, &s.to_be_bytes());
+            }
+        }
+        if let Some(io) = self.io.as_mut() {
+            for (t, s) in tasks {
+                if ooms > 0 && *s & 0x7f == Signal::SIGKILL as i32 {
+                    let _ = drover_proto::io::write_frame(io, drover_proto::io::OOM, *t, &[]);
+                }
+                let _ = drover_proto::io::write_frame(io, drover_proto::io::EXIT, *t, &s.to_be_bytes());
+            }
+            let _ = io.flush();
+        }
+        self.exits_told.extend(tasks.iter().map(|(t, _)| *t));
+    }
+
     fn reaped(&mut self, pid: i32, status: i32, ru: Option<&libc::rusage>) {
         self.helpers.remove(&pid);
         if let Some(task) = self.main.remove(&pid) {
             self.statuses.insert(task, status);
+            // srun hears of each task's end as it happens (its --wait, its error lines); a
+            // task killed by SIGKILL, perhaps by the OOM killer, at the step's end, after the
+            // step's word on OOM kills.
+            if self.step.is_some() && status & 0x7f != Signal::SIGKILL as i32 {
+                self.tell_exits(&[(task, status)], 0);
+            }
             if let Some(ru) = ru {
                 crate::usage::fold_rusage(self.usage.entry(task).or_default(), ru);
             }

@@ -205,7 +205,8 @@ fn select(job: &Allocation, free: &[Free], s: &StepShape) -> Result<StepLayout, 
             cap = 1;
         }
         if let Some(p) = per_node {
-            cap = if cap >= p { p } else { 0 };
+            // Overcommitted, --ntasks-per-node's tasks share the node's CPUs.
+            cap = if cap >= p || (s.overcommit && cap > 0) { p } else { 0 };
         }
         if let Some(reqs) = &s.gres {
             for r in reqs {
@@ -352,6 +353,16 @@ mod tests {
         let all = place_step(&j, &[], &shape(None, None)).unwrap();
         let s = StepShape { overcommit: true, ..shape(Some(8), None) };
         assert_eq!(place_step(&j, &[&all], &s), Err(StepRefusal::Busy));
+    }
+
+    #[test]
+    fn overcommit_runs_ntasks_per_node_on_fewer_cpus() {
+        // srun -N1 --ntasks-per-node=2 -O: the allocation holds one CPU.
+        let j = job(&[("n1", 1, 0)]);
+        let s = StepShape { ntasks_per_node: Some(2), ..shape(Some(2), Some(1)) };
+        assert_eq!(place_step(&j, &[], &s), Err(StepRefusal::TooManyProcessors));
+        let l = place_step(&j, &[], &StepShape { overcommit: true, ..s }).unwrap();
+        assert_eq!(tasks(&l), [("n1".into(), vec![0, 1])]);
     }
 
     #[test]

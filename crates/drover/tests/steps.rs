@@ -348,6 +348,60 @@ fn srun_ends_its_step_on_sigterm_even_where_the_tasks_trap_it() {
 }
 
 #[test]
+fn srun_reads_slurms_input_variables_and_node_ranges() {
+    // As Slurm's own test suite runs srun: its input variables (opt.c's env_vars), a node
+    // range without a minimum, and option names shortened as getopt_long takes them.
+    let c = cluster(2, 1);
+    let out = c.path().join("out.txt");
+    let o = c
+        .command("srun", &["-N-2", "bash", "-c", "echo hi"])
+        .env("SLURM_NPROCS", "3")
+        .env("SLURM_OVERCOMMIT", "1")
+        .env("SLURM_STDOUTMODE", &out)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success() && stdout.is_empty(), "{stdout}{stderr}");
+    let mut lines: Vec<String> = std::fs::read_to_string(&out).unwrap().lines().map(String::from).collect();
+    lines.sort();
+    assert_eq!(lines, ["hi", "hi", "hi"]);
+    // The command line wins over the variable.
+    let out2 = c.path().join("out2.txt");
+    let arg = format!("--out={}", out2.display());
+    let o = c.command("srun", &[&arg, "-n1", "echo", "there"]).env("SLURM_STDOUTMODE", &out).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o).1);
+    assert_eq!(std::fs::read_to_string(&out2).unwrap(), "there\n");
+    assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 3);
+    assert_eq!(c.ok("squeue", &["--state=RUNNING", "--noheader"]), "");
+}
+
+#[test]
+fn srun_wait_kills_the_rest_once_the_first_task_has_ended() {
+    // srun -W: task 1 ends at once, the others would run on; two seconds later they are
+    // killed, in Slurm's words. Tasks that end together are told in one line.
+    let c = cluster(1, 1);
+    let script = write_script(&c, "w.sh", "#!/bin/bash\n[ $SLURM_PROCID = 1 ] && exit 0\nsleep 30\n");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let t0 = std::time::Instant::now();
+    let out = c.run("srun", &["-n4", "-O", "-W2", &script]);
+    let (_, stderr) = text(&out);
+    assert!(t0.elapsed() < Duration::from_secs(20), "{stderr}");
+    assert_eq!(out.status.code(), Some(137), "{stderr}");
+    let id = c.ok("squeue", &["-h", "-t", "all", "-o", "%i"]).trim().to_string();
+    let want = [
+        "srun: First task exited 2s ago".to_string(),
+        format!("srun: StepId={id}.0 tasks 0,2-3: running"),
+        format!("srun: StepId={id}.0 task 1: exited"),
+        format!("srun: Terminating StepId={id}.0"),
+        "srun: error: node1: tasks 0,2-3: Killed".to_string(),
+    ];
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(lines.len() >= 5 && lines[..5] == want, "{stderr}");
+    let out = c.run("srun", &["-n3", "-O", "bash", "-c", "exit 3"]);
+    assert_eq!(text(&out).1, "srun: error: node1: tasks 0-2: Exited with exit code 3\n");
+}
+
+#[test]
 fn signal_arrives_before_the_time_limit() {
     let c = cluster(2, 1);
     // B: the batch shell alone, 55 s before a 1-minute limit.
