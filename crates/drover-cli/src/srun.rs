@@ -755,6 +755,7 @@ async fn run_step(
         v1::CancelRequest { targets: vec![target.clone()], step_terminate: true, ..Default::default() };
     let mut signals = ForwardedSignals::new();
     let mut interrupts: Vec<Instant> = Vec::new();
+    let mut forced = false;
     let mut ended: Option<v1::StepInfo> = None;
     // How the step is being ended, if it is: by scancel (aborted) or by srun itself.
     let mut aborted = false;
@@ -812,7 +813,8 @@ async fn run_step(
             }
         }
         // (node, status, OOM) → its tasks, in the order they came.
-        let mut groups: Vec<((&str, i32, bool), Vec<u32>)> = Vec::new();
+        type Ended<'a> = (&'a str, i32, bool);
+        let mut groups: Vec<(Ended, Vec<u32>)> = Vec::new();
         for (task, node, st) in &exits[reported..] {
             let oom = st & 0x7f != 0 && io.collected.lock().map(|c| c.oom.contains(task)).unwrap_or(false);
             match groups.iter_mut().find(|(k, _)| *k == (node.as_str(), *st, oom)) {
@@ -884,6 +886,11 @@ async fn run_step(
                         }
                     } else if let Some(j) = ev.job {
                         if drover_model::state::JobState::parse(&j.state).is_some_and(|s| s.is_finished()) {
+                            // The job ended under its running step (scancel of the job, its
+                            // time limit): Slurm's srun hears SRUN_JOB_COMPLETE and says so.
+                            if !aborted && !terminating {
+                                eprintln!("srun: Job step aborted: Waiting up to {} seconds for job step to finish.", kill_wait + 2);
+                            }
                             aborted = true;
                             io.settle(nnodes, Duration::from_secs(1)).await;
                             ended = Some(v1::StepInfo { state: j.state, ..Default::default() });
@@ -916,10 +923,14 @@ async fn run_step(
                         terminating = true;
                         let _ = client.cancel(terminate_step.clone()).await;
                     }
+                    // Slurm's job_force_termination: SIGKILL to the tasks, whose ends srun
+                    // then tells (`task 0: Killed`); a further Ctrl-C leaves at once.
+                    _ if forced => return (1, 9, String::new()),
                     _ => {
                         eprintln!("srun: forcing job termination");
-                        let _ = client.cancel(signal_step(0)).await;
-                        return (1, 9, String::new());
+                        forced = true;
+                        terminating = true;
+                        let _ = client.cancel(signal_step(nix::sys::signal::Signal::SIGKILL as i32)).await;
                     }
                 }
             }

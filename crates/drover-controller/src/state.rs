@@ -630,6 +630,25 @@ mod tests {
         assert_eq!(d.next_job_id, JobId::MAX);
     }
 
+    /// The journal's records as this schema writes them: a job's request and status go in
+    /// field by field (postcard), so a field added to `JobSpec` or `JobStatus` changes the
+    /// shape, and a controller of the new shape could not read the journal of the old one.
+    /// This fails on such a change: raise `STATE_SCHEMA`, keep a reader of the older shape,
+    /// and take the new bytes here.
+    #[test]
+    fn the_shape_of_a_journalled_request_is_that_of_its_schema() {
+        let r = Record::Submit { id: 7, spec: JobSpec::default(), status: JobStatus::pending(1, 1, "debug", 1, None) };
+        let hex: String = encode_record(&r).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(STATE_SCHEMA, 2);
+        let want = concat!(
+            "00070000000000000000000000000000000000000000000000000000000000000000000000000000",
+            "00000000000000000000000000000000000000000000000000000000000202000005646562756700",
+            "00000000010000000000000000000000",
+        );
+        assert_eq!(hex, want, "a journalled type changed shape: raise STATE_SCHEMA");
+        assert_eq!(decode_record(&encode_record(&r)).unwrap(), r);
+    }
+
     #[test]
     fn a_packed_spec_unpacks_to_the_same_request() {
         let mut s = JobSpec {

@@ -1563,12 +1563,11 @@ impl Supervisor<'_> {
     /// `--task-epilog`, then slurm.conf's `TaskEpilog`; the step ends once they have run.
     fn start_task_epilog(&mut self, env: Vec<CString>) {
         let step_epilog = self.step_spec().map(|s| s.task_epilog.clone()).unwrap_or_default();
-        let mut progs: Vec<CString> = [step_epilog.as_str(), self.launch.task_epilog.as_str()]
-            .iter()
-            .filter(|p| !p.is_empty())
-            .map(|p| cstr(p))
-            .collect();
-        let Some(prog) = progs.pop() else { return };
+        let user = (!step_epilog.is_empty()).then(|| cstr(&step_epilog));
+        let conf = (!self.launch.task_epilog.is_empty()).then(|| cstr(&self.launch.task_epilog));
+        if user.is_none() && conf.is_none() {
+            return;
+        }
         let work = self.step_spec().map_or(self.spec.work_dir.clone(), |s| s.work_dir.clone());
         // SAFETY: single-threaded process; the child only sets up and execs.
         match unsafe { nix::unistd::fork() } {
@@ -1586,19 +1585,39 @@ impl Supervisor<'_> {
                     let _ = nix::unistd::dup2_stdin(&null);
                     let _ = nix::unistd::dup2_stdout(&null);
                 }
-                // The first of two runs to its end before the last replaces this child.
-                for first in &progs {
+                // srun's --task-epilog first, given five seconds as slurmstepd gives it (then
+                // killed with what it started); slurm.conf's TaskEpilog then replaces this
+                // child, without a limit.
+                if let Some(first) = &user {
                     // SAFETY: single-threaded child; the grandchild only execs.
-                    if let Ok(ForkResult::Child) = unsafe { nix::unistd::fork() } {
-                        let _ = nix::unistd::execve(first, std::slice::from_ref(first), &env);
-                        // SAFETY: _exit in the forked child.
-                        unsafe { libc::_exit(127) }
+                    match unsafe { nix::unistd::fork() } {
+                        Ok(ForkResult::Child) => {
+                            let _ = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0));
+                            let _ = nix::unistd::execve(first, std::slice::from_ref(first), &env);
+                            // SAFETY: _exit in the forked child.
+                            unsafe { libc::_exit(127) }
+                        }
+                        Ok(ForkResult::Parent { child }) => {
+                            let until = Instant::now() + Duration::from_secs(5);
+                            while matches!(waitpid(child, Some(WaitPidFlag::WNOHANG)), Ok(WaitStatus::StillAlive)) {
+                                if Instant::now() >= until {
+                                    let _ = nix::sys::signal::killpg(child, Signal::SIGKILL);
+                                    let _ = waitpid(child, None);
+                                    break;
+                                }
+                                std::thread::sleep(Duration::from_millis(50));
+                            }
+                        }
+                        Err(_) => {}
                     }
-                    let _ = nix::sys::wait::wait();
                 }
-                let _ = nix::unistd::execve(&prog, std::slice::from_ref(&prog), &env);
+                if let Some(last) = &conf {
+                    let _ = nix::unistd::execve(last, std::slice::from_ref(last), &env);
+                    // SAFETY: _exit in the forked child.
+                    unsafe { libc::_exit(127) }
+                }
                 // SAFETY: _exit in the forked child.
-                unsafe { libc::_exit(127) }
+                unsafe { libc::_exit(0) }
             }
             Ok(ForkResult::Parent { child }) => {
                 self.helpers.insert(child.as_raw());

@@ -231,6 +231,18 @@ fn cancelling_a_job_ends_its_steps_on_every_node() {
     c.wait_state(id, &["CANCELLED"], Duration::from_secs(30));
     c.wait_until("no task left", Duration::from_secs(15), || processes_named(&marker).is_empty());
     assert_eq!(c.ok("squeue", &["-h", "-s"]), "");
+    // A standalone srun whose job is cancelled says the job ended under its step.
+    let child = c
+        .command("srun", &["bash", "-c", &format!("exec -a {marker} sleep 300")])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.wait_until("the step's task", Duration::from_secs(20), || processes_named(&marker).len() == 1);
+    let id = c.ok("squeue", &["-h", "-o", "%i"]).trim().to_string();
+    c.ok("scancel", &[&id]);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("srun: Job step aborted: Waiting up to "), "{err}");
 }
 
 #[test]
@@ -345,6 +357,20 @@ fn srun_ends_its_step_on_sigterm_even_where_the_tasks_trap_it() {
     assert!(stderr.starts_with("srun: forcing job termination\n"), "{stderr}");
     assert!(stderr.contains("srun: error: node1: task 0: Killed"), "{stderr}");
     assert_eq!(out.status.code(), Some(137), "{stderr}");
+    // --quit-on-interrupt: one Ctrl-C does the same, and srun tells the task's end.
+    std::fs::remove_file(&ready).unwrap();
+    let script = format!("trap '' INT; touch {}; while :; do sleep 0.1; done", ready.display());
+    let mut child = c
+        .command("srun", &["--quit-on-interrupt", "bash", "-c", &script])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.wait_until("the task's trap", Duration::from_secs(20), || ready.exists());
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    c.wait_until("srun to end", Duration::from_secs(10), || child.try_wait().unwrap().is_some());
+    let stderr = text(&child.wait_with_output().unwrap()).1;
+    assert!(stderr.starts_with("srun: forcing job termination\n"), "{stderr}");
+    assert!(stderr.contains("srun: error: node1: task 0: Killed"), "{stderr}");
 }
 
 #[test]
@@ -832,11 +858,17 @@ fn srun_task_prolog_and_epilog_run_around_each_task() {
     let log = c.path().join("epilog.log");
     let prolog =
         write_script(&c, "prolog.sh", "#!/bin/sh\necho export FROM_PROLOG=yes\necho print hello $SLURM_PROCID\n");
-    let epilog = write_script(&c, "epilog.sh", &format!("#!/bin/sh\necho epilog $SLURM_PROCID >> {}\n", log.display()));
+    // An epilog that would run on is killed after five seconds, as slurmstepd kills it.
+    let epilog = write_script(
+        &c,
+        "epilog.sh",
+        &format!("#!/bin/sh\necho epilog $SLURM_PROCID >> {}\nsleep 60\n", log.display()),
+    );
     for p in [&prolog, &epilog] {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
+    let t0 = std::time::Instant::now();
     let o = c.run(
         "srun",
         &[
@@ -852,6 +884,7 @@ fn srun_task_prolog_and_epilog_run_around_each_task() {
         ],
     );
     assert!(o.status.success(), "{}", text(&o).1);
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
     let mut lines: Vec<String> = text(&o).0.lines().map(String::from).collect();
     lines.sort();
     assert_eq!(lines, ["hello 0", "hello 1", "task 0 yes", "task 1 yes"]);
