@@ -892,6 +892,15 @@ fn job_action(action: &str, rest: &[String], fields: &[v1::KeyValue]) -> i32 {
         fields: fields.to_vec(),
         ..Default::default()
     };
+    if action.starts_with("requeue") && std::env::var_os("SLURM_JOB_ID").is_some() {
+        // A job requeueing itself (submitit's and Lightning's preemption handlers): the
+        // requeue sends SIGTERM to the job's processes, this one among them, perhaps before
+        // its answer is read; it must not die of it and report the requeue failed.
+        // SAFETY: no handler is installed; SIGTERM is only ignored (KillWait's SIGKILL stays).
+        let _ = unsafe {
+            nix::sys::signal::signal(nix::sys::signal::Signal::SIGTERM, nix::sys::signal::SigHandler::SigIgn)
+        };
+    }
     let rt = common::runtime();
     let r = rt.block_on(async {
         let mut c = common::connect(&cfg).await?;
