@@ -340,6 +340,13 @@ pub enum Record {
         id: JobId,
         nodes: Vec<String>,
     },
+    /// Pending task `task` leaves array `array`'s remainder without a record of its own (a
+    /// pending task cancelled, as Slurm clears it from the array's task bitmap). State
+    /// version 3.
+    ArrayDrop {
+        array: JobId,
+        task: u32,
+    },
 }
 
 /// What accounting has not confirmed yet, where slurm.conf sends records there. A job is
@@ -436,6 +443,9 @@ impl Durable {
                 out.dirty.insert(*array);
                 out.dirty.insert(*id);
             }
+            Record::ArrayDrop { array, .. } => {
+                out.dirty.insert(*array);
+            }
             Record::StepEnd { id, step, state, exit_status, end_time, usage } => {
                 if let Some(j) = self.jobs.get(id) {
                     if let Some(s) = j.step(*step) {
@@ -518,6 +528,13 @@ impl Durable {
                     self.jobs.insert(id, Arc::new(t));
                 }
             }
+            Record::ArrayDrop { array, task } => {
+                if let Some(rest) = self.jobs.get_mut(&array) {
+                    if let Some(a) = Arc::make_mut(rest).array.as_mut().filter(|a| a.task_id.is_none()) {
+                        a.pending.remove(task);
+                    }
+                }
+            }
             Record::NodeAdmin { node, admin } => {
                 self.nodes.insert(node, admin);
             }
@@ -584,7 +601,8 @@ impl Durable {
 /// a newer version than its own, and snapshots at once state of an older one.
 ///
 /// 2: requeued jobs' fences ([`Record::Fence`], and after the rest of a snapshot).
-pub const STATE_SCHEMA: u32 = 2;
+/// 3: pending array tasks cancelled without a record ([`Record::ArrayDrop`]).
+pub const STATE_SCHEMA: u32 = 3;
 
 pub fn encode_record(r: &Record) -> Vec<u8> {
     postcard::to_stdvec(r).expect("invariant: record serializes")
@@ -639,7 +657,7 @@ mod tests {
     fn the_shape_of_a_journalled_request_is_that_of_its_schema() {
         let r = Record::Submit { id: 7, spec: JobSpec::default(), status: JobStatus::pending(1, 1, "debug", 1, None) };
         let hex: String = encode_record(&r).iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(STATE_SCHEMA, 2);
+        assert_eq!(STATE_SCHEMA, 3);
         let want = concat!(
             "00070000000000000000000000000000000000000000000000000000000000000000000000000000",
             "00000000000000000000000000000000000000000000000000000000000202000005646562756700",

@@ -73,7 +73,46 @@ impl Owner {
             || !req.partition.is_empty()
             || !req.state.is_empty()
             || !req.nodelist.is_empty();
-        let named = req.job_ids.is_empty() && req.targets.is_empty();
+        // Pending tasks of an array cancelled by name leave it without a record, as Slurm's
+        // job_str_signal clears them from the array's task bitmap (`scontrol show job A_T` then
+        // finds nothing, sacct lists nothing); a remainder's last task is cancelled as a job.
+        let mut dropped: Vec<(String, Result<JobId, String>)> = Vec::new();
+        if !filtered && (req.signal == 0 || req.signal == libc_sigkill()) {
+            for target in &mut req.targets {
+                let Some(expr) = target.tasks.clone() else { continue };
+                let Ok(spec) = drover_model::array::ArraySpec::parse(&expr) else { continue };
+                let array = target.job_id;
+                if !self
+                    .durable
+                    .jobs
+                    .get(&array)
+                    .is_some_and(|j| j.array_remainder().is_some() && self.can_modify(j, caller))
+                {
+                    continue;
+                }
+                let mut left: Vec<u32> = Vec::new();
+                for task in spec.tasks.iter() {
+                    let rest = self.durable.jobs.get(&array).and_then(|j| j.array_remainder());
+                    if rest.is_some_and(|r| r.pending.contains(task) && r.pending.len() > 1) {
+                        self.record(Record::ArrayDrop { array, task });
+                        self.core.handle(Event::Updated(self.sched_job(&self.durable.jobs[&array])));
+                        self.diag.canceled += 1;
+                        dropped.push((format!("{array}_{task}"), Err(String::new())));
+                    } else {
+                        left.push(task);
+                    }
+                }
+                if (left.len() as u64) < spec.tasks.len() {
+                    target.tasks =
+                        (!left.is_empty()).then(|| left.iter().map(u32::to_string).collect::<Vec<_>>().join(","));
+                    if target.tasks.is_none() {
+                        target.job_id = 0;
+                    }
+                }
+            }
+            req.targets.retain(|t| t.job_id != 0);
+        }
+        let named = req.job_ids.is_empty() && req.targets.is_empty() && dropped.is_empty();
         let ids: Vec<(String, Result<JobId, String>)> = if named {
             self.select_jobs(&req).into_iter().map(|id| (String::new(), Ok(id))).collect()
         } else if filtered {
@@ -86,10 +125,11 @@ impl Owner {
             self.resolve(&req.job_ids, &req.targets, true)
         };
         let t = now();
-        for (target, id) in ids {
+        for (target, id) in dropped.into_iter().chain(ids) {
             let id = match id {
                 Ok(id) => id,
                 Err(e) => {
+                    // (A task dropped from its array above: done, with no error.)
                     results.push(v1::CancelResult { job_id: 0, error: e, target });
                     continue;
                 }
