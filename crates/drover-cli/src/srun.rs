@@ -478,6 +478,20 @@ fn step_spec(a: &SrunArgs, standalone: bool) -> Result<v1::StepSpec, String> {
         Some(n) => Some(crate::jobopts::count(n, "ntasks-per-node")?),
         None => env_num("SLURM_NTASKS_PER_NODE"),
     };
+    // A task count and a node count that --ntasks-per-node does not divide as it says (an
+    // allocation's SLURM_NTASKS under `srun -N2 --ntasks-per-node=1`): Slurm's srun keeps the
+    // counts and drops --ntasks-per-node (opt.c), saying so where there are more tasks.
+    if let (Some(n), Some(min), Some(per)) = (s.ntasks, s.min_nodes, s.ntasks_per_node) {
+        if min > 0 && per != n / min {
+            if n > per {
+                eprintln!(
+                    "srun: Warning: can't honor --ntasks-per-node set to {per} which doesn't match the requested \
+                     tasks {n} with the number of requested nodes {min}. Ignoring --ntasks-per-node."
+                );
+            }
+            s.ntasks_per_node = None;
+        }
+    }
     // -c on the command line implies --exact, as in Slurm 22.05.
     match &j.cpus_per_task {
         Some(c) => {

@@ -428,6 +428,20 @@ fn srun_wait_kills_the_rest_once_the_first_task_has_ended() {
 }
 
 #[test]
+fn ntasks_per_node_that_does_not_divide_the_tasks_is_dropped_with_slurms_warning() {
+    // Inside -N2 -n4, `srun --ntasks-per-node=1` meets SLURM_NTASKS=4: Slurm's srun keeps the
+    // four tasks and drops --ntasks-per-node, with its warning.
+    let c = cluster(2, 2);
+    let id = c.submit(&["-N2", "-n4", "--wrap", "srun --ntasks-per-node=1 hostname | wc -l"]);
+    c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
+    assert_eq!(
+        output(&c, id),
+        "srun: Warning: can't honor --ntasks-per-node set to 1 which doesn't match the requested tasks 4 \
+         with the number of requested nodes 2. Ignoring --ntasks-per-node.\n4\n"
+    );
+}
+
+#[test]
 fn signal_arrives_before_the_time_limit() {
     let c = cluster(2, 1);
     // B: the batch shell alone, 55 s before a 1-minute limit.
