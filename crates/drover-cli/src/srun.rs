@@ -781,7 +781,49 @@ async fn run_step(
     let mut signalled = false;
     // -W: when the rest of the tasks are killed, once the first has ended.
     let mut wait_until: Option<tokio::time::Instant> = None;
+    // What an event of the job or step means here.
+    macro_rules! on_event {
+        ($ev:expr) => {{
+            let ev: v1::JobEvent = $ev;
+            if let Some(s) = ev.step.filter(|s| s.step_id == step_id) {
+                if s.state == "RUNNING" && s.cancelled {
+                    if !aborted {
+                        eprintln!(
+                            "srun: Job step aborted: Waiting up to {} seconds for job step to finish.",
+                            kill_wait + 2
+                        );
+                    }
+                    aborted = true;
+                } else if s.state != "RUNNING" {
+                    ended = Some(s);
+                }
+            } else if let Some(j) = ev.job {
+                if drover_model::state::JobState::parse(&j.state).is_some_and(|s| s.is_finished()) {
+                    // The job ended under its running step (scancel of the job, its time
+                    // limit): Slurm's srun hears SRUN_JOB_COMPLETE and says so.
+                    if !aborted && !terminating {
+                        eprintln!(
+                            "srun: Job step aborted: Waiting up to {} seconds for job step to finish.",
+                            kill_wait + 2
+                        );
+                    }
+                    aborted = true;
+                    io.settle(nnodes, Duration::from_secs(1)).await;
+                    ended = Some(v1::StepInfo { state: j.state, ..Default::default() });
+                }
+            }
+        }};
+    }
     loop {
+        // Events already here come before the tasks' ends: a job cancelled under the step is
+        // told first, as Slurm's srun hears SRUN_JOB_COMPLETE before its tasks end.
+        while let Some(e) = events.as_mut().filter(|_| ended.is_none()) {
+            match tokio::time::timeout(Duration::ZERO, e.message()).await {
+                Ok(Ok(Some(ev))) => on_event!(ev),
+                Ok(_) => events = None,
+                Err(_) => break,
+            }
+        }
         // Each task's failure is told as it arrives, as srun does; tasks that end together
         // (their exits a moment apart) in one line, as slurmstepd's one exit message.
         let mut exits = io.exits_in_order();
@@ -890,27 +932,7 @@ async fn run_step(
                     None => std::future::pending().await,
                 }
             } => match ev {
-                Ok(Some(ev)) => {
-                    if let Some(s) = ev.step.filter(|s| s.step_id == step_id) {
-                        if s.state == "RUNNING" && s.cancelled {
-                            aborted = true;
-                            eprintln!("srun: Job step aborted: Waiting up to {} seconds for job step to finish.", kill_wait + 2);
-                        } else if s.state != "RUNNING" {
-                            ended = Some(s);
-                        }
-                    } else if let Some(j) = ev.job {
-                        if drover_model::state::JobState::parse(&j.state).is_some_and(|s| s.is_finished()) {
-                            // The job ended under its running step (scancel of the job, its
-                            // time limit): Slurm's srun hears SRUN_JOB_COMPLETE and says so.
-                            if !aborted && !terminating {
-                                eprintln!("srun: Job step aborted: Waiting up to {} seconds for job step to finish.", kill_wait + 2);
-                            }
-                            aborted = true;
-                            io.settle(nnodes, Duration::from_secs(1)).await;
-                            ended = Some(v1::StepInfo { state: j.state, ..Default::default() });
-                        }
-                    }
-                }
+                Ok(Some(ev)) => on_event!(ev),
                 // The controller went away (a restart): the tasks still report to us
                 // directly, so the step goes on without its events.
                 _ => events = None,
