@@ -1356,65 +1356,42 @@ impl Supervisor<'_> {
                 }
             }
             for (k, fd) in out_fds.iter().enumerate() {
-                if ready[k + 2] {
-                    self.forward(*fd, &mut buf);
+                if !ready[k + 2] {
+                    continue;
                 }
-            }
-        }
-    }
-
-    /// Forwards what one read of output pipe `fd` gives (to sattach listeners, the step's
-    /// history and srun); its end drops it. False at its end.
-    fn forward(&mut self, fd: RawFd, buf: &mut [u8]) -> bool {
-        let Some((task, kind)) = self.outputs.get(&fd).map(|e| (e.0, e.1)) else { return false };
-        match nix::unistd::read(&self.outputs[&fd].2, buf) {
-            Ok(0) | Err(_) => {
-                self.outputs.remove(&fd);
-                false
-            }
-            Ok(n) => {
-                // sattach listeners that went away are dropped.
-                self.attached.retain_mut(|(c, _)| drover_proto::io::write_frame(c, kind, task, &buf[..n]).is_ok());
-                if self.step.is_some() {
-                    self.history.push_back((task, kind, buf[..n].to_vec()));
-                    self.history_bytes += n;
-                    while self.history_bytes > HISTORY {
-                        match self.history.pop_front() {
-                            Some((_, _, d)) => self.history_bytes -= d.len(),
-                            None => break,
-                        }
-                    }
-                }
-                if let Some(io) = self.io.as_mut() {
-                    if drover_proto::io::write_frame(io, kind, task, &buf[..n]).is_err() {
-                        // srun is gone: the step goes with it.
-                        self.io = None;
-                        if self.how.is_empty() {
-                            self.how = "CANCELLED".into();
-                        }
-                        self.signal_all(Signal::SIGKILL);
-                    }
-                }
-                true
-            }
-        }
-    }
-
-    /// Forwards what task `task` wrote and is there to read now (not what processes it left
-    /// behind write later), so that srun has its output before its end.
-    fn drain(&mut self, task: u32) {
-        let fds: Vec<RawFd> = self.outputs.iter().filter(|(_, e)| e.0 == task).map(|(fd, _)| *fd).collect();
-        let mut buf = [0u8; 65536];
-        for fd in fds {
-            // (Bounded: a process the task left behind may write on without a pause.)
-            for _ in 0..64 {
-                let readable = {
-                    let Some(e) = self.outputs.get(&fd) else { break };
-                    let mut p = [nix::poll::PollFd::new(e.2.as_fd(), nix::poll::PollFlags::POLLIN)];
-                    matches!(nix::poll::poll(&mut p, nix::poll::PollTimeout::ZERO), Ok(n) if n > 0)
+                let (task, kind) = {
+                    let e = &self.outputs[fd];
+                    (e.0, e.1)
                 };
-                if !readable || !self.forward(fd, &mut buf) {
-                    break;
+                match nix::unistd::read(&self.outputs[fd].2, &mut buf) {
+                    Ok(0) | Err(_) => {
+                        self.outputs.remove(fd);
+                    }
+                    Ok(n) => {
+                        // sattach listeners that went away are dropped.
+                        self.attached
+                            .retain_mut(|(c, _)| drover_proto::io::write_frame(c, kind, task, &buf[..n]).is_ok());
+                        if self.step.is_some() {
+                            self.history.push_back((task, kind, buf[..n].to_vec()));
+                            self.history_bytes += n;
+                            while self.history_bytes > HISTORY {
+                                match self.history.pop_front() {
+                                    Some((_, _, d)) => self.history_bytes -= d.len(),
+                                    None => break,
+                                }
+                            }
+                        }
+                        if let Some(io) = self.io.as_mut() {
+                            if drover_proto::io::write_frame(io, kind, task, &buf[..n]).is_err() {
+                                // srun is gone: the step goes with it.
+                                self.io = None;
+                                if self.how.is_empty() {
+                                    self.how = "CANCELLED".into();
+                                }
+                                self.signal_all(Signal::SIGKILL);
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -1566,7 +1543,6 @@ impl Supervisor<'_> {
             // task killed by SIGKILL, perhaps by the OOM killer, at the step's end, after the
             // step's word on OOM kills.
             if self.step.is_some() && status & 0x7f != Signal::SIGKILL as i32 {
-                self.drain(task);
                 self.tell_exits(&[(task, status)], 0);
             }
             if let Some(ru) = ru {
