@@ -781,6 +781,9 @@ async fn run_step(
     let mut signalled = false;
     // -W: when the rest of the tasks are killed, once the first has ended.
     let mut wait_until: Option<tokio::time::Instant> = None;
+    let say_aborted = || {
+        eprintln!("srun: Job step aborted: Waiting up to {} seconds for job step to finish.", kill_wait + 2);
+    };
     // What an event of the job or step means here.
     macro_rules! on_event {
         ($ev:expr) => {{
@@ -788,10 +791,7 @@ async fn run_step(
             if let Some(s) = ev.step.filter(|s| s.step_id == step_id) {
                 if s.state == "RUNNING" && s.cancelled {
                     if !aborted {
-                        eprintln!(
-                            "srun: Job step aborted: Waiting up to {} seconds for job step to finish.",
-                            kill_wait + 2
-                        );
+                        say_aborted();
                     }
                     aborted = true;
                 } else if s.state != "RUNNING" {
@@ -802,10 +802,7 @@ async fn run_step(
                     // The job ended under its running step (scancel of the job, its time
                     // limit): Slurm's srun hears SRUN_JOB_COMPLETE and says so.
                     if !aborted && !terminating {
-                        eprintln!(
-                            "srun: Job step aborted: Waiting up to {} seconds for job step to finish.",
-                            kill_wait + 2
-                        );
+                        say_aborted();
                     }
                     aborted = true;
                     io.settle(nnodes, Duration::from_secs(1)).await;

@@ -340,12 +340,12 @@ pub enum Record {
         id: JobId,
         nodes: Vec<String>,
     },
-    /// Pending task `task` leaves array `array`'s remainder without a record of its own (a
-    /// pending task cancelled, as Slurm clears it from the array's task bitmap). State
+    /// Pending tasks `tasks` leave array `array`'s remainder without records of their own
+    /// (pending tasks cancelled, as Slurm clears them from the array's task bitmap). State
     /// version 3.
     ArrayDrop {
         array: JobId,
-        task: u32,
+        tasks: Vec<u32>,
     },
 }
 
@@ -528,10 +528,12 @@ impl Durable {
                     self.jobs.insert(id, Arc::new(t));
                 }
             }
-            Record::ArrayDrop { array, task } => {
+            Record::ArrayDrop { array, tasks } => {
                 if let Some(rest) = self.jobs.get_mut(&array) {
                     if let Some(a) = Arc::make_mut(rest).array.as_mut().filter(|a| a.task_id.is_none()) {
-                        a.pending.remove(task);
+                        for t in tasks {
+                            a.pending.remove(t);
+                        }
                     }
                 }
             }

@@ -82,32 +82,38 @@ impl Owner {
                 let Some(expr) = target.tasks.clone() else { continue };
                 let Ok(spec) = drover_model::array::ArraySpec::parse(&expr) else { continue };
                 let array = target.job_id;
-                if !self
+                let Some(rest) = self
                     .durable
                     .jobs
                     .get(&array)
-                    .is_some_and(|j| j.array_remainder().is_some() && self.can_modify(j, caller))
-                {
+                    .filter(|j| self.can_modify(j, caller))
+                    .and_then(|j| j.array_remainder())
+                else {
                     continue;
-                }
-                let mut left: Vec<u32> = Vec::new();
+                };
+                // The remainder keeps one task at least: its last is cancelled as a job.
+                let (mut drop, mut left) = (Vec::new(), Vec::new());
+                let mut keeps = rest.pending.len();
                 for task in spec.tasks.iter() {
-                    let rest = self.durable.jobs.get(&array).and_then(|j| j.array_remainder());
-                    if rest.is_some_and(|r| r.pending.contains(task) && r.pending.len() > 1) {
-                        self.record(Record::ArrayDrop { array, task });
-                        self.core.handle(Event::Updated(self.sched_job(&self.durable.jobs[&array])));
-                        self.diag.canceled += 1;
-                        dropped.push((format!("{array}_{task}"), Err(String::new())));
+                    if keeps > 1 && rest.pending.contains(task) {
+                        drop.push(task);
+                        keeps -= 1;
                     } else {
                         left.push(task);
                     }
                 }
-                if (left.len() as u64) < spec.tasks.len() {
-                    target.tasks =
-                        (!left.is_empty()).then(|| left.iter().map(u32::to_string).collect::<Vec<_>>().join(","));
-                    if target.tasks.is_none() {
-                        target.job_id = 0;
-                    }
+                if drop.is_empty() {
+                    continue;
+                }
+                dropped.extend(drop.iter().map(|t| (format!("{array}_{t}"), Err(String::new()))));
+                self.diag.canceled += drop.len() as u64;
+                self.record(Record::ArrayDrop { array, tasks: drop });
+                self.core.handle(Event::Updated(self.sched_job(&self.durable.jobs[&array])));
+                // The rest go on as named; none left, the target is done.
+                target.tasks =
+                    (!left.is_empty()).then(|| left.iter().map(u32::to_string).collect::<Vec<_>>().join(","));
+                if target.tasks.is_none() {
+                    target.job_id = 0;
                 }
             }
             req.targets.retain(|t| t.job_id != 0);
