@@ -1,11 +1,13 @@
 //! Developer tasks. `cargo xtask codegen` regenerates the committed gRPC code from
 //! `crates/drover-proto/proto/*.proto` with protox (no system `protoc`); `cargo xtask codegen
 //! --check` fails when the committed code is stale (CI runs it). `cargo xtask link-order`
-//! regenerates the release link's function order (see `link_order.rs`).
+//! regenerates the release link's function order (see `link_order.rs`). `cargo xtask compat
+//! capture|check` runs the differential corpus on real Slurm or on Drover (see `compat.rs`).
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
+mod compat;
 mod link_order;
 
 fn main() -> Result<()> {
@@ -13,7 +15,8 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("codegen") => codegen(args.iter().any(|a| a == "--check")),
         Some("link-order") => link_order::main(&args[1..]),
-        _ => bail!("usage: cargo xtask codegen [--check] | link-order [--check]"),
+        Some("compat") => compat::main(&args[1..]),
+        _ => bail!("usage: cargo xtask codegen [--check] | link-order [--check] | compat capture|check [--record]"),
     }
 }
 

@@ -140,21 +140,6 @@ pub(crate) fn parse_long_format(spec: &str) -> Result<Vec<Item>, String> {
     Ok(items)
 }
 
-fn state_rank(s: &str) -> u32 {
-    match JobState::parse(s) {
-        Some(JobState::Pending) => 0,
-        Some(JobState::Running) => 1,
-        Some(JobState::Suspended) => 2,
-        Some(JobState::Completing) => 1,
-        Some(JobState::Completed) => 3,
-        Some(JobState::Cancelled) => 4,
-        Some(JobState::Failed) => 5,
-        Some(JobState::Timeout) => 6,
-        Some(JobState::NodeFail) => 7,
-        _ => 8,
-    }
-}
-
 /// The request fields (`JobSpec` tags) the text output will not read with these items: the
 /// workers skip them instead of copying and checking them (paths, submit lines, mail...).
 fn spec_skip(items: &[Item]) -> Vec<u32> {
@@ -206,7 +191,12 @@ fn push_sort_key(out: &mut Vec<u8>, j: &v1::JobInfo, keys: &[(bool, char)], now:
         let at = out.len();
         match key {
             'P' => text(out, &j.partition),
-            't' | 'T' => num(out, u64::from(state_rank(&j.state))),
+            // By the state's name, as Slurm compares them (CA < CD < CG < PD < R).
+            't' => match JobState::parse(&j.state) {
+                Some(st) => text(out, st.short()),
+                None => text(out, &j.state),
+            },
+            'T' => text(out, &j.state),
             'p' | 'Q' => num(out, j.priority),
             'i' | 'A' => num(out, u64::from(j.job_id)),
             'j' => text(out, &jobview::spec(j).name),

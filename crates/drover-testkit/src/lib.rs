@@ -9,6 +9,7 @@
 //!  test ──► cluster.run("sbatch", ["--wrap", "true"]) ──► Output
 //! ```
 
+pub mod corpus;
 pub mod hosts;
 
 use std::collections::BTreeMap;
