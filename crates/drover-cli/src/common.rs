@@ -547,6 +547,85 @@ pub fn hostname() -> String {
     nix::unistd::gethostname().map(|h| h.to_string_lossy().to_string()).unwrap_or_else(|_| "localhost".into())
 }
 
+/// The name Slurm shows as a job's `AllocNode`: the submitting host's address (its name
+/// resolved) named back by the resolver, as Slurm's auth/munge does with the address in the
+/// credential (`getnameinfo`): `localhost` where the host's name is 127.0.0.1 in
+/// `/etc/hosts` behind `localhost`. The host's own name where either lookup fails. Cached per
+/// host for the process (one `scontrol show job` asks for every job).
+pub fn alloc_node_name(host: &str) -> String {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static SEEN: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
+    let seen = SEEN.get_or_init(Default::default);
+    if let Some(n) = seen.lock().ok().and_then(|m| m.get(host).cloned()) {
+        return n;
+    }
+    let name = resolve_back(host).unwrap_or_else(|| host.to_string());
+    if let Ok(mut m) = seen.lock() {
+        m.insert(host.to_string(), name.clone());
+    }
+    name
+}
+
+fn resolve_back(host: &str) -> Option<String> {
+    use std::net::ToSocketAddrs;
+    if host.is_empty() {
+        return None;
+    }
+    let addr = (host, 0).to_socket_addrs().ok()?.next()?;
+    let mut name = [0 as libc::c_char; 1025];
+    let rc = match addr {
+        std::net::SocketAddr::V4(a) => {
+            let sa = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: 0,
+                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: `sa` is a valid sockaddr_in of the size given; `name` is writable for
+            // its whole length, and no service name is asked for (null, 0).
+            unsafe {
+                libc::getnameinfo(
+                    (&sa as *const libc::sockaddr_in).cast(),
+                    std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+                    name.as_mut_ptr(),
+                    name.len() as libc::socklen_t,
+                    std::ptr::null_mut(),
+                    0,
+                    libc::NI_NAMEREQD,
+                )
+            }
+        }
+        std::net::SocketAddr::V6(a) => {
+            let sa = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: 0,
+                sin6_flowinfo: 0,
+                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: as above, for a sockaddr_in6.
+            unsafe {
+                libc::getnameinfo(
+                    (&sa as *const libc::sockaddr_in6).cast(),
+                    std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+                    name.as_mut_ptr(),
+                    name.len() as libc::socklen_t,
+                    std::ptr::null_mut(),
+                    0,
+                    libc::NI_NAMEREQD,
+                )
+            }
+        }
+    };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: getnameinfo wrote a NUL-terminated string into `name`.
+    let s = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) };
+    Some(s.to_string_lossy().into_owned())
+}
+
 /// `ExitCode=` style `code:signal` from a raw wait status.
 pub fn exit_code(status: i32) -> String {
     let sig = status & 0x7f;
@@ -640,6 +719,15 @@ pub fn status_msg(s: &tonic::Status) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_alloc_node_is_the_hosts_address_named_back() {
+        // 127.0.0.1 is named `localhost` by every resolver configuration Debian ships.
+        assert_eq!(alloc_node_name("127.0.0.1"), "localhost");
+        assert_eq!(alloc_node_name("no-such-host.invalid"), "no-such-host.invalid");
+        assert_eq!(alloc_node_name(""), "");
+    }
+
     use super::*;
 
     #[test]

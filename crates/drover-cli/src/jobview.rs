@@ -370,11 +370,70 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> Cow<'_, str> {
         }
         'z' => "*:*:*".into(),
         'Z' => s.work_dir.clone(),
-        _ => String::new(),
+        c => match extra(c) {
+            Some((name, _)) => squeue_extra(j, name),
+            None => String::new(),
+        },
     })
 }
 
+/// The cluster's name (`ClusterName`), for squeue's `-O Cluster`: set once by the command.
+pub static CLUSTER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The `-O` field of a private-use code (`squeue::EXTRA`).
+fn extra(code: char) -> Option<(&'static str, &'static str)> {
+    let i = (code as u32).checked_sub(crate::squeue::EXTRA_BASE)?;
+    crate::squeue::EXTRA.get(i as usize).copied()
+}
+
+/// squeue's `-O` fields that have no `%` code, as Slurm 22.05 prints them (what Drover has
+/// no such thing for is printed as Slurm prints an unset value).
+pub fn squeue_extra(j: &v1::JobInfo, name: &str) -> String {
+    let s = spec(j);
+    let held = is_pending(j) && (j.reason == "JobHeldUser" || j.reason == "JobHeldAdmin");
+    let time_or_na = |t: i64| if t > 0 { fmt_time(t) } else { "N/A".into() };
+    match name {
+        "accruetime" | "eligibletime" if held || j.reason == "Dependency" => "N/A".into(),
+        "accruetime" | "eligibletime" => time_or_na(j.eligible_time),
+        "allocnodes" => crate::common::alloc_node_name(&s.submit_host),
+        "batchflag" => u8::from(s.batch).to_string(),
+        "boardspernode" | "ntperboard" | "ntpernode" | "reboot" | "reqswitch" | "restartcnt" | "sperboard"
+        | "mintmpdisk" | "contiguous" => "0".into(),
+        "cluster" => CLUSTER.get().cloned().unwrap_or_else(|| "(null)".into()),
+        "cores" | "sockets" | "threads" => "*".into(),
+        "corespec" | "cpus-per-tres" | "deadline" | "hetjobid" | "hetjobidset" | "hetjoboffset" | "mem-per-tres"
+        | "ntpercore" | "ntpersocket" | "preempttime" | "resizetime" | "tres-bind" | "tres-freq"
+        | "tres-per-socket" => "N/A".into(),
+        "cpus-per-task" | "cpuspertask" => s.cpus_per_task.unwrap_or(1).to_string(),
+        "delayboot" | "wait4switch" | "mintime" => "0:00".into(),
+        "maxcpus" => num_cpus(j).to_string(),
+        "maxnodes" => num_nodes(j).to_string(),
+        "mincpus" => s.cpus_per_task.unwrap_or(1).to_string(),
+        "numtasks" => s.ntasks.unwrap_or_else(|| num_cpus(j) / s.cpus_per_task.unwrap_or(1).max(1)).to_string(),
+        "origin" | "originraw" | "siblingsactive" | "siblingsactiveraw" | "siblingsviable" | "siblingsviableraw" => {
+            "NA".into()
+        }
+        "oversubscribe" | "shared" => if s.exclusive { "NO" } else { "OK" }.into(),
+        "profile" => "NotSet".into(),
+        "requeue" => u8::from(s.requeue.unwrap_or(true)).to_string(),
+        "sct" => "*:*:*".into(),
+        "stderr" => std_path(j, 'e'),
+        "stdin" => std_path(j, 'i'),
+        "stdout" => std_path(j, 'o'),
+        "tres-alloc" => tres(j),
+        "tres-per-node" | "gres" => tres_per_node(j).unwrap_or_else(|| "N/A".into()),
+        "tres-per-job" => tres_per_job(j).unwrap_or_else(|| "N/A".into()),
+        "tres-per-task" => tres_per_task(j).unwrap_or_else(|| "N/A".into()),
+        "licenses" => s.licenses.clone().unwrap_or_else(|| "(null)".into()),
+        "derivedec" => "0".into(),
+        _ => "(null)".into(),
+    }
+}
+
 pub fn squeue_header(code: char) -> &'static str {
+    if let Some((_, header)) = extra(code) {
+        return header;
+    }
     match code {
         'a' => "ACCOUNT",
         'A' => "JOBID",

@@ -659,7 +659,7 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool, extra: Vec<
             j.pre_suspend_secs,
             fmt_time(if j.last_sched_eval > 0 { j.last_sched_eval } else { j.submit_time })
         ),
-        format!("Partition={} AllocNode:Sid={}:{}", j.partition, s.submit_host, 0),
+        format!("Partition={} AllocNode:Sid={}:{}", j.partition, common::alloc_node_name(&s.submit_host), 0),
         format!("ReqNodeList={req_nodes} ExcNodeList={exc_nodes}"),
         if pending && !j.sched_nodes.is_empty() {
             format!("NodeList={} SchedNodeList={}", j.nodes, j.sched_nodes)

@@ -421,6 +421,8 @@ pub fn main(args: Vec<String>) -> i32 {
     let max_node = reply.nodes.iter().map(|n| n.name.len()).max().unwrap_or(0);
     let (fmt, date_line) = if let Some(f) = a.format.clone().or_else(|| std::env::var("SINFO_FORMAT").ok()) {
         (f, a.long)
+    } else if a.reasons && a.long {
+        ("%20E %12U %19H %6t %N".to_string(), true)
     } else if a.reasons {
         ("%20E %9u %19H %N".to_string(), false)
     } else if a.summarize {
@@ -428,7 +430,7 @@ pub fn main(args: Vec<String>) -> i32 {
     } else if a.node && a.long {
         (format!("%{}N %.6D %.{}P %.11T %4c %.8z %.6m %.8d %.6w %.8f %20E", max_node.max(9), max_part.max(9)), true)
     } else if a.node {
-        (format!("%{}N %.6D %.{}P %.6t", max_node.max(9), max_part.max(9)), false)
+        (format!("%{}N %.6D %.{}P %6t", max_node.max(9), max_part.max(9)), false)
     } else if a.long {
         (format!("%{}P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N", max_part.max(9)), true)
     } else {
@@ -487,6 +489,9 @@ pub fn main(args: Vec<String>) -> i32 {
             if mine.is_empty() && !a.summarize && node_filter.is_none() && state_filter.is_none() {
                 continue;
             }
+            // Slurm's default order within a partition (`-S #P,-t`): its node state as a
+            // number, the larger first (a flag such as DRAIN outranks every base state).
+            mine.sort_by_key(|g| std::cmp::Reverse(state_code(&g.nodes[0].state_scontrol)));
             groups.extend(mine);
         }
         if a.node {
@@ -513,4 +518,45 @@ pub fn main(args: Vec<String>) -> i32 {
     use std::io::Write;
     let _ = std::io::stdout().write_all(out.as_bytes());
     0
+}
+
+/// A node state as Slurm numbers it (`slurm.h`: the base state in the low bits, a bit per
+/// flag), from its scontrol form (`IDLE+DRAIN`): what sinfo's state sort compares.
+fn state_code(scontrol: &str) -> u32 {
+    let mut parts = scontrol.split('+');
+    let base = match parts.next().unwrap_or("").trim_end_matches(['*', '~', '#', '!', '%', '$', '@', '^', '-']) {
+        "DOWN" => 1,
+        "IDLE" => 2,
+        "ALLOCATED" => 3,
+        "ERROR" => 4,
+        "MIXED" => 5,
+        "FUTURE" => 6,
+        _ => 0,
+    };
+    parts.fold(base, |code, flag| {
+        code | match flag {
+            "RESERVED" => 1 << 5,
+            "DRAIN" => 1 << 9,
+            "COMPLETING" => 1 << 10,
+            "NOT_RESPONDING" => 1 << 11,
+            "POWERED_DOWN" => 1 << 12,
+            "FAIL" => 1 << 13,
+            "MAINT" => 1 << 15,
+            "REBOOT_REQUESTED" => 1 << 16,
+            "PLANNED" => 1 << 21,
+            _ => 0,
+        }
+    })
+}
+
+#[cfg(test)]
+mod state_order_tests {
+    use super::state_code;
+
+    #[test]
+    fn states_order_as_slurm_numbers_them() {
+        let mut v = vec!["DOWN", "IDLE", "ALLOCATED", "MIXED", "IDLE+DRAIN", "DOWN+NOT_RESPONDING", "ALLOCATED+DRAIN"];
+        v.sort_by_key(|s| std::cmp::Reverse(state_code(s)));
+        assert_eq!(v, ["DOWN+NOT_RESPONDING", "ALLOCATED+DRAIN", "IDLE+DRAIN", "MIXED", "ALLOCATED", "IDLE", "DOWN"]);
+    }
 }

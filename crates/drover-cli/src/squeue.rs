@@ -70,16 +70,100 @@ const DEFAULT: &str = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R";
 const LONG: &str = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R";
 const START: &str = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R";
 
+/// `-O` fields with no `%` code of their own (or another header than the code's), as
+/// (lowercase name, header): each is a code of Unicode's private use area from
+/// [`EXTRA_BASE`] on, by its place here, answered by [`jobview::squeue_extra`].
+pub(crate) const EXTRA: &[(&str, &str)] = &[
+    ("accruetime", "ACCRUE_TIME"),
+    ("admin_comment", "ADMIN_COMMENT"),
+    ("allocnodes", "ALLOC_NODES"),
+    ("batchflag", "BATCH_FLAG"),
+    ("boardspernode", "BOARDS_PER_NODE"),
+    ("burstbuffer", "BURST_BUFFER"),
+    ("burstbufferstate", "BURST_BUFFER_STATE"),
+    ("cluster", "CLUSTER"),
+    ("clusterfeature", "CLUSTER_FEATURES"),
+    ("container", "CONTAINER"),
+    ("contiguous", "CONTIGUOUS"),
+    ("cores", "CORES_PER_SOCKET"),
+    ("corespec", "CORE_SPEC"),
+    ("cpus-per-task", "CPUS_PER_TASK"),
+    ("cpuspertask", "CPUS_PER_TASK"),
+    ("cpus-per-tres", "CPUS_PER_TRES"),
+    ("deadline", "DEADLINE"),
+    ("delayboot", "DELAY_BOOT"),
+    ("derivedec", "DERIVED_EC"),
+    ("eligibletime", "ELIGIBLE_TIME"),
+    ("hetjobid", "HET_JOB_ID"),
+    ("hetjobidset", "HET_JOB_ID_SET"),
+    ("hetjoboffset", "HET_JOB_OFFSET"),
+    ("licenses", "LICENSES"),
+    ("maxcpus", "MAX_CPUS"),
+    ("maxnodes", "MAX_NODES"),
+    ("mcslabel", "MCSLABEL"),
+    ("mem-per-tres", "MEM_PER_TRES"),
+    ("mincpus", "MIN_CPUS"),
+    ("mintime", "TIME_MIN"),
+    ("mintmpdisk", "MIN_TMP_DISK"),
+    ("network", "NETWORK"),
+    ("numtasks", "TASKS"),
+    ("ntperboard", "NTASKS_PER_BOARD"),
+    ("ntpercore", "NTASKS_PER_CORE"),
+    ("ntpernode", "NTASKS_PER_NODE"),
+    ("ntpersocket", "NTASKS_PER_SOCKET"),
+    ("origin", "ORIGIN"),
+    ("originraw", "ORIGIN_RAW"),
+    ("oversubscribe", "OVER_SUBSCRIBE"),
+    ("shared", "OVER_SUBSCRIBE"),
+    ("preempttime", "PREEMPT_TIME"),
+    ("prefer", "PREFER"),
+    ("profile", "PROFILE"),
+    ("reboot", "REBOOT"),
+    ("reqswitch", "REQ_SWITCH"),
+    ("requeue", "REQUEUE"),
+    ("resizetime", "RESIZE_TIME"),
+    ("restartcnt", "RESTART_COUNT"),
+    ("sct", "S:C:T"),
+    ("siblingsactive", "ACTIVE_SIBLINGS"),
+    ("siblingsactiveraw", "ACTIVE_SIBLINGS_RAW"),
+    ("siblingsviable", "VIABLE_SIBLINGS"),
+    // Slurm 22.05's own spelling.
+    ("siblingsviableraw", "VIALBLE_SIBLINGS_RAW"),
+    ("sockets", "SOCKETS_PER_NODE"),
+    ("sperboard", "SOCKETS_PER_BOARD"),
+    ("stderr", "STDERR"),
+    ("stdin", "STDIN"),
+    ("stdout", "STDOUT"),
+    ("system_comment", "SYSTEM_COMMENT"),
+    ("threads", "THREADS_PER_CORE"),
+    ("tres-alloc", "TRES_ALLOC"),
+    ("tres-bind", "TRES_BIND"),
+    ("tres-freq", "TRES_FREQ"),
+    ("tres-per-job", "TRES_PER_JOB"),
+    ("tres-per-node", "TRES_PER_NODE"),
+    ("gres", "TRES_PER_NODE"),
+    ("tres-per-socket", "TRES_PER_SOCKET"),
+    ("tres-per-task", "TRES_PER_TASK"),
+    ("wait4switch", "WAIT4SWITCH"),
+    ("wckey", "WCKEY"),
+];
+
+/// The first code of [`EXTRA`].
+pub(crate) const EXTRA_BASE: u32 = 0xE000;
+
 /// `-O` long field names and the `%` code each stands for.
 fn long_field(name: &str) -> Option<char> {
-    Some(match name.to_ascii_lowercase().as_str() {
+    let lower = name.to_ascii_lowercase();
+    if let Some(i) = EXTRA.iter().position(|(n, _)| *n == lower) {
+        return char::from_u32(EXTRA_BASE + i as u32);
+    }
+    Some(match lower.as_str() {
         "account" => 'a',
         "arrayjobid" => 'F',
         "arraytaskid" => 'K',
         "batchhost" => 'B',
         "command" => 'o',
         "comment" => 'k',
-        "cpus-per-task" | "cpuspertask" => 'c',
         "dependency" => 'E',
         "endtime" => 'e',
         "feature" => 'f',
@@ -307,6 +391,7 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let _ = jobview::CLUSTER.set(cfg.cluster_name.clone());
     let timing = std::env::var_os("DROVER_TIMING").is_some();
     if let Some(bad) = a.states.as_deref().and_then(bad_job_state) {
         eprintln!("squeue: error: Invalid job state specified: {bad}");
@@ -496,7 +581,9 @@ fn steps_main(a: &Args, steps: &str) -> i32 {
             }
         };
     let jobs = drover_proto::reply_jobs(&mut reply);
-    let rows = crate::steps::rows(&jobs);
+    let mut rows = crate::steps::rows(&jobs);
+    // Slurm's default step order: partition, then job id and step id.
+    rows.sort_by(|x, y| (&x.job.partition, x.job.job_id, x.id).cmp(&(&y.job.partition, y.job.job_id, y.id)));
     let users: Option<Vec<String>> = if a.me {
         Some(vec![common::user_name(nix::unistd::getuid().as_raw())])
     } else {

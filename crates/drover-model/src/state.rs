@@ -166,6 +166,9 @@ pub enum PendingReason {
     ReqNodeNotAvailMaint,
     /// Its reservation ended or was deleted: held until released.
     ReservationDeleted,
+    /// It needs more nodes than its partition has up and not drained (Slurm's main scheduler
+    /// says so in these words, for `%r` and `%R` alike).
+    NodesUnavailable,
 }
 
 impl PendingReason {
@@ -225,6 +228,9 @@ impl PendingReason {
             PendingReason::ReqNodeNotAvailReserved => "ReqNodeNotAvail, May be reserved for other job",
             PendingReason::ReqNodeNotAvailMaint => "ReqNodeNotAvail, Reserved for maintenance",
             PendingReason::ReservationDeleted => "ReservationDeleted",
+            PendingReason::NodesUnavailable => {
+                "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions"
+            }
         }
     }
 }

@@ -178,7 +178,22 @@ fn drained_nodes_take_no_work() {
     let mut c = cluster(1, 2, 1000);
     c.handle(Event::NodeSchedulable { node: "node1".into(), schedulable: false });
     c.handle(Event::Submitted(job(1)));
-    assert_eq!(reason(&c.schedule(0, &mut no_ids), 1), Some(PendingReason::Resources));
+    // No node of the partition is up: Slurm's main scheduler says so in its own words.
+    assert_eq!(reason(&c.schedule(0, &mut no_ids), 1), Some(PendingReason::NodesUnavailable));
+}
+
+#[test]
+fn a_job_wider_than_the_nodes_up_says_so_and_a_narrower_one_runs() {
+    let mut c = cluster(4, 2, 1000);
+    c.handle(Event::NodeSchedulable { node: "node4".into(), schedulable: false });
+    c.handle(Event::Submitted(nodes_job(1, 4)));
+    c.handle(Event::Submitted(nodes_job(2, 3)));
+    let d = c.schedule(0, &mut no_ids);
+    assert_eq!(reason(&d, 1), Some(PendingReason::NodesUnavailable));
+    assert_eq!(started(&d), [2]);
+    // Back in service: it starts beside the other (one core of each node each).
+    c.handle(Event::NodeSchedulable { node: "node4".into(), schedulable: true });
+    assert_eq!(started(&c.schedule(1, &mut no_ids)), [1]);
 }
 
 proptest! {

@@ -3,7 +3,28 @@
 use super::*;
 
 impl Owner {
-    pub(super) fn submit(
+    pub(super) fn submit(&mut self, spec: JobSpec, caller: Caller, test_only: bool) -> Result<v1::SubmitReply, Status> {
+        let r = self.submit_checked(spec, caller, test_only);
+        if let Err(e) = &r {
+            // Slurm gives the job its id before these checks (the record is made, then
+            // refused and dropped), so the next job's id is one more; those before it leave
+            // the id unused. Kept in memory only, as nothing refers to it: a restart before
+            // the next submission may give it again.
+            const AFTER_ID: &[&str] = &[
+                "Job dependency problem",
+                "Invalid feature specification",
+                "Requested node configuration is not available",
+                "Requested reservation is invalid",
+                "Access denied to requested reservation",
+            ];
+            if !test_only && AFTER_ID.contains(&e.message()) {
+                self.durable.next_job_id = self.durable.next_job_id.saturating_add(1);
+            }
+        }
+        r
+    }
+
+    fn submit_checked(
         &mut self,
         mut spec: JobSpec,
         caller: Caller,

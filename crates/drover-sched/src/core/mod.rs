@@ -166,6 +166,8 @@ pub struct Core {
     /// Per (partition, advance reservations met): whether maintenance covers the partition,
     /// and its nodes and cores left open — within a pass.
     reserved_left: std::cell::RefCell<HashMap<(usize, u64), ReservedLeft>>,
+    /// Per partition: its nodes that are up and not drained — within a pass.
+    schedulable_in: std::cell::RefCell<HashMap<usize, u32>>,
     /// Free cores now (in all, and the most on one node), cached within a pass.
     free_now: std::cell::Cell<Option<(u64, u32)>>,
     /// Reservations of waiting jobs, kept from pass to pass: a reservation only ever moves
@@ -683,6 +685,7 @@ impl Core {
         self.free_now.set(None);
         self.no_room.borrow_mut().clear();
         self.reserved_left.borrow_mut().clear();
+        self.schedulable_in.borrow_mut().clear();
         let mut out = Vec::new();
         for id in std::mem::take(&mut self.held_due) {
             let Some((job, old)) = self.pending.get_mut(&id) else { continue };
@@ -1154,6 +1157,14 @@ impl Core {
                 }
                 r => r,
             };
+            // More nodes than the partition has up: Slurm's main scheduler says so before
+            // it tries to place the job.
+            let r = match r {
+                PendingReason::Resources | PendingReason::Priority if job.min_nodes > self.schedulable_nodes(part) => {
+                    PendingReason::NodesUnavailable
+                }
+                r => r,
+            };
             // Prefer the most actionable reason across partitions.
             best_reason = Some(match best_reason {
                 None => r,
@@ -1219,6 +1230,15 @@ impl Core {
     }
 
     /// Where `part` (one of `self.partitions`) stands among them.
+    /// The partition's nodes that are up and not drained (cached within a pass).
+    fn schedulable_nodes(&self, part: &PartitionRes) -> u32 {
+        let count = || part.nodes.iter().filter_map(|n| self.node(n)).filter(|n| n.schedulable).count() as u32;
+        match self.part_index(part) {
+            Some(p) => *self.schedulable_in.borrow_mut().entry(p).or_insert_with(count),
+            None => count(),
+        }
+    }
+
     fn part_index(&self, part: &PartitionRes) -> Option<usize> {
         self.partitions.iter().position(|p| std::ptr::eq(p, part))
     }

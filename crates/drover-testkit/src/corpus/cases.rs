@@ -21,7 +21,8 @@ const JOBS: &[&str] =
     &["DONE", "FAIL", "STEPS", "CANRUN", "PHYS", "RUN1", "RUN2", "ARR", "HELD", "DEP", "BIG", "LATER", "CANPD"];
 
 /// squeue's `-O` fields for jobs (squeue/opts.c of 22.05), less the ones that read the
-/// clock or the submitting process (`AllocSID`, `LastSchedEval`, `PendingTime`).
+/// clock or the submitting process (`AllocSID`, `LastSchedEval`, `PendingTime`) and
+/// `WorkDir` (cut to 20 characters, a path of the run: `%Z` asks for it whole).
 const SQUEUE_FIELDS: &[&str] = &[
     "Account",
     "AccrueTime",
@@ -331,9 +332,20 @@ const SACCT_FIELDS: &[&str] = &[
     "WorkDir",
 ];
 
+/// sacct's fields that are clock readings in seconds or measured CPU time: left out.
+const SACCT_CLOCK: &[&str] = &["CPUTimeRAW", "ElapsedRaw", "ResvCPURAW", "TotalCPU", "UserCPU", "SystemCPU"];
+
+/// sacct's fields (by prefix) measured in a step while it ran.
+const SACCT_MEASURED: &[&str] = &["Ave", "Max", "Min", "ConsumedEnergy", "TRESUsage"];
+
 /// The letters of squeue's and sinfo's `-o`, every one (invalid ones are answered too).
 fn letters() -> impl Iterator<Item = char> {
     ('a'..='z').chain('A'..='Z')
+}
+
+/// `cmd` with the lines after its first `keep` sorted (`sort`, C locale).
+fn sorted_rows(cmd: &str, keep: usize) -> String {
+    format!("{cmd} | {{ for _ in $(seq {keep}); do IFS= read -r l && printf '%s\\n' \"$l\"; done; sort; }}")
 }
 
 /// The whole corpus, in the order it runs.
@@ -530,15 +542,23 @@ fn sinfo(c: &mut Corpus) {
         ("responding", "--responding -h"),
         ("reservation", "-T"),
     ] {
-        c.add(format!("sinfo/{id}"), format!("sinfo {args}").trim_end().to_string());
+        let cmd = format!("sinfo {args}").trim_end().to_string();
+        // Rows that tie on the sort keys (a node in two partitions with -N, two states'
+        // rows with -S t) come in no order Slurm defines: the lines under the header sorted.
+        let cmd = match id {
+            "N" | "n-N" | "Format-N" | "summarize-N" | "S-neg-N" | "S-t" => sorted_rows(&cmd, 1),
+            "Nl" | "noconvert" => sorted_rows(&cmd, 2),
+            _ => cmd,
+        };
+        c.add(format!("sinfo/{id}"), cmd);
     }
     for l in letters().filter(|l| !matches!(l, 'O' | 'e')) {
         c.add(format!("sinfo/o-{l}"), format!("sinfo -o '%P|%{l}'"));
-        c.add(format!("sinfo/N-o-{l}"), format!("sinfo -N -o '%N|%{l}'"));
+        c.add(format!("sinfo/N-o-{l}"), sorted_rows(&format!("sinfo -N -o '%N|%{l}'"), 1));
     }
     for f in SINFO_FIELDS {
         c.add(format!("sinfo/O-{f}"), format!("sinfo -O Partition,{f}"));
-        c.add(format!("sinfo/N-O-{f}"), format!("sinfo -N -O NodeList,{f}"));
+        c.add(format!("sinfo/N-O-{f}"), sorted_rows(&format!("sinfo -N -O NodeList,{f}"), 1));
     }
 }
 
@@ -672,8 +692,11 @@ fn sacct(c: &mut Corpus) {
     ] {
         c.add(format!("sacct/{id}"), format!("sacct {args}"));
     }
-    for f in SACCT_FIELDS {
-        c.add(format!("sacct/o-{f}"), format!("sacct -j {done} -o JobID,{f}"));
+    for f in SACCT_FIELDS.iter().filter(|f| !SACCT_CLOCK.contains(f)) {
+        // What was measured of a step differs from run to run: asked of allocations, where
+        // Slurm leaves it empty.
+        let x = if SACCT_MEASURED.iter().any(|m| f.starts_with(m)) { "-X " } else { "" };
+        c.add(format!("sacct/o-{f}"), format!("sacct {x}-j {done} -o JobID,{f}"));
     }
 }
 
@@ -1045,9 +1068,7 @@ fn srun(c: &mut Corpus) {
         ("sbatch-wait", "sbatch -W -o /dev/null --wrap 'exit 4'".into()),
         ("sbatch-wait-ok", "sbatch -W -o /dev/null --wrap true".into()),
         ("sbatch-test-only", "sbatch --test-only --wrap true 2>&1 | sed 's/ at [^ ]* / at X /'".into()),
-        ("sacct-last", "sleep 1; sacct -X -o JobName,State,ExitCode | tail -3".into()),
         ("salloc-run", "salloc -N1 sh -c 'echo $SLURM_JOB_NUM_NODES $SLURM_NNODES'".into()),
-        ("salloc-srun", "salloc -N1 srun hostname".into()),
     ] {
         c.add(format!("srun/{id}"), cmd);
     }

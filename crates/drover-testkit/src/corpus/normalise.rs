@@ -2,12 +2,13 @@
 //! `testdata/corpus/README.md`):
 //! - the cluster's directory, the directory the command lines ran in, the host's name and its
 //!   kernel (`uname -srv`): `<DIR>`, `<WORK>`, `<HOST>`, `<OS>`;
-//! - dates (`2026-12-05T20:09:03`, `Sat Dec 05 20:10:27 2026`): `<DATE>`;
+//! - dates (`2026-12-05T20:09:03`, `Sat Dec 05 20:10:27 2026`): `<DATE>`; seconds since
+//!   1970 of this era (ten digits from 1600000000 to 2099999999): `<EPOCH>`;
 //! - durations that are clock readings, not settings: under an hour, or with seconds (a time
 //!   limit is whole minutes and every limit the corpus sets is an hour or more): `<ELAPSED>`.
 //!   `M:SS` is a duration only in squeue (elsewhere it is an exit code, `0:15`);
-//! - a node's load and free memory (`CPULoad=`, `FreeMem=`), and the session id of the
-//!   submitting process (`AllocNode:Sid=host:PID`).
+//! - a node's load and free memory (`CPULoad=`, `FreeMem=`), and the process ids of the
+//!   submitting process and of a step's srun (`AllocNode:Sid=host:PID`, `SrunHost:Pid=`).
 
 use regex::Regex;
 
@@ -19,6 +20,7 @@ pub struct Normaliser {
     long: Regex,
     short: Regex,
     keyed: Regex,
+    epoch: Regex,
 }
 
 impl Normaliser {
@@ -45,7 +47,8 @@ impl Normaliser {
             ),
             long: re(r"\b(?:(\d+)-)?(\d\d):(\d\d):(\d\d)\b"),
             short: re(r"\b(?:(\d+)-)?(?:(\d+):)?(\d+):(\d\d)\b"),
-            keyed: re(r"(CPULoad|FreeMem)=[0-9.]+|(AllocNode:Sid=\S+?):\d+"),
+            epoch: re(r"\b(1[6-9]|20)\d{8}\b"),
+            keyed: re(r"(CPULoad|FreeMem)=[0-9.]+|((?:AllocNode:Sid|SrunHost:Pid)=\S+?):\d+"),
         }
     }
 
@@ -58,6 +61,7 @@ impl Normaliser {
         let s = self.host.replace_all(&s, "<HOST>");
         let s = self.date.replace_all(&s, "<DATE>");
         let s = self.ctime.replace_all(&s, "<DATE>");
+        let s = self.epoch.replace_all(&s, "<EPOCH>");
         let s = self.keyed.replace_all(&s, |c: &regex::Captures| match (c.get(1), c.get(2)) {
             (Some(k), _) => format!("{}=<VOLATILE>", k.as_str()),
             (_, Some(k)) => format!("{}:<PID>", k.as_str()),
@@ -99,7 +103,11 @@ mod tests {
         assert_eq!(n.apply("sacct", "2026-12-05T20:09:03 Unknown"), "<DATE> Unknown");
         assert_eq!(
             n.apply("sdiag", "sdiag output at Sat Dec 05 20:10:27 2026 (1796501427)"),
-            "sdiag output at <DATE> (1796501427)"
+            "sdiag output at <DATE> (<EPOCH>)"
+        );
+        assert_eq!(
+            n.apply("squeue", "records=15 last_update_time=1796502602 4294901759"),
+            "records=15 last_update_time=<EPOCH> 4294901759"
         );
         assert_eq!(n.apply("scontrol", "WorkDir=/tmp/w StdOut=/srv/slurm-lab/x"), "WorkDir=<WORK> StdOut=<DIR>/x");
         assert_eq!(
@@ -107,6 +115,7 @@ mod tests {
             "CPULoad=<VOLATILE> FreeMem=<VOLATILE> RealMemory=4000"
         );
         assert_eq!(n.apply("scontrol", "AllocNode:Sid=node1:4242 X"), "AllocNode:Sid=node1:<PID> X");
+        assert_eq!(n.apply("scontrol", "SrunHost:Pid=node1:77 "), "SrunHost:Pid=node1:<PID> ");
         // Job ids, counts and names are never touched.
         assert_eq!(n.apply("squeue", "8_[2-5%2] node[1-2] 12 3.0"), "8_[2-5%2] node[1-2] 12 3.0");
     }
