@@ -347,7 +347,7 @@ fn show(rest: &[String], o: &Opts) -> i32 {
                     Some(cfg) if j.state == "PENDING" => crate::explain::detail_lines(cfg, j.job_id),
                     _ => Vec::new(),
                 };
-                out.push_str(&job_text(j, &reply, o.oneliner, extra));
+                out.push_str(&job_text(j, &reply, o.oneliner, o.details, extra));
             }
             crate::common::print_raw(&out);
             0
@@ -547,7 +547,7 @@ fn partition_node_mem(j: &v1::JobInfo, reply: &v1::StateReply) -> u64 {
         .unwrap_or(0)
 }
 
-fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool, extra: Vec<String>) -> String {
+fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool, details: bool, extra: Vec<String>) -> String {
     let s = spec(j);
     let pending = jobview::is_pending(j);
     let held = pending && (j.reason == "JobHeldUser" || j.reason == "JobHeldAdmin");
@@ -677,6 +677,11 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool, extra: Vec<
         ),
         format!("TRES={tres}"),
         format!("Socks/Node=* NtasksPerN:B:S:C={}:0:*:* CoreSpec=*", s.ntasks_per_node.unwrap_or(0)),
+    ]);
+    if details && !j.alloc.is_empty() {
+        lines.extend(alloc_detail_lines(&j.alloc));
+    }
+    lines.extend([
         format!(
             "MinCPUsNode={} {min_mem} MinTmpDiskNode=0",
             s.cpus_per_task.unwrap_or(1) * s.ntasks_per_node.unwrap_or(1)
@@ -723,6 +728,74 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool, extra: Vec<
     }
     lines.extend(extra);
     block(&lines, oneliner, "   \n\n")
+}
+
+/// `scontrol -d show job`'s lines of what a job holds: `JOB_GRES=` (its GRES in all) and
+/// one `  Nodes=` line per run of nodes that hold the same cores, memory and GRES.
+fn alloc_detail_lines(alloc: &[v1::NodeAlloc]) -> Vec<String> {
+    let mut totals: Vec<(String, usize)> = Vec::new();
+    for g in alloc.iter().flat_map(|a| &a.gres) {
+        let key = match &g.r#type {
+            Some(t) => format!("{}:{t}", g.name),
+            None => g.name.clone(),
+        };
+        let n = if g.indices.is_empty() { g.count as usize } else { g.indices.len() };
+        match totals.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, t)) => *t += n,
+            None => totals.push((key, n)),
+        }
+    }
+    let job_gres = if totals.is_empty() {
+        "(null)".to_string()
+    } else {
+        totals.iter().map(|(k, n)| format!("{k}:{n}")).collect::<Vec<_>>().join(",")
+    };
+    let mut out = vec![format!("JOB_GRES={job_gres}")];
+    let mut runs: Vec<(Vec<String>, String)> = Vec::new();
+    for a in alloc {
+        let gres: Vec<String> = a
+            .gres
+            .iter()
+            .map(|g| {
+                let name = match &g.r#type {
+                    Some(t) => format!("{}:{t}", g.name),
+                    None => g.name.clone(),
+                };
+                if g.indices.is_empty() {
+                    format!("{name}:{}", g.count)
+                } else {
+                    format!("{name}:{}(IDX:{})", g.indices.len(), id_ranges(&g.indices))
+                }
+            })
+            .collect();
+        let rest = format!("CPU_IDs={} Mem={} GRES={}", id_ranges(&a.cpu_ids), a.mem_mb, gres.join(","));
+        match runs.last_mut() {
+            Some((nodes, r)) if *r == rest => nodes.push(a.node.clone()),
+            _ => runs.push((vec![a.node.clone()], rest)),
+        }
+    }
+    for (nodes, rest) in runs {
+        out.push(format!("  Nodes={} {rest}", drover_model::hostlist::Hostlist::from_iter(&nodes).ranged()));
+    }
+    out
+}
+
+/// Ids as ranges (`0-1,4`), in order.
+fn id_ranges(ids: &[u32]) -> String {
+    let mut v = ids.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut k = i;
+        while k + 1 < v.len() && v[k + 1] == v[k] + 1 {
+            k += 1;
+        }
+        parts.push(if k == i { v[i].to_string() } else { format!("{}-{}", v[i], v[k]) });
+        i = k + 1;
+    }
+    parts.join(",")
 }
 
 fn node_text(n: &v1::NodeInfo, oneliner: bool, details: bool) -> String {
@@ -1074,5 +1147,38 @@ fn update(rest: &[String]) -> i32 {
             eprintln!("Update of {other} is not supported");
             1
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_job_holds_reads_as_slurms_detail_lines() {
+        let gpu =
+            |i: u32| v1::GresAlloc { name: "gpu".into(), r#type: Some("fake".into()), indices: vec![i], count: 1 };
+        let node = |n: &str, cpus: &[u32], g: Option<v1::GresAlloc>| v1::NodeAlloc {
+            node: n.into(),
+            cpu_ids: cpus.to_vec(),
+            mem_mb: 0,
+            tasks: 1,
+            gres: g.into_iter().collect(),
+        };
+        // Slurm 22.05's `scontrol -d show job` of a job on two nodes with a GPU on each.
+        assert_eq!(
+            alloc_detail_lines(&[node("node1", &[1], Some(gpu(0))), node("node2", &[0, 1], Some(gpu(0)))]),
+            [
+                "JOB_GRES=gpu:fake:2",
+                "  Nodes=node1 CPU_IDs=1 Mem=0 GRES=gpu:fake:1(IDX:0)",
+                "  Nodes=node2 CPU_IDs=0-1 Mem=0 GRES=gpu:fake:1(IDX:0)"
+            ]
+        );
+        // Nodes that hold the same share one line; no GRES is `(null)` and an empty `GRES=`.
+        assert_eq!(
+            alloc_detail_lines(&[node("node1", &[0], None), node("node2", &[0], None)]),
+            ["JOB_GRES=(null)", "  Nodes=node[1-2] CPU_IDs=0 Mem=0 GRES="]
+        );
+        assert_eq!(id_ranges(&[4, 0, 1, 2, 7, 8]), "0-2,4,7-8");
     }
 }

@@ -343,6 +343,16 @@ fn letters() -> impl Iterator<Item = char> {
     ('a'..='z').chain('A'..='Z')
 }
 
+/// `cmd` with the job ids it prints (`job 12`, `allocation 12`, `StepId=12.0`, `JobId=12`)
+/// as `<ID>`, on stdout and stderr, its exit status kept: for the cases whose subject is not
+/// which id was given (those are the `next-id` cases').
+fn without_ids(cmd: &str) -> String {
+    const SED: &str = r"s/\b([Jj]ob|allocation) [0-9]+/\1 <ID>/g; s/\b(StepId|JobId)=[0-9]+/\1=<ID>/g";
+    format!(
+        "{{ {cmd}; }} 2>.err | sed -E '{SED}'; rc=${{PIPESTATUS[0]}}; sed -E '{SED}' .err >&2; rm -f .err; exit $rc"
+    )
+}
+
 /// `cmd` with the lines after its first `keep` sorted (`sort`, C locale).
 fn sorted_rows(cmd: &str, keep: usize) -> String {
     format!("{cmd} | {{ for _ in $(seq {keep}); do IFS= read -r l && printf '%s\\n' \"$l\"; done; sort; }}")
@@ -357,12 +367,15 @@ pub fn cases() -> Vec<Case> {
     sacct(&mut c);
     sacctmgr(&mut c);
     others(&mut c);
-    next_id(&mut c, "before-refusals");
-    refusals(&mut c);
-    next_id(&mut c, "after-refusals");
     mutations(&mut c);
     submissions(&mut c);
     srun(&mut c);
+    // Lines that may use up a job id where the other side does not come last, so that a
+    // difference there moves no id of the cases before; the next id is shown between them.
+    next_id(&mut c, "before-refusals");
+    refusals(&mut c);
+    next_id(&mut c, "after-refusals");
+    srun_refusals(&mut c);
     next_id(&mut c, "after-srun");
     refused_submissions(&mut c);
     next_id(&mut c, "after-refused");
@@ -1009,9 +1022,13 @@ fn submissions(c: &mut Corpus) {
         ("parsable", "--parsable"),
     ] {
         let held = format!("sbatch -H {opt} --wrap true").replace("  ", " ");
+        // The job's own id is `<ID>`: what the case shows is how the option is stored (the
+        // ids given out are the `next-id` cases' subject).
         c.add(
             format!("sbatch/show-{id}"),
-            format!("out=$({held}) && id=${{out##* }} && id=${{id%%;*}} && echo \"$out\" && scontrol show job $id; scancel $id"),
+            format!(
+                "out=$({held}) && id=${{out##* }} && id=${{id%%;*}} && {{ echo \"$out\"; scontrol show job $id; }} | sed -E \"s/\\b$id\\b/<ID>/g\"; scancel $id"
+            ),
         );
     }
     // Directives in a script, and the file's own details.
@@ -1026,7 +1043,7 @@ fn submissions(c: &mut Corpus) {
         c.add(
             format!("sbatch/{id}"),
             format!(
-                "printf '{}' > s.sh && out=$(sbatch -H {extra}s.sh) && id=${{out##* }} && id=${{id%%;*}} && echo \"$out\" && squeue -j $id -o '%i|%j|%l|%C|%T'; scancel $id",
+                "printf '{}' > s.sh && out=$(sbatch -H {extra}s.sh) && id=${{out##* }} && id=${{id%%;*}} && {{ echo \"$out\"; squeue -j $id -o '%i|%j|%l|%C|%T'; }} | sed -E \"s/\\b$id\\b/<ID>/g\"; scancel $id",
                 script.replace('\n', "\\n")
             ),
         );
@@ -1070,17 +1087,21 @@ fn srun(c: &mut Corpus) {
         ("sbatch-test-only", "sbatch --test-only --wrap true 2>&1 | sed 's/ at [^ ]* / at X /'".into()),
         ("salloc-run", "salloc -N1 sh -c 'echo $SLURM_JOB_NUM_NODES $SLURM_NNODES'".into()),
     ] {
-        c.add(format!("srun/{id}"), cmd);
+        c.add(format!("srun/{id}"), without_ids(&cmd));
     }
+}
+
+/// [`BAD`] for srun and salloc (run on node4 where they are taken after all).
+fn srun_refusals(c: &mut Corpus) {
     for (id, opt) in BAD.iter().filter(|(id, _)| !matches!(*id, "a-bad" | "a-range")) {
-        c.add(format!("srun/bad-{id}"), format!("srun {opt} true"));
+        c.add(format!("srun/bad-{id}"), without_ids(&format!("srun {opt} true")));
     }
     for (id, opt) in [("N-zero", "-N 0"), ("t-bad", "-t bogus"), ("mem-bad", "--mem=foo"), ("bogus-option", "--bogus")]
     {
-        c.add(format!("salloc/bad-{id}"), format!("salloc {opt} true"));
+        c.add(format!("salloc/bad-{id}"), without_ids(&format!("salloc {opt} true")));
     }
     c.add("srun/no-command", "srun");
-    c.add("srun/missing-command", "srun -N1 /nonexistent/x");
+    c.add("srun/missing-command", without_ids("srun -N1 /nonexistent/x"));
 }
 
 /// Submissions the controller refuses: Slurm uses a job id for each, so they come last.
@@ -1101,9 +1122,9 @@ fn refused_submissions(c: &mut Corpus) {
         ("reservation", "--reservation=nosuch"),
         ("x-all", "-N 4 -x node1"),
     ] {
-        c.add(format!("sbatch/refused-{id}"), format!("sbatch {opt} -o /dev/null --wrap true"));
+        c.add(format!("sbatch/refused-{id}"), without_ids(&format!("sbatch {opt} -o /dev/null --wrap true")));
         // -I: a job that could run some day is refused too, not waited for.
-        c.add(format!("srun/refused-{id}"), format!("srun -I {opt} true"));
+        c.add(format!("srun/refused-{id}"), without_ids(&format!("srun -I {opt} true")));
     }
 }
 
