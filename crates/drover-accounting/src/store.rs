@@ -374,9 +374,16 @@ fn window_alternatives(states: &[String], start: i64, end: i64) -> Vec<Cond> {
     let mut any = Vec::new();
     for s in states {
         match s.as_str() {
+            // Eligible before the window's end, and then: started in it, cancelled in it
+            // before it started, or still waiting.
             "PENDING" => {
-                any.push(c("time_start = 0 AND time_submit <= ?", vec![i(end)]));
-                any.push(c("time_start >= ? AND time_submit <= ?", vec![i(start), i(end)]));
+                let eligible = "+time_eligible > 0 AND +time_eligible < ?";
+                any.push(c(&format!("time_start > ? AND {eligible}"), vec![i(start), i(end)]));
+                any.push(c(&format!("time_start = 0 AND time_end > ? AND {eligible}"), vec![i(start), i(end)]));
+                any.push(c(
+                    &format!("time_start = 0 AND time_end = 0 AND state = ? AND {eligible}"),
+                    vec![Arg::S("PENDING".into()), i(end)],
+                ));
             }
             "RUNNING" | "SUSPENDED" | "REQUEUED" | "RESIZING" => {
                 any.push(c("time_end >= ? AND time_start > 0 AND time_start <= ?", vec![i(start), i(end)]));

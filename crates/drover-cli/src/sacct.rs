@@ -360,10 +360,11 @@ fn job_field(a: &v1::AcctJob, steps: &[&v1::AcctStep], name: &str, now: i64) -> 
     let j = info(a);
     let s = spec(j);
     let started = j.start_time > 0;
-    let alloc_cpus = tres_count(&a.alloc_tres, "cpu").unwrap_or(0);
+    let req_cpus = tres_count(&a.req_tres, "cpu").unwrap_or(0);
+    // A job that never ran shows the CPUs it asked for (Slurm's record keeps them there).
+    let alloc_cpus = tres_count(&a.alloc_tres, "cpu").unwrap_or(if a.alloc_tres.is_empty() { req_cpus } else { 0 });
     let elapsed_secs = ran(j.start_time, j.end_time, j.suspended_secs, now);
     let usage: Vec<v1::TaskUsage> = steps.iter().flat_map(|s| s.usage.iter().cloned()).collect();
-    let req_cpus = tres_count(&a.req_tres, "cpu").unwrap_or(0);
     let reserved = if j.eligible_time > 0 {
         let until = if started { j.start_time } else { now };
         (until - j.eligible_time).max(0)
@@ -778,7 +779,16 @@ pub fn main(args: Vec<String>) -> i32 {
         out.push('\n');
     };
     if !a.noheader {
-        line(&mut out, &mut cols.iter().map(|c| (c, c.name.to_string())));
+        if parsable.is_some() {
+            line(&mut out, &mut cols.iter().map(|c| (c, c.name.to_string())));
+        } else {
+            // A title cut to its column is cut without Slurm's `+`.
+            for c in &cols {
+                out.push_str(&crate::format::slurm_cell(c.name, c.width, c.left, false));
+                out.push(' ');
+            }
+            out.push('\n');
+        }
         if parsable.is_none() {
             out.push_str(&cols.iter().map(|c| "-".repeat(c.width) + " ").collect::<String>());
             out.push('\n');

@@ -327,6 +327,7 @@ fn show(rest: &[String], o: &Opts) -> i32 {
                     })
                 });
             }
+            order_like_slurm(&mut reply.jobs, !ids.is_empty());
             if !ids.is_empty() && reply.jobs.is_empty() {
                 eprintln!("slurm_load_jobs error: Invalid job id specified");
                 return 1;
@@ -551,6 +552,10 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool, details: bo
     let s = spec(j);
     let pending = jobview::is_pending(j);
     let held = pending && (j.reason == "JobHeldUser" || j.reason == "JobHeldAdmin");
+    // Slurm has no eligible time for a job that is held, waits on a dependency or on its
+    // array's throttle, and accrues no time while held or waiting on a dependency.
+    let no_accrue = held || (pending && j.reason == "Dependency");
+    let not_eligible = no_accrue || (pending && j.reason == "JobArrayTaskLimit");
     let now = reply.now;
     let run_time = jobview::used(j, now);
     let nodes = jobview::num_nodes(j);
@@ -639,15 +644,18 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool, details: bo
         format!(
             "SubmitTime={} EligibleTime={}",
             fmt_time(j.submit_time),
-            if held { "Unknown".into() } else { fmt_time(j.eligible_time) }
+            if not_eligible { "Unknown".into() } else { fmt_time(j.eligible_time) }
         ),
-        format!("AccrueTime={}", if held { "Unknown".into() } else { fmt_time(j.eligible_time) }),
+        format!("AccrueTime={}", if no_accrue { "Unknown".into() } else { fmt_time(j.eligible_time) }),
         format!(
             "StartTime={} EndTime={} Deadline=N/A",
             if j.start_time > 0 {
                 fmt_time(j.start_time)
             } else if pending && j.planned_start > 0 {
                 fmt_time(j.planned_start)
+            } else if pending && j.reason == "BeginTime" {
+                // Slurm's expected start of a job that waits for its --begin.
+                fmt_time(j.eligible_time)
             } else {
                 "Unknown".into()
             },
@@ -728,6 +736,37 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool, details: bo
     }
     lines.extend(extra);
     block(&lines, oneliner, "   \n\n")
+}
+
+/// Jobs in the order slurmctld lists them. All of them: by id, except that an array's
+/// pending remainder comes after the tasks that left it (Slurm's remainder is the newest
+/// record: each task takes the old one). Asked for by id: an array's remainder first, then
+/// its tasks newest first (the array's own hash chain).
+fn order_like_slurm(jobs: &mut [v1::JobInfo], by_id: bool) {
+    let last_task = |array: u32| {
+        jobs.iter()
+            .filter(|t| t.array_job_id == array && t.array_task_id.is_some() && t.job_id != array)
+            .map(|t| t.job_id)
+            .max()
+    };
+    let keys: Vec<(u32, u32, i64)> = jobs
+        .iter()
+        .map(|j| {
+            let remainder = j.array_job_id != 0 && j.array_task_id.is_none();
+            if by_id && j.array_job_id != 0 {
+                // (the array, its remainder first, then newest first)
+                (j.array_job_id, u32::from(!remainder), -i64::from(j.job_id))
+            } else if remainder {
+                (last_task(j.array_job_id).unwrap_or(j.job_id), 1, 0)
+            } else {
+                (j.job_id, 0, 0)
+            }
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&i| keys[i]);
+    let sorted: Vec<v1::JobInfo> = order.iter().map(|&i| jobs[i].clone()).collect();
+    jobs.clone_from_slice(&sorted);
 }
 
 /// `scontrol -d show job`'s lines of what a job holds: `JOB_GRES=` (its GRES in all) and

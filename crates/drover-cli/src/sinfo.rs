@@ -280,9 +280,10 @@ fn value(g: &Group<'_>, code: char, cfg_users: &dyn Fn(u32) -> String) -> String
             .unwrap_or_else(|| "n/a".into()),
         'm' => n0.real_memory_mb.to_string(),
         'M' => "OFF".into(),
-        'n' => Hostlist::from_iter(g.nodes.iter().map(|n| n.hostname.as_str())).ranged(),
+        // Each name once (nodes that share a host name or address show it once, as Slurm).
+        'n' => Hostlist::from_iter(unique(g.nodes.iter().map(|n| n.hostname.as_str()))).ranged(),
         'N' => names(),
-        'o' => Hostlist::from_iter(g.nodes.iter().map(|n| n.addr.as_str())).ranged(),
+        'o' => Hostlist::from_iter(unique(g.nodes.iter().map(|n| n.addr.as_str()))).ranged(),
         'O' => format!("{:.2}", n0.cpu_load),
         'p' => p.map(|p| p.priority_tier.to_string()).unwrap_or_default(),
         'P' => p.map(|p| format!("{}{}", p.name, if g.default { "*" } else { "" })).unwrap_or_default(),
@@ -304,7 +305,14 @@ fn value(g: &Group<'_>, code: char, cfg_users: &dyn Fn(u32) -> String) -> String
                 cfg_users(n0.reason_uid)
             }
         }
-        'U' => n0.reason_uid.to_string(),
+        // `user(uid)`, as Slurm's long form; a node without a reason has no user.
+        'U' => {
+            if n0.reason.is_empty() {
+                "Unknown".into()
+            } else {
+                format!("{}({})", cfg_users(n0.reason_uid), n0.reason_uid)
+            }
+        }
         'w' => n0.weight.to_string(),
         'X' => n0.sockets.to_string(),
         'Y' => n0.cores_per_socket.to_string(),
@@ -419,6 +427,7 @@ pub fn main(args: Vec<String>) -> i32 {
     let mut groups: Vec<Group<'_>> = Vec::new();
     let max_part = parts.iter().map(|p| p.name.len() + usize::from(p.default)).max().unwrap_or(0);
     let max_node = reply.nodes.iter().map(|n| n.name.len()).max().unwrap_or(0);
+    let user_format = a.format.is_some() || std::env::var_os("SINFO_FORMAT").is_some();
     let (fmt, date_line) = if let Some(f) = a.format.clone().or_else(|| std::env::var("SINFO_FORMAT").ok()) {
         (f, a.long)
     } else if a.reasons && a.long {
@@ -438,7 +447,20 @@ pub fn main(args: Vec<String>) -> i32 {
     };
     let items: Vec<Item> = match &a.long_format {
         Some(f) => long_format(f),
-        None => format::parse(&fmt),
+        // Letters sinfo's -o has no field for are reported and printed as typed, as Slurm
+        // does.
+        None => format::parse(&fmt)
+            .into_iter()
+            .map(|it| match it {
+                Item::Field { code, .. }
+                    if user_format && matches!(code, 'i' | 'j' | 'k' | 'q' | 'x' | 'y' | 'J' | 'K' | 'Q' | 'W') =>
+                {
+                    eprintln!("Invalid node format specification: {code}");
+                    Item::Lit(format!("%{code}"))
+                }
+                it => it,
+            })
+            .collect(),
     };
     // Lines group nodes that print the same (Slurm's default grouping by partition and state).
     let key_codes: Vec<char> = items
@@ -511,7 +533,8 @@ pub fn main(args: Vec<String>) -> i32 {
     for g in &groups {
         out.push_str(&format::render(
             &items,
-            |c| if c == 'V' { reply.cluster_name.clone() } else { value(g, c, &users) },
+            // `%V`: the cluster asked with -M; N/A for the local one (as Slurm).
+            |c| if c == 'V' { "N/A".to_string() } else { value(g, c, &users) },
         ));
         out.push('\n');
     }
@@ -559,4 +582,15 @@ mod state_order_tests {
         v.sort_by_key(|s| std::cmp::Reverse(state_code(s)));
         assert_eq!(v, ["DOWN+NOT_RESPONDING", "ALLOCATED+DRAIN", "IDLE+DRAIN", "MIXED", "ALLOCATED", "IDLE", "DOWN"]);
     }
+}
+
+/// `names` without repeats, in their order.
+fn unique<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for n in names {
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out
 }

@@ -572,6 +572,7 @@ fn steps_main(a: &Args, steps: &str) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let _ = jobview::CLUSTER.set(cfg.cluster_name.clone());
     let mut reply =
         match common::fetch_state(&cfg, v1::StateRequest { jobs: true, active_only: true, ..Default::default() }) {
             Ok(r) => r,
@@ -590,8 +591,17 @@ fn steps_main(a: &Args, steps: &str) -> i32 {
         a.users.as_ref().map(|u| u.split(',').map(String::from).collect())
     };
     let parts: Option<Vec<String>> = a.partitions.as_ref().map(|p| p.split(',').map(String::from).collect());
-    let fmt = a.format.clone().unwrap_or_else(|| crate::steps::SQUEUE_DEFAULT.into());
-    let (text, errors) = crate::steps::squeue_text(&rows, &fmt, !a.noheader, a.long, reply.now, |r| {
+    let items = match &a.format_long {
+        Some(spec) => match crate::steps::squeue_long_items(spec) {
+            Ok(items) => items,
+            Err(e) => {
+                eprintln!("squeue: error: {e}");
+                return 1;
+            }
+        },
+        None => crate::format::parse(&a.format.clone().unwrap_or_else(|| crate::steps::SQUEUE_DEFAULT.into())),
+    };
+    let (text, errors) = crate::steps::squeue_text(&rows, items, !a.noheader, a.long, reply.now, |r| {
         let id_ok =
             wanted.is_empty() || wanted.iter().any(|t| t.job_id == r.job.job_id && t.step_id.is_none_or(|s| s == r.id));
         let job_ok = jobs_of.is_empty() || jobs_of.iter().any(|t| t.job_id == r.job.job_id);

@@ -80,7 +80,73 @@ pub fn squeue_code_ok(c: char) -> bool {
     matches!(c, 'i' | 'j' | 'P' | 'u' | 'U' | 'M' | 'N' | 'l' | 'S' | 'A' | 'b')
 }
 
+/// `squeue -s -O` fields, as (lowercase name, header, the `%` code it is, if any): each is a
+/// code of Unicode's private use area from [`STEP_LONG_BASE`] on, by its place here.
+const STEP_LONG: &[(&str, &str, Option<char>)] = &[
+    ("stepid", "STEPID", Some('i')),
+    ("stepname", "NAME", Some('j')),
+    ("timelimit", "TIME_LIMIT", Some('l')),
+    ("timeused", "TIME", Some('M')),
+    ("nodes", "NODELIST", Some('N')),
+    ("partition", "PARTITION", Some('P')),
+    ("starttime", "START_TIME", Some('S')),
+    ("userid", "UID", Some('U')),
+    ("username", "USER", Some('u')),
+    ("cluster", "CLUSTER", None),
+    ("gres", "TRES_PER_JOB", None),
+    ("tres-per-node", "TRES_PER_JOB", None),
+    ("arrayjobid", "ARRAY_JOB_ID", None),
+    ("arraytaskid", "ARRAY_TASK_ID", None),
+    ("jobid", "JOB_ID", None),
+    ("network", "NETWORK", None),
+    ("numcpus", "NUM_CPUS", None),
+    ("cpufreq", "CPU_FREQ", None),
+    ("resvports", "RESERVED_PORTS", None),
+    ("stepstate", "STATE", None),
+    ("cpus-per-tres", "CPUS_PER_TRES", None),
+    ("mem-per-tres", "MEM_PER_TRES", None),
+    ("tres-bind", "TRES_BIND", None),
+    ("tres-freq", "TRES_FREQ", None),
+    ("tres-per-job", "TRES_PER_STEP", None),
+    ("tres-per-step", "TRES_PER_STEP", None),
+    ("tres-per-socket", "TRES_PER_SOCKET", None),
+    ("tres-per-task", "TRES_PER_TASK", None),
+    ("container", "CONTAINER", None),
+];
+
+const STEP_LONG_BASE: u32 = 0xE100;
+
+fn step_long(c: char) -> Option<&'static (&'static str, &'static str, Option<char>)> {
+    STEP_LONG.get((c as u32).checked_sub(STEP_LONG_BASE)? as usize)
+}
+
+/// `squeue -s -O` as format items (`Name[:[.]width]`, 20 wide by default, no separator).
+pub fn squeue_long_items(spec: &str) -> Result<Vec<Item>, String> {
+    let mut items = Vec::new();
+    for f in spec.split(',').filter(|f| !f.is_empty()) {
+        let (name, size) = match f.split_once(':') {
+            Some((n, s)) => (n, Some(s)),
+            None => (f, None),
+        };
+        let lower = name.to_ascii_lowercase();
+        let i = STEP_LONG
+            .iter()
+            .position(|(n, _, _)| *n == lower)
+            .ok_or_else(|| format!("Invalid job step format specification: {name}"))?;
+        let code = char::from_u32(STEP_LONG_BASE + i as u32).unwrap_or('?');
+        let (right, width) = match size {
+            Some(s) => (s.starts_with('.'), s.trim_start_matches('.').parse::<usize>().ok()),
+            None => (false, Some(20)),
+        };
+        items.push(Item::Field { code, width, right });
+    }
+    Ok(items)
+}
+
 pub fn squeue_header(c: char) -> &'static str {
+    if let Some((_, header, _)) = step_long(c) {
+        return header;
+    }
     match c {
         'i' => "STEPID",
         'j' => "NAME",
@@ -98,6 +164,29 @@ pub fn squeue_header(c: char) -> &'static str {
 }
 
 pub fn squeue_field(r: &StepRow<'_>, c: char, now: i64) -> String {
+    if let Some((name, _, code)) = step_long(c) {
+        return match (code, *name) {
+            (Some(code), _) => squeue_field(r, *code, now),
+            (None, "cluster") => jobview::CLUSTER.get().cloned().unwrap_or_else(|| "(null)".into()),
+            (None, "gres" | "tres-per-node") if r.id != BATCH_STEP => {
+                jobview::tres_per_node(r.job).unwrap_or_else(|| "(null)".into())
+            }
+            (None, "arrayjobid") => {
+                if r.job.array_job_id != 0 {
+                    r.job.array_job_id.to_string()
+                } else {
+                    "0".into()
+                }
+            }
+            (None, "arraytaskid") => r.job.array_task_id.map_or_else(|| "N/A".into(), |t| t.to_string()),
+            (None, "jobid") => r.job.job_id.to_string(),
+            (None, "numcpus") => r.cpus.to_string(),
+            (None, "cpufreq") if r.id != BATCH_STEP => "Unknown-Unknown:Unknown".into(),
+            (None, "cpufreq") => "0-0:0".into(),
+            (None, "stepstate") => "RUNNING".into(),
+            _ => "(null)".into(),
+        };
+    }
     match c {
         'i' => r.id_text(),
         'j' => r.name.clone(),
@@ -117,18 +206,17 @@ pub fn squeue_field(r: &StepRow<'_>, c: char, now: i64) -> String {
 /// Renders `squeue -s` for the steps `wanted` selects.
 pub fn squeue_text(
     rows: &[StepRow<'_>],
-    fmt: &str,
+    items: Vec<Item>,
     header: bool,
     long: bool,
     now: i64,
     wanted: impl Fn(&StepRow<'_>) -> bool,
 ) -> (String, Vec<String>) {
-    let items = format::parse(fmt);
     let mut errors = Vec::new();
     let fixed: Vec<Item> = items
         .into_iter()
         .map(|it| match it {
-            Item::Field { code, .. } if !squeue_code_ok(code) => {
+            Item::Field { code, .. } if !squeue_code_ok(code) && step_long(code).is_none() => {
                 errors.push(format!("Invalid job step format specification: {code}"));
                 Item::Lit(format!("%{code}"))
             }
@@ -230,7 +318,7 @@ mod tests {
     fn squeue_steps_print_like_slurm() {
         let jobs = [job()];
         let rows = rows(&jobs);
-        let (text, errors) = squeue_text(&rows, SQUEUE_DEFAULT, true, false, 101, |_| true);
+        let (text, errors) = squeue_text(&rows, format::parse(SQUEUE_DEFAULT), true, false, 101, |_| true);
         assert!(errors.is_empty());
         assert_eq!(
             text,
@@ -238,7 +326,7 @@ mod tests {
              \x20          12.0    sleep       cpu     root      0:01 node1\n\
              \x20      12.batch    batch       cpu     root      0:01 node1\n"
         );
-        let (text, errors) = squeue_text(&rows, "%i %T", true, false, 101, |r| r.id == 0);
+        let (text, errors) = squeue_text(&rows, format::parse("%i %T"), true, false, 101, |r| r.id == 0);
         assert_eq!(errors, ["Invalid job step format specification: T"]);
         assert_eq!(text, "STEPID %T\n12.0 %T\n");
     }

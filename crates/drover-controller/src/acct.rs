@@ -9,6 +9,7 @@ use crate::state::{Gone, Job};
 use crate::view;
 use drover_model::conf::Config;
 use drover_model::state::JobState;
+use drover_model::state::PendingReason;
 use drover_model::step::BATCH_STEP;
 use drover_proto::jobinfo;
 use drover_proto::v1::{self, accounting_client::AccountingClient};
@@ -53,9 +54,11 @@ fn gpus_tracked(cfg: &Config) -> bool {
 pub fn job_record(cfg: &Config, j: &Job) -> v1::AcctJob {
     let mut info = view::job_info(j);
     info.steps.clear();
-    if j.status.hold.is_some() && j.status.alloc.is_none() {
+    let waits = matches!(j.status.reason, PendingReason::Dependency | PendingReason::JobArrayTaskLimit);
+    if (j.status.hold.is_some() || waits) && j.status.alloc.is_none() {
         // A held job is not eligible to run (Slurm records no eligible time for it), nor is
-        // one cancelled while held: sacct's windows leave it out, as Slurm's do.
+        // one cancelled while held, waiting on a dependency or its array's throttle:
+        // sacct's windows leave it out, as Slurm's do.
         info.eligible_time = 0;
     }
     let tracked = gpus_tracked(cfg);

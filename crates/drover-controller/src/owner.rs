@@ -238,6 +238,9 @@ pub struct Owner {
     io_secret: Vec<u8>,
     journal: Journal,
     durable: Durable,
+    /// priority/basic: the last priority given (without its nice), each job submitted or
+    /// released one less (Slurm's `lowest_prio`): found again from the jobs at start.
+    lowest_basic: u32,
     core: Core,
     live: BTreeMap<String, NodeLive>,
     watchers: HashMap<JobId, Vec<EventTx>>,
@@ -406,6 +409,7 @@ impl Owner {
             cfg,
             io_secret: Vec::new(),
             journal,
+            lowest_basic: TOP_PRIORITY,
             durable,
             core: Core::new(),
             live: BTreeMap::new(),
@@ -457,6 +461,13 @@ impl Owner {
                 .map(|st| Box::new(crate::acct::Admin::new(&o.cfg.cluster_name, st)));
             o.fs.stale = o.acct_admin.is_some();
         }
+        o.lowest_basic = o
+            .durable
+            .jobs
+            .values()
+            .filter(|j| !j.status.priority_set && j.status.priority > 1)
+            .map(|j| u32::try_from(j.status.priority).unwrap_or(u32::MAX))
+            .fold(TOP_PRIORITY, u32::min);
         o.load_config();
         o.refresh_limits(false);
         let jobs: Vec<Arc<Job>> = o.durable.jobs.values().cloned().collect();
@@ -1079,16 +1090,28 @@ fn libc_sigterm() -> i32 {
     nix::sys::signal::Signal::SIGTERM as i32
 }
 
-/// `priority/basic`: submit order (a later job one less, from just under Slurm's
-/// `TOP_PRIORITY`, which leaves the values above for administrators' `--priority`), less
-/// the job's nice value as Slurm's `priority_p_set` applies it: never below 1, and a
-/// positive nice only where it leaves at least 1.
-fn basic_priority(id: JobId, nice: i32) -> u32 {
-    const TOP_PRIORITY: i64 = 0xffff_0000;
-    let base = (TOP_PRIORITY - i64::from(id)).max(1);
+/// Slurm's `TOP_PRIORITY`: priority/basic counts down from just under it, which leaves the
+/// values above for administrators' `--priority`.
+const TOP_PRIORITY: u32 = 0xffff_0000;
+
+/// `priority/basic` (Slurm's `priority_p_set`): one less than the last priority given, less
+/// the job's nice value: never below 1, and a positive nice only where it leaves at least 1.
+fn basic_priority(last: u32, nice: i32) -> u32 {
+    let base = i64::from(last.max(2)) - 1;
     let nice = i64::from(nice);
     let p = if nice <= 0 || base > nice + 1 { base - nice } else { base };
     p.clamp(1, i64::from(u32::MAX)) as u32
+}
+
+impl Owner {
+    /// The next priority/basic priority, counted as given (a held job gets its own when it
+    /// is released, as in Slurm).
+    pub(crate) fn next_basic_priority(&mut self, nice: i32) -> u32 {
+        let p = basic_priority(self.lowest_basic, nice);
+        let relative = (i64::from(p) + i64::from(nice)).clamp(1, i64::from(TOP_PRIORITY)) as u32;
+        self.lowest_basic = self.lowest_basic.min(relative);
+        p
+    }
 }
 
 /// Preemption classes of partitions (`preempt/partition_prio`) are their names behind this,

@@ -182,24 +182,43 @@ pub fn golden_path() -> PathBuf {
     dir().join("slurm-22.05.txt")
 }
 
-/// A unified-ish view of how two texts differ: the lines of each that the other lacks, in
-/// order, at most `max` of them.
+/// How two texts differ, line by line: the lines only Slurm's has (`- `) and only Drover's
+/// (`+ `), in order (a longest common subsequence; `max` lines of each at most).
 pub fn diff(want: &str, got: &str, max: usize) -> String {
     let w: Vec<&str> = want.lines().collect();
     let g: Vec<&str> = got.lines().collect();
     let mut s = String::new();
-    let mut shown = 0;
-    for (i, l) in w.iter().enumerate() {
-        if g.get(i) != Some(l) && shown < max {
-            let _ = writeln!(s, "- {l}");
-            shown += 1;
+    if w.len() * g.len() > 4_000_000 {
+        return format!("  ({} lines against {}: too long to compare line by line)\n", w.len(), g.len());
+    }
+    // lcs[i][j]: the longest common subsequence of w[i..] and g[j..].
+    let mut lcs = vec![vec![0u32; g.len() + 1]; w.len() + 1];
+    for i in (0..w.len()).rev() {
+        for j in (0..g.len()).rev() {
+            lcs[i][j] = if w[i] == g[j] { lcs[i + 1][j + 1] + 1 } else { lcs[i + 1][j].max(lcs[i][j + 1]) };
         }
     }
-    for (i, l) in g.iter().enumerate() {
-        if w.get(i) != Some(l) && shown < 2 * max {
-            let _ = writeln!(s, "+ {l}");
-            shown += 1;
+    let (mut i, mut j, mut minus, mut plus) = (0, 0, 0, 0);
+    while i < w.len() || j < g.len() {
+        if i < w.len() && j < g.len() && w[i] == g[j] {
+            i += 1;
+            j += 1;
+        } else if j == g.len() || (i < w.len() && lcs[i + 1][j] >= lcs[i][j + 1]) {
+            if minus < max {
+                let _ = writeln!(s, "- {}", w[i]);
+            }
+            minus += 1;
+            i += 1;
+        } else {
+            if plus < max {
+                let _ = writeln!(s, "+ {}", g[j]);
+            }
+            plus += 1;
+            j += 1;
         }
+    }
+    if minus > max || plus > max {
+        let _ = writeln!(s, "  ({minus} lines of Slurm's and {plus} of Drover's differ in all)");
     }
     if want.ends_with('\n') != got.ends_with('\n') && !want.is_empty() && !got.is_empty() {
         s.push_str("  (one ends with a newline, the other not)\n");

@@ -196,3 +196,30 @@ fn nice_counts_against_the_multifactor_priority_and_users_may_top_when_allowed()
     c.ok("scancel", &[&blocker.to_string()]);
     assert_eq!(ran(&c, &out, 3), vec![y, z, x]);
 }
+
+/// priority/basic counts down one a job as Slurm does, but a held job takes no place until it
+/// is released: then it goes behind every job submitted meanwhile (Slurm's `lowest_prio`).
+/// A controller restart finds the count again from the jobs.
+#[test]
+fn a_released_job_queues_behind_the_jobs_submitted_while_it_was_held() {
+    let mut c = Cluster::start(EXE, Options { nodes: 1, cpus: 1, ..Options::default() });
+    let blocker = c.submit(&["--wrap", "sleep 300"]);
+    c.wait_state(blocker, &["RUNNING"], Duration::from_secs(30));
+    let a = c.submit(&["--wrap", "true"]);
+    let held = c.submit(&["-H", "--wrap", "true"]);
+    let b = c.submit(&["--wrap", "true"]);
+    const TOP: u64 = 0xffff_0000;
+    let prio = |c: &Cluster, j: u32| -> u64 {
+        c.ok("squeue", &["-h", "-j", &j.to_string(), "-o", "%Q"]).trim().parse().unwrap()
+    };
+    assert_eq!((prio(&c, blocker), prio(&c, a), prio(&c, held), prio(&c, b)), (TOP - 1, TOP - 2, 0, TOP - 3));
+    c.ok("scontrol", &["release", &held.to_string()]);
+    assert_eq!(prio(&c, held), TOP - 4);
+    assert_eq!(order(&c), [a, b, held]);
+    // After a restart the count goes on from the lowest priority of the jobs there.
+    c.kill_controller();
+    c.start_controller();
+    c.wait_nodes_up(Duration::from_secs(30));
+    let d = c.submit(&["--wrap", "true"]);
+    assert_eq!(prio(&c, d), TOP - 5);
+}

@@ -361,6 +361,9 @@ impl Owner {
                     return Err("Access/permission denied".into());
                 }
                 st.hold = None;
+                if !self.cfg.priority.multifactor && !st.priority_set {
+                    st.priority = u64::from(self.next_basic_priority(j.spec.unpack().nice));
+                }
                 self.set_status(id, st);
                 self.core.handle(Event::Updated(self.sched_job(&self.durable.jobs[&id])));
             }

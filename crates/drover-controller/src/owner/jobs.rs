@@ -171,7 +171,9 @@ impl Owner {
                 Arc::make_mut(&mut self.fs.prio).insert(id, drover_sched::priority::weighted(&self.cfg.priority, &f));
                 u64::from(p)
             }
-            None => u64::from(basic_priority(id, spec.nice)),
+            // A held job takes its place in the order when it is released.
+            None if spec.hold => u64::from(basic_priority(self.lowest_basic, spec.nice)),
+            None => u64::from(self.next_basic_priority(spec.nice)),
         };
         let hold = match (spec.hold, admin_hold) {
             (false, _) => None,

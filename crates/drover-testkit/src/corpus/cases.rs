@@ -1027,7 +1027,7 @@ fn submissions(c: &mut Corpus) {
         c.add(
             format!("sbatch/show-{id}"),
             format!(
-                "out=$({held}) && id=${{out##* }} && id=${{id%%;*}} && {{ echo \"$out\"; scontrol show job $id; }} | sed -E \"s/\\b$id\\b/<ID>/g\"; scancel $id"
+                "out=$({held}) && id=${{out##* }} && id=${{id%%;*}} && {{ echo \"$out\"; scontrol show job $id; }} | sed -E \"s/(JobId=|ArrayJobId=|job |slurm-|out-|^)$id\\b/\\1<ID>/g\"; scancel $id"
             ),
         );
     }
@@ -1043,7 +1043,7 @@ fn submissions(c: &mut Corpus) {
         c.add(
             format!("sbatch/{id}"),
             format!(
-                "printf '{}' > s.sh && out=$(sbatch -H {extra}s.sh) && id=${{out##* }} && id=${{id%%;*}} && {{ echo \"$out\"; squeue -j $id -o '%i|%j|%l|%C|%T'; }} | sed -E \"s/\\b$id\\b/<ID>/g\"; scancel $id",
+                "printf '{}' > s.sh && out=$(sbatch -H {extra}s.sh) && id=${{out##* }} && id=${{id%%;*}} && {{ echo \"$out\"; squeue -j $id -o '%i|%j|%l|%C|%T'; }} | sed -E \"s/(JobId=|ArrayJobId=|job |slurm-|out-|^)$id\\b/\\1<ID>/g\"; scancel $id",
                 script.replace('\n', "\\n")
             ),
         );
