@@ -572,6 +572,17 @@ fn state_code(scontrol: &str) -> u32 {
     })
 }
 
+/// `names` without repeats, in their order.
+fn unique<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for n in names {
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod state_order_tests {
     use super::state_code;
@@ -582,15 +593,4 @@ mod state_order_tests {
         v.sort_by_key(|s| std::cmp::Reverse(state_code(s)));
         assert_eq!(v, ["DOWN+NOT_RESPONDING", "ALLOCATED+DRAIN", "IDLE+DRAIN", "MIXED", "ALLOCATED", "IDLE", "DOWN"]);
     }
-}
-
-/// `names` without repeats, in their order.
-fn unique<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
-    let mut out: Vec<&str> = Vec::new();
-    for n in names {
-        if !out.contains(&n) {
-            out.push(n);
-        }
-    }
-    out
 }
