@@ -28,6 +28,9 @@ struct Args {
     reasons: bool,
     #[arg(short = 'o', long = "format")]
     format: Option<String>,
+    /// getopt takes the next word whatever it is: `-S -t` sorts by descending state.
+    #[arg(short = 'S', long = "sort", allow_hyphen_values = true)]
+    sort: Option<String>,
     #[arg(short = 'O', long = "Format")]
     long_format: Option<String>,
     #[arg(short = 'p', long = "partition")]
@@ -194,7 +197,12 @@ struct Group<'a> {
 }
 
 fn value(g: &Group<'_>, code: char, cfg_users: &dyn Fn(u32) -> String) -> String {
-    let n0 = g.nodes[0];
+    let none = v1::NodeInfo::default();
+    let n0 = match g.nodes.first() {
+        Some(n) => *n,
+        None if matches!(code, 't' | 'T') => return "n/a".into(),
+        None => &none,
+    };
     let names = || Hostlist::from_iter(g.nodes.iter().map(|n| n.name.as_str())).ranged();
     let p = g.part;
     let count = |f: &dyn Fn(&v1::NodeInfo) -> bool| g.nodes.iter().filter(|n| f(n)).count();
@@ -397,23 +405,7 @@ pub fn main(args: Vec<String>) -> i32 {
     let state_filter: Option<Vec<String>> = a.states.as_ref().map(|s| s.split(',').map(String::from).collect());
     let node_ok = |n: &v1::NodeInfo| {
         node_filter.as_ref().is_none_or(|f| f.contains(&n.name))
-            && state_filter.as_ref().is_none_or(|f| {
-                f.iter().any(|s| {
-                    let st = drover_model::state::NodeState::new(drover_model::state::NodeBase::Idle);
-                    let _ = st;
-                    let want = s.to_ascii_lowercase();
-                    let short = n.state_short.trim_end_matches('*');
-                    let long = n.state_long.trim_end_matches('*');
-                    // A state is named by any start of its name, as sinfo matches it.
-                    short.starts_with(&want)
-                        || long.starts_with(&want)
-                        || (want == "alloc" && short == "alloc")
-                        || (want == "drain" && (short == "drain" || short == "drng"))
-                        || (want == "down" && short.starts_with("down"))
-                        || (want == "no_respond" && n.state_short.ends_with('*'))
-                        || (want == "responding" && !n.state_short.ends_with('*'))
-                })
-            })
+            && state_filter.as_ref().is_none_or(|f| f.iter().any(|s| state_matches(n, s)))
             && (!a.dead || n.state_short.ends_with('*'))
             && (!a.responding || !n.state_short.ends_with('*'))
     };
@@ -508,17 +500,16 @@ pub fn main(args: Vec<String>) -> i32 {
                     None => mine.push(probe),
                 }
             }
-            if mine.is_empty() && !a.summarize && node_filter.is_none() && state_filter.is_none() {
-                continue;
+            if mine.is_empty() {
+                // A partition none of whose nodes is shown has a row of none (`0 n/a`).
+                mine.push(Group { part: Some(p), default: p.default, nodes: Vec::new() });
             }
-            // Slurm's default order within a partition (`-S #P,-t`): its node state as a
-            // number, the larger first (a flag such as DRAIN outranks every base state).
-            mine.sort_by_key(|g| std::cmp::Reverse(state_code(&g.nodes[0].state_scontrol)));
             groups.extend(mine);
         }
-        if a.node {
-            groups.sort_by(|x, y| drover_model::hostlist::natural_cmp(&x.nodes[0].name, &y.nodes[0].name));
-        }
+        // Slurm's order: `-S`, by default `#P,-t` (partitions as configured, then the node
+        // state as a number, the larger first) and with -N `N`.
+        let keys = a.sort.clone().unwrap_or_else(|| if a.node { "N".into() } else { "#P,-t".into() });
+        sort_groups(&mut groups, &keys, &parts);
     }
     let _ = a.exact;
     let mut out = String::new();
@@ -572,6 +563,77 @@ fn state_code(scontrol: &str) -> u32 {
     })
 }
 
+/// Sorts the lines by sinfo's `-S` keys (`#P,-t`: `#` the configured order, `-` the larger
+/// first), each a stable sort from the last key to the first, as Slurm sorts.
+fn sort_groups<'a>(groups: &mut [Group<'a>], keys: &str, parts: &[&v1::PartitionInfo]) {
+    let chars: Vec<char> = keys.chars().collect();
+    for i in (0..chars.len()).rev() {
+        let k = chars[i];
+        if matches!(k, ',' | '#' | '+' | '-') {
+            continue;
+        }
+        let reverse = i > 0 && chars[i - 1] == '-';
+        let configured = i > 0 && chars[i - 1] == '#';
+        let part_pos = |g: &Group<'_>| g.part.and_then(|p| parts.iter().position(|q| q.name == p.name)).unwrap_or(0);
+        let part_name = |g: &Group<'_>| g.part.map_or(String::new(), |p| p.name.clone());
+        fn first<'a>(g: &Group<'a>) -> Option<&'a v1::NodeInfo> {
+            g.nodes.first().copied()
+        }
+        let cmp = |x: &Group<'a>, y: &Group<'a>| -> std::cmp::Ordering {
+            match k {
+                'P' if configured => part_pos(x).cmp(&part_pos(y)),
+                'P' | 'R' => part_name(x).cmp(&part_name(y)),
+                't' | 'T' => state_code(first(x).map_or("", |n| &n.state_scontrol))
+                    .cmp(&state_code(first(y).map_or("", |n| &n.state_scontrol))),
+                'N' | 'n' => drover_model::hostlist::natural_cmp(
+                    first(x).map_or("", |n| &n.name),
+                    first(y).map_or("", |n| &n.name),
+                ),
+                'D' => x.nodes.len().cmp(&y.nodes.len()),
+                'c' => first(x).map(|n| n.cpus).cmp(&first(y).map(|n| n.cpus)),
+                'm' => first(x).map(|n| n.real_memory_mb).cmp(&first(y).map(|n| n.real_memory_mb)),
+                'w' => first(x).map(|n| n.weight).cmp(&first(y).map(|n| n.weight)),
+                _ => std::cmp::Ordering::Equal,
+            }
+        };
+        groups.sort_by(|x, y| if reverse { cmp(y, x) } else { cmp(x, y) });
+    }
+}
+
+/// Whether `-t STATE` selects node `n`, as sinfo's filter does: a base state (`idle`,
+/// `alloc`, `mix`, `down`, ...) by the node's base state whatever its flags (a drained idle
+/// node is idle), a flag (`drain`, `comp`, `maint`, ...) by the flag; `drained` and
+/// `draining` by the drain flag and whether jobs are still there.
+fn state_matches(n: &v1::NodeInfo, want: &str) -> bool {
+    let want = want.to_ascii_lowercase();
+    let mut parts = n.state_scontrol.split('+');
+    let base = parts.next().unwrap_or("").trim_end_matches(['*', '~', '#', '!', '%', '$', '@', '^', '-']);
+    let flags: Vec<&str> = parts.collect();
+    let flag = |f: &str| flags.contains(&f);
+    let busy = matches!(base, "ALLOCATED" | "MIXED");
+    let not_responding = n.state_short.ends_with('*') || flag("NOT_RESPONDING");
+    match want.as_str() {
+        "idle" => base == "IDLE",
+        "alloc" | "allocated" => base == "ALLOCATED",
+        "mix" | "mixed" => base == "MIXED",
+        "down" => base == "DOWN",
+        "future" | "futr" => base == "FUTURE",
+        "unknown" | "unk" => base == "UNKNOWN",
+        "drain" => flag("DRAIN"),
+        "drained" => flag("DRAIN") && !busy,
+        "draining" | "drng" => flag("DRAIN") && busy,
+        "comp" | "completing" => flag("COMPLETING"),
+        "fail" | "failing" => flag("FAIL"),
+        "maint" => flag("MAINT"),
+        "resv" | "reserved" => flag("RESERVED"),
+        "planned" | "plnd" => flag("PLANNED"),
+        "no_respond" => not_responding,
+        "responding" => !not_responding,
+        // Any other start of a state's name, compact or long.
+        w => n.state_short.trim_end_matches('*').starts_with(w) || n.state_long.trim_end_matches('*').starts_with(w),
+    }
+}
+
 /// `names` without repeats, in their order.
 fn unique<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     let mut out: Vec<&str> = Vec::new();
@@ -586,6 +648,26 @@ fn unique<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
 #[cfg(test)]
 mod state_order_tests {
     use super::state_code;
+
+    #[test]
+    fn a_state_selects_by_base_state_or_flag() {
+        let node = |sc: &str, short: &str| super::v1::NodeInfo {
+            state_scontrol: sc.into(),
+            state_short: short.into(),
+            ..Default::default()
+        };
+        let drained = node("IDLE+DRAIN", "drain");
+        let draining = node("MIXED+DRAIN", "drng");
+        let picks = |n: &super::v1::NodeInfo| {
+            ["idle", "mix", "alloc", "drain", "drained", "draining", "down"]
+                .into_iter()
+                .filter(|w| super::state_matches(n, w))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(picks(&drained), ["idle", "drain", "drained"]);
+        assert_eq!(picks(&draining), ["mix", "drain", "draining"]);
+        assert_eq!(picks(&node("ALLOCATED", "alloc")), ["alloc"]);
+    }
 
     #[test]
     fn states_order_as_slurm_numbers_them() {

@@ -21,13 +21,13 @@ const JOBS: &[&str] =
     &["DONE", "FAIL", "STEPS", "CANRUN", "PHYS", "RUN1", "RUN2", "ARR", "HELD", "DEP", "BIG", "LATER", "CANPD"];
 
 /// squeue's `-O` fields for jobs (squeue/opts.c of 22.05), less the ones that read the
-/// clock or the submitting process (`AllocSID`, `LastSchedEval`, `PendingTime`) and
+/// clock or the submitting process (`AllocSID`, `LastSchedEval`, `PendingTime`), the
+/// submitting host as the machine's resolver names it back (`AllocNodes`), and
 /// `WorkDir` (cut to 20 characters, a path of the run: `%Z` asks for it whole).
 const SQUEUE_FIELDS: &[&str] = &[
     "Account",
     "AccrueTime",
     "admin_comment",
-    "AllocNodes",
     "ArrayJobID",
     "ArrayTaskID",
     "AssocID",

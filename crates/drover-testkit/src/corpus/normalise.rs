@@ -7,8 +7,10 @@
 //! - durations that are clock readings, not settings: under an hour, or with seconds (a time
 //!   limit is whole minutes and every limit the corpus sets is an hour or more): `<ELAPSED>`.
 //!   `M:SS` is a duration only in squeue (elsewhere it is an exit code, `0:15`);
-//! - a node's load and free memory (`CPULoad=`, `FreeMem=`), and the process ids of the
-//!   submitting process and of a step's srun (`AllocNode:Sid=host:PID`, `SrunHost:Pid=`).
+//! - a node's load and free memory (`CPULoad=`, `FreeMem=`), the process ids of the
+//!   submitting process and of a step's srun (`AllocNode:Sid=host:PID`, `SrunHost:Pid=`),
+//!   and the name `AllocNode` gives the submitting host: its address named back by the
+//!   resolver, which depends on the machine's `/etc/hosts` (`localhost` on the lab's).
 
 use regex::Regex;
 
@@ -48,7 +50,7 @@ impl Normaliser {
             long: re(r"\b(?:(\d+)-)?(\d\d):(\d\d):(\d\d)\b"),
             short: re(r"\b(?:(\d+)-)?(?:(\d+):)?(\d+):(\d\d)\b"),
             epoch: re(r"\b(1[6-9]|20)\d{8}\b"),
-            keyed: re(r"(CPULoad|FreeMem)=[0-9.]+|((?:AllocNode:Sid|SrunHost:Pid)=\S+?):\d+"),
+            keyed: re(r"(CPULoad|FreeMem)=[0-9.]+|(SrunHost:Pid=\S+?):\d+|(AllocNode:Sid)=\S+?:\d+"),
         }
     }
 
@@ -62,9 +64,10 @@ impl Normaliser {
         let s = self.date.replace_all(&s, "<DATE>");
         let s = self.ctime.replace_all(&s, "<DATE>");
         let s = self.epoch.replace_all(&s, "<EPOCH>");
-        let s = self.keyed.replace_all(&s, |c: &regex::Captures| match (c.get(1), c.get(2)) {
-            (Some(k), _) => format!("{}=<VOLATILE>", k.as_str()),
-            (_, Some(k)) => format!("{}:<PID>", k.as_str()),
+        let s = self.keyed.replace_all(&s, |c: &regex::Captures| match (c.get(1), c.get(2), c.get(3)) {
+            (Some(k), _, _) => format!("{}=<VOLATILE>", k.as_str()),
+            (_, Some(k), _) => format!("{}:<PID>", k.as_str()),
+            (_, _, Some(k)) => format!("{}=<ALLOCNODE>:<PID>", k.as_str()),
             _ => c[0].to_string(),
         });
         let durations = if command == "squeue" { &self.short } else { &self.long };
@@ -114,7 +117,7 @@ mod tests {
             n.apply("scontrol", "CPULoad=0.42 FreeMem=1234 RealMemory=4000"),
             "CPULoad=<VOLATILE> FreeMem=<VOLATILE> RealMemory=4000"
         );
-        assert_eq!(n.apply("scontrol", "AllocNode:Sid=node1:4242 X"), "AllocNode:Sid=node1:<PID> X");
+        assert_eq!(n.apply("scontrol", "AllocNode:Sid=localhost:4242 X"), "AllocNode:Sid=<ALLOCNODE>:<PID> X");
         assert_eq!(n.apply("scontrol", "SrunHost:Pid=node1:77 "), "SrunHost:Pid=node1:<PID> ");
         // Job ids, counts and names are never touched.
         assert_eq!(n.apply("squeue", "8_[2-5%2] node[1-2] 12 3.0"), "8_[2-5%2] node[1-2] 12 3.0");
