@@ -143,21 +143,37 @@ pub fn group(j: &v1::JobInfo) -> String {
     }
 }
 
+/// The job's reason as Slurm names it: an ended job's says how it ended (its time limit,
+/// memory, exit code or the signal that killed it), a waiting job's why it waits.
 pub fn reason_text(j: &v1::JobInfo) -> String {
-    if j.reason.is_empty() {
-        "None".into()
-    } else {
-        j.reason.clone()
+    match j.state.as_str() {
+        "TIMEOUT" => "TimeLimit".to_string(),
+        "OUT_OF_MEMORY" => "OutOfMemory".to_string(),
+        "FAILED" if j.exit_status & 0x7f != 0 => {
+            let sig = j.exit_status & 0x7f;
+            let name =
+                nix::sys::signal::Signal::try_from(sig).map(|s| crate::srun::signal_text(s as i32)).unwrap_or_default();
+            format!("RaisedSignal:{sig}({name})")
+        }
+        "FAILED" if j.exit_status != 0 => "NonZeroExitCode".to_string(),
+        _ if j.reason.is_empty() => "None".into(),
+        _ => j.reason.clone(),
     }
 }
 
-/// `%R`: pending and stopped jobs show `(Reason)`, running ones their nodes.
+/// `%R`: pending jobs and those that failed, timed out or ran out of memory show
+/// `(Reason)`; the others their nodes (none for a job cancelled before it ran), as Slurm.
 pub fn reason_or_nodes(j: &v1::JobInfo) -> String {
-    if is_pending(j) || j.nodes.is_empty() {
+    if shows_reason(j) {
         format!("({})", reason_text(j))
     } else {
         j.nodes.clone()
     }
+}
+
+/// Whether `%R` is the job's reason rather than its nodes (squeue's `_print_job_reason_list`).
+pub fn shows_reason(j: &v1::JobInfo) -> bool {
+    is_pending(j) || matches!(j.state.as_str(), "FAILED" | "TIMEOUT" | "OUT_OF_MEMORY" | "DEADLINE")
 }
 
 /// `TresPerNode` (`gres:gpu:2`): the GRES asked for per node.
@@ -251,9 +267,14 @@ pub fn squeue_field_into(out: &mut String, j: &v1::JobInfo, code: char, now: i64
             0 => out.push_str("0:00"),
             u => out.push_str(&fmt_short(u)),
         },
-        'R' if is_pending(j) || j.nodes.is_empty() => {
+        'R' if shows_reason(j) => {
             out.push('(');
-            out.push_str(if j.reason.is_empty() { "None" } else { &j.reason });
+            if is_pending(j) {
+                // (without allocating: most lines of a long queue are these)
+                out.push_str(if j.reason.is_empty() { "None" } else { &j.reason });
+            } else {
+                out.push_str(&reason_text(j));
+            }
             out.push(')');
         }
         _ => out.push_str(&squeue_field(j, code, now)),
@@ -272,8 +293,10 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> Cow<'_, str> {
         'u' if !s.user.is_empty() => return Cow::Borrowed(&s.user),
         'N' => return Cow::Borrowed(&j.nodes),
         'Z' => return Cow::Borrowed(&s.work_dir),
-        'R' if !is_pending(j) && !j.nodes.is_empty() => return Cow::Borrowed(&j.nodes),
-        'r' if !j.reason.is_empty() => return Cow::Borrowed(&j.reason),
+        'R' if !shows_reason(j) => return Cow::Borrowed(&j.nodes),
+        'r' if !j.reason.is_empty() && !matches!(j.state.as_str(), "FAILED" | "TIMEOUT" | "OUT_OF_MEMORY") => {
+            return Cow::Borrowed(&j.reason)
+        }
         _ => {}
     }
     let limit = time_limit(j);

@@ -583,20 +583,8 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool, details: bo
     } else {
         "Unknown".into()
     };
-    let reason = match j.state.as_str() {
-        "TIMEOUT" => "TimeLimit".to_string(),
-        "OUT_OF_MEMORY" => "OutOfMemory".to_string(),
-        // A failed job says why: its exit code, or the signal that killed it.
-        "FAILED" if j.exit_status & 0x7f != 0 => {
-            let sig = j.exit_status & 0x7f;
-            let name =
-                nix::sys::signal::Signal::try_from(sig).map(|s| crate::srun::signal_text(s as i32)).unwrap_or_default();
-            format!("RaisedSignal:{sig}({name})")
-        }
-        "FAILED" if j.exit_status != 0 => "NonZeroExitCode".to_string(),
-        // Slurm's reasons with spaces (`launch failed requeued held`) read as one word here.
-        _ => jobview::reason_text(j).replace(' ', "_"),
-    };
+    // Slurm's reasons with spaces (`launch failed requeued held`) read as one word here.
+    let reason = jobview::reason_text(j).replace(' ', "_");
     let req_nodes = if s.nodelist.is_empty() { "(null)".into() } else { Hostlist::from_iter(&s.nodelist).ranged() };
     let exc_nodes = if s.exclude.is_empty() { "(null)".into() } else { Hostlist::from_iter(&s.exclude).ranged() };
     let command = s.argv.first().cloned().filter(|c| !c.is_empty()).unwrap_or_else(|| "(null)".into());
@@ -852,7 +840,7 @@ fn node_text(n: &v1::NodeInfo, oneliner: bool, details: bool) -> String {
         format!("Gres={}", if n.gres.is_empty() { "(null)" } else { &n.gres }),
     ];
     if details && !n.gres.is_empty() {
-        lines.push("GresDrained=N/A".into());
+        lines.push("GresDrain=N/A".into());
         lines.push(format!("GresUsed={}", n.gres_used));
     }
     // Drover's addition: how the node confines jobs (with -d), and always when it cannot.
@@ -964,7 +952,10 @@ fn partition_text(p: &v1::PartitionInfo, oneliner: bool) -> String {
 /// `trailer`; with `-o`, everything on one line.
 fn block(lines: &[String], oneliner: bool, trailer: &str) -> String {
     if oneliner {
-        return format!("{}\n", lines.iter().map(|l| l.trim_end()).collect::<Vec<_>>().join(" "));
+        // A job's block ends with an empty indented line: on one line, a trailing space.
+        let tail = if trailer.starts_with(' ') { " " } else { "" };
+        // Lines joined as Slurm joins them (a line that ends with a space leaves two).
+        return format!("{}{tail}\n", lines.join(" "));
     }
     let mut out = String::new();
     for (i, l) in lines.iter().enumerate() {

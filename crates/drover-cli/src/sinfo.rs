@@ -107,6 +107,9 @@ fn header(code: char) -> &'static str {
         ALLOC_MEM => "ALLOCMEM",
         GRES_USED => "GRES_USED",
         PORT => "PORT",
+        COMMENT => "COMMENT",
+        EXTRA => "EXTRA",
+        STATE_COMPLETE => "STATECOMPLETE",
         _ => "",
     }
 }
@@ -115,6 +118,9 @@ fn header(code: char) -> &'static str {
 const ALLOC_MEM: char = '1';
 const GRES_USED: char = '2';
 const PORT: char = '3';
+const COMMENT: char = '4';
+const EXTRA: char = '5';
+const STATE_COMPLETE: char = '6';
 
 /// `-O/--Format`'s fields (`name[:[.]width[suffix]]`, comma separated; 20 wide and left
 /// justified by default, no separator between columns) as the columns of `-o` they print.
@@ -159,6 +165,9 @@ fn long_format(spec: &str) -> Vec<Item> {
             "partition" => 'P',
             "partitionname" => 'R',
             "port" => PORT,
+            "comment" => COMMENT,
+            "extra" => EXTRA,
+            "statecomplete" => STATE_COMPLETE,
             "preemptmode" => 'M',
             "priorityjobfactor" => 'I',
             "prioritytier" => 'p',
@@ -331,6 +340,10 @@ fn value(g: &Group<'_>, code: char, cfg_users: &dyn Fn(u32) -> String) -> String
         ALLOC_MEM => n0.alloc_mem_mb.to_string(),
         GRES_USED => n0.gres_used.clone(),
         PORT => n0.port.to_string(),
+        // Neither a node's comment nor its extra data is kept.
+        COMMENT | EXTRA => "(null)".into(),
+        // The base state and every flag, as `idle+drain`.
+        STATE_COMPLETE => n0.state_scontrol.to_ascii_lowercase(),
         _ => String::new(),
     }
 }

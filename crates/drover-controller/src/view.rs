@@ -75,11 +75,14 @@ pub fn job_info(j: &Job) -> v1::JobInfo {
 /// Everything of a job's record but its request.
 fn status_info(j: &Job) -> v1::JobInfo {
     let st = &j.status;
+    // A job that ended without ever starting (cancelled while it waited) keeps what it
+    // waited for, as Slurm's record does.
+    let waited = st.state == JobState::Pending || (st.state.is_finished() && st.alloc.is_none());
     let reason = match st.hold {
-        Some(HoldKind::User) if st.state == JobState::Pending => PendingReason::JobHeldUser,
-        Some(HoldKind::Admin) if st.state == JobState::Pending => PendingReason::JobHeldAdmin,
-        Some(HoldKind::LaunchFailed) if st.state == JobState::Pending => PendingReason::LaunchFailedRequeuedHeld,
-        Some(HoldKind::ResvDeleted) if st.state == JobState::Pending => PendingReason::ReservationDeleted,
+        Some(HoldKind::User) if waited => PendingReason::JobHeldUser,
+        Some(HoldKind::Admin) if waited => PendingReason::JobHeldAdmin,
+        Some(HoldKind::LaunchFailed) if waited => PendingReason::LaunchFailedRequeuedHeld,
+        Some(HoldKind::ResvDeleted) if waited => PendingReason::ReservationDeleted,
         _ => st.reason,
     };
     let nodes = st.alloc.as_ref().map(|a| Hostlist::from_iter(a.node_names()).ranged()).unwrap_or_default();
@@ -99,7 +102,7 @@ fn status_info(j: &Job) -> v1::JobInfo {
         batch_host: st.batch_host().to_string(),
         restarts: st.restarts,
         cancelled_by: st.cancelled_by,
-        priority: if st.hold.is_some() && st.state == JobState::Pending { 0 } else { st.priority },
+        priority: if st.hold.is_some() && waited { 0 } else { st.priority },
         held_admin: matches!(st.hold, Some(HoldKind::Admin | HoldKind::LaunchFailed)),
         state_desc: st.state_desc.clone(),
         last_sched_eval: st.last_sched_eval,

@@ -525,7 +525,7 @@ fn jobs_sharing_a_node_see_only_their_own_gpus() {
     let q = c.ok("squeue", &["-h", "-o", "%i %t %b %r", "-j", &third.to_string()]);
     assert_eq!(q, format!("{third} PD gres:gpu:1 Resources\n"));
     let node = c.ok("scontrol", &["-d", "show", "node", "node2"]);
-    assert!(node.contains("   Gres=gpu:fake:2\n   GresDrained=N/A\n   GresUsed=gpu:fake:2(IDX:0-1)\n"), "{node}");
+    assert!(node.contains("   Gres=gpu:fake:2\n   GresDrain=N/A\n   GresUsed=gpu:fake:2(IDX:0-1)\n"), "{node}");
     for &id in ids.iter().chain([third].iter()) {
         c.wait_state(id, &["COMPLETED"], Duration::from_secs(30));
     }

@@ -764,7 +764,10 @@ impl Owner {
         }
         st.state = state;
         st.end_time = end;
-        st.reason = PendingReason::None;
+        // A job cancelled before it ever ran keeps the reason it waited for (as Slurm).
+        if !(state == JobState::Cancelled && st.alloc.is_none()) {
+            st.reason = PendingReason::None;
+        }
         st.nodes_running.clear();
         let nodes: Vec<String> = st.alloc.as_ref().map(|a| a.node_names()).unwrap_or_default();
         let ran = drover_sched::predict::run_time(st.start_time, end, st.suspended_secs);

@@ -130,7 +130,6 @@ const SQUEUE_FIELDS: &[&str] = &[
     "UserName",
     "Wait4Switch",
     "WCKey",
-    "WorkDir",
     "Shared",
     "Gres",
 ];
@@ -1027,7 +1026,7 @@ fn submissions(c: &mut Corpus) {
         c.add(
             format!("sbatch/show-{id}"),
             format!(
-                "out=$({held}) && id=${{out##* }} && id=${{id%%;*}} && {{ echo \"$out\"; scontrol show job $id; }} | sed -E \"s/(JobId=|ArrayJobId=|job |slurm-|out-|^)$id\\b/\\1<ID>/g\"; scancel $id"
+                "out=$({held}) && id=${{out##* }} && id=${{id%%;*}} && {{ echo \"$out\"; scontrol show job $id; }} | sed -E \"s/(JobId=|ArrayJobId=|job |slurm-|out-|^)$id([^0-9]|$)/\\1<ID>\\2/g\"; scancel $id"
             ),
         );
     }
@@ -1043,7 +1042,7 @@ fn submissions(c: &mut Corpus) {
         c.add(
             format!("sbatch/{id}"),
             format!(
-                "printf '{}' > s.sh && out=$(sbatch -H {extra}s.sh) && id=${{out##* }} && id=${{id%%;*}} && {{ echo \"$out\"; squeue -j $id -o '%i|%j|%l|%C|%T'; }} | sed -E \"s/(JobId=|ArrayJobId=|job |slurm-|out-|^)$id\\b/\\1<ID>/g\"; scancel $id",
+                "printf '{}' > s.sh && out=$(sbatch -H {extra}s.sh) && id=${{out##* }} && id=${{id%%;*}} && {{ echo \"$out\"; squeue -j $id -o '%i|%j|%l|%C|%T'; }} | sed -E \"s/(JobId=|ArrayJobId=|job |slurm-|out-|^)$id([^0-9]|$)/\\1<ID>\\2/g\"; scancel $id",
                 script.replace('\n', "\\n")
             ),
         );
