@@ -58,9 +58,10 @@ pub fn parse_command<T: clap::Parser, F: Std>(
     args: impl IntoIterator<Item = String>,
     flags: impl Fn(&T) -> &F,
 ) -> Result<T, i32> {
-    let a = T::try_parse_from(std::iter::once(prog.to_string()).chain(args)).map_err(|e| {
-        eprintln!("{}", crate::sbatch::clap_error(prog, &e));
-        1
+    let args: Vec<String> = args.into_iter().collect();
+    let a = T::try_parse_from(std::iter::once(prog.to_string()).chain(args.iter().cloned())).map_err(|e| {
+        eprintln!("{}", crate::sbatch::clap_error_in(prog, &e, &args));
+        crate::sbatch::clap_status(prog, &e)
     })?;
     let (version, help, usage) = flags(&a).flags();
     if version {

@@ -39,10 +39,21 @@ struct SbatchArgs {
 
 /// Turns a clap error into Slurm's wording.
 pub fn clap_error(prog: &str, e: &clap::Error) -> String {
-    let arg = match e.get(ContextKind::InvalidArg) {
+    clap_error_in(prog, e, &[])
+}
+
+/// [`clap_error`], with the words of the command line: an unknown `--name=value` is named
+/// whole, as getopt names it.
+pub fn clap_error_in(prog: &str, e: &clap::Error, args: &[String]) -> String {
+    let mut arg = match e.get(ContextKind::InvalidArg) {
         Some(ContextValue::String(s)) => s.clone(),
         _ => String::new(),
     };
+    if e.kind() == ErrorKind::UnknownArgument && arg.starts_with("--") && !arg.contains('=') {
+        if let Some(whole) = args.iter().find(|a| a.strip_prefix(arg.as_str()).is_some_and(|r| r.starts_with('='))) {
+            arg = whole.clone();
+        }
+    }
     match e.kind() {
         ErrorKind::UnknownArgument => {
             format!("{prog}: unrecognized option '{arg}'\nTry \"{prog} --help\" for more information")
@@ -59,12 +70,52 @@ pub fn clap_error(prog: &str, e: &clap::Error) -> String {
     }
 }
 
+/// Whether Slurm 22.05's sbatch has the option (`--name` or `-X`), by its own `--help` and
+/// `--usage` texts (kept in `help/`).
+fn slurm_knows(option: &str) -> bool {
+    // sbatch's options its help leaves out (its man page has them).
+    const MAN_ONLY: &[&str] = &[
+        "--acctg-freq",
+        "--batch",
+        "--kill-on-invalid-dep",
+        "--network",
+        "--ntasks-per-gpu",
+        "--open-mode",
+        "--prefer",
+        "--test-only",
+        "--tres-per-task",
+        "--wait-all-nodes",
+    ];
+    if MAN_ONLY.contains(&option) {
+        return true;
+    }
+    let texts = [include_str!("../help/sbatch.help"), include_str!("../help/sbatch.usage")];
+    let word_end = |t: &str, at: usize| t[at..].chars().next().is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '-'));
+    texts.iter().any(|t| {
+        t.match_indices(option).any(|(at, _)| {
+            let before = t[..at].chars().next_back();
+            !matches!(before, Some(c) if c.is_ascii_alphanumeric() || c == '-') && word_end(t, at + option.len())
+        })
+    })
+}
+
+/// The exit status of a command line its parser refused: sbatch, srun and salloc leave with
+/// 255 (`exit(-1)`) on an option getopt does not know or that lacks its value, the others 1.
+pub fn clap_status(prog: &str, e: &clap::Error) -> i32 {
+    let getopt = matches!(e.kind(), ErrorKind::UnknownArgument | ErrorKind::InvalidValue | ErrorKind::NoEquals);
+    if getopt && matches!(prog, "sbatch" | "srun" | "salloc") {
+        255
+    } else {
+        1
+    }
+}
+
 pub fn main(args: Vec<String>) -> i32 {
     let mut cli = match SbatchArgs::try_parse_from(std::iter::once("sbatch".to_string()).chain(args.iter().cloned())) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("{}", clap_error("sbatch", &e));
-            return 1;
+            eprintln!("{}", clap_error_in("sbatch", &e, &args));
+            return clap_status("sbatch", &e);
         }
     };
     if cli.version {
@@ -158,10 +209,12 @@ pub fn main(args: Vec<String>) -> i32 {
                     Some(ContextValue::String(s)) => s.clone(),
                     _ => String::new(),
                 };
-                // Slurm-era scripts carry site options this build does not know: keep going.
-                let Some(pos) = dir_args.iter().position(|a| *a == bad || a.starts_with(&format!("{bad}="))) else {
-                    eprintln!("{}", clap_error("sbatch", &e));
-                    return 1;
+                // Slurm-era scripts carry options of Slurm's this build does not know yet:
+                // keep going. One Slurm does not know either is refused, as Slurm refuses it.
+                let pos = dir_args.iter().position(|a| *a == bad || a.starts_with(&format!("{bad}=")));
+                let Some(pos) = pos.filter(|_| slurm_knows(&bad)) else {
+                    eprintln!("{}", clap_error_in("sbatch", &e, &dir_args));
+                    return clap_status("sbatch", &e);
                 };
                 let removed = dir_args.remove(pos);
                 eprintln!("sbatch: warning: ignoring unrecognized #SBATCH option '{removed}'");
@@ -332,4 +385,18 @@ async fn wait_for(client: &mut common::Client, id: u32) -> i32 {
     }
     eprintln!("sbatch: error: lost contact with the controller while waiting for job {id}");
     1
+}
+
+#[cfg(test)]
+mod slurm_options_tests {
+    #[test]
+    fn sbatchs_own_options_are_told_from_made_up_ones() {
+        for known in ["--hint", "--time-min", "--threads-per-core", "--mincpus", "-B", "-Q", "--acctg-freq"] {
+            assert!(super::slurm_knows(known), "{known}");
+        }
+        // (`--hin` is only the start of `--hint`, `-Z` no option of sbatch's.)
+        for unknown in ["--bogus", "--hin", "-Z"] {
+            assert!(!super::slurm_knows(unknown), "{unknown}");
+        }
+    }
 }

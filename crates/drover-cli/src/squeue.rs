@@ -282,7 +282,19 @@ fn push_sort_key(out: &mut Vec<u8>, j: &v1::JobInfo, keys: &[(bool, char)], now:
             },
             'T' => text(out, &j.state),
             'p' | 'Q' => num(out, j.priority),
-            'i' | 'A' => num(out, u64::from(j.job_id)),
+            // An array's tasks by their array and task id, its pending remainder after them
+            // (its task id is Slurm's NO_VAL), as Slurm's `_sort_job_by_id`.
+            'i' => match j.array_task_id {
+                Some(t) if j.array_job_id != 0 => {
+                    num(out, u64::from(j.array_job_id));
+                    num(out, u64::from(t));
+                }
+                _ => {
+                    num(out, u64::from(j.job_id));
+                    num(out, u64::from(if j.array_job_id != 0 { 0xffff_fffe_u32 } else { 0 }));
+                }
+            },
+            'A' => num(out, u64::from(j.job_id)),
             'j' => text(out, &jobview::spec(j).name),
             'u' => text(out, &jobview::user(j)),
             'S' => signed(out, if j.start_time > 0 { j.start_time } else { j.planned_start }),
