@@ -60,7 +60,15 @@ pub fn clap_error_in(prog: &str, e: &clap::Error, args: &[String]) -> String {
         }
         ErrorKind::InvalidValue | ErrorKind::NoEquals => {
             let name = arg.split_whitespace().next().unwrap_or(&arg).split('=').next().unwrap_or("").to_string();
-            format!("{prog}: option '{name}' requires an argument\nTry \"{prog} --help\" for more information")
+            // getopt's two wordings: a short option by its letter, a long one by its name.
+            match name.strip_prefix('-').filter(|n| n.len() == 1) {
+                Some(letter) => format!(
+                    "{prog}: option requires an argument -- '{letter}'\nTry \"{prog} --help\" for more information"
+                ),
+                None => {
+                    format!("{prog}: option '{name}' requires an argument\nTry \"{prog} --help\" for more information")
+                }
+            }
         }
         _ => {
             let text = e.to_string();

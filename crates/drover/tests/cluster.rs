@@ -213,8 +213,9 @@ fn sbatch_refuses_bad_requests_with_slurms_words_and_keeps_what_it_accepted() {
         text(&out).1,
         "sbatch: error: Batch job submission failed: Requested node configuration is not available\n"
     );
+    // sbatch leaves with 255 on an option getopt refuses (squeue with 1), as real Slurm 22.05.
     let out = c.run("sbatch", &["--bogus", "--wrap", "true"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(255));
     assert!(text(&out).1.starts_with("sbatch: unrecognized option '--bogus'"), "{}", text(&out).1);
     let out = c.run("sbatch", &["-t", "abc", "--wrap", "true"]);
     assert_eq!(out.status.code(), Some(255));

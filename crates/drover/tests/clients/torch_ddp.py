@@ -33,4 +33,8 @@ if rank == 0:
     same = all(torch.equal(every[0], v) for v in every)
     print(f"ddp {sys.argv[1]}: world={world} sum={int(total.item())} in_sync={same} "
           f"hosts={','.join(sorted(set(hosts)))}")
+# Every rank past its last collective before any tears gloo down: torch 1.13's gloo aborts a
+# rank ("terminate called without an active exception") whose peer left while it still had
+# the pair open.
+dist.barrier()
 dist.destroy_process_group()
