@@ -240,8 +240,10 @@ pub async fn connect(cfg: &Config) -> Result<Client, String> {
 /// Of several controllers, the one in control: the local socket (on a controller's host)
 /// and every controller's address are asked at once, each again and again while it is not
 /// in control (a standby taking over) or does not answer (a frozen controller accepts
-/// connections and never answers them), for up to one and a half `SlurmctldTimeout`s (plus
-/// 5 s for the new one to recover), as Slurm's commands wait out a failover.
+/// connections and never answers them), for up to one and a half `SlurmctldTimeout`s and a
+/// `MessageTimeout` (10 s) more, as Slurm's commands wait out a failover (they ask a standby
+/// again for a `SlurmctldTimeout` and retry connections for a `MessageTimeout`): on a busy
+/// host the standby's takeover and recovery take longer than on an idle one.
 async fn find_active(cfg: &Config) -> Result<drover_proto::LocalChannel, String> {
     type Try = std::pin::Pin<Box<dyn std::future::Future<Output = Option<drover_proto::LocalChannel>> + Send>>;
     fn ask(target: impl Fn() -> drover_proto::Target + Send + Sync + 'static) -> Try {
@@ -264,7 +266,7 @@ async fn find_active(cfg: &Config) -> Result<drover_proto::LocalChannel, String>
             service: "controller",
         }));
     }
-    let within = cfg.controller_lease() * 3 / 2 + std::time::Duration::from_secs(5);
+    let within = cfg.controller_lease() * 3 / 2 + std::time::Duration::from_secs(10);
     drover_proto::first_of(tries, within)
         .await
         .ok_or_else(|| "Unable to contact slurm controller (connect failure)".to_string())
