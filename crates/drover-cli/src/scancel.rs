@@ -66,6 +66,24 @@ pub fn main(args: Vec<String>) -> i32 {
         }
     };
     let user = if a.me { Some(common::user_name(nix::unistd::getuid().as_raw())) } else { a.user.clone() };
+    // A user who does not exist, and a state scancel cannot cancel, are refused in Slurm's
+    // words before the controller is asked.
+    if let Some(u) = &user {
+        let known = u.parse::<u32>().is_ok() || nix::unistd::User::from_name(u).ok().flatten().is_some();
+        if !known {
+            eprintln!("scancel: error: Invalid user name: {u}");
+            return 1;
+        }
+    }
+    if let Some(st) = &a.state {
+        let ok =
+            |s: &str| matches!(s.to_ascii_uppercase().as_str(), "PENDING" | "PD" | "RUNNING" | "R" | "SUSPENDED" | "S");
+        if let Some(bad) = st.split(',').find(|s| !ok(s)) {
+            eprintln!("Invalid job state specified: {bad}");
+            eprintln!("Valid job states are PENDING, RUNNING, and SUSPENDED");
+            return 1;
+        }
+    }
     let filtered =
         user.is_some() || a.name.is_some() || a.state.is_some() || a.partition.is_some() || a.nodelist.is_some();
     if ids.is_empty() && !filtered {
@@ -76,7 +94,7 @@ pub fn main(args: Vec<String>) -> i32 {
         Some(s) => match parse_signal(s) {
             Some(n) => n,
             None => {
-                eprintln!("scancel: error: Invalid job signal: {s}");
+                eprintln!("Unknown job signal: {s}");
                 return 1;
             }
         },

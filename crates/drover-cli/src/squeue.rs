@@ -410,6 +410,22 @@ pub fn main(args: Vec<String>) -> i32 {
         eprintln!("squeue: error: Valid job states include: {JOB_STATES}\n");
         return 1;
     }
+    // A node the cluster does not have is refused; a user who does not exist is reported and
+    // shows no job (Slurm's words; the empty line is its).
+    if let Some(n) = &a.nodes {
+        let names = drover_model::hostlist::Hostlist::parse(n).map(|h| h.names()).unwrap_or_default();
+        if let Some(bad) = names.iter().find(|x| cfg.node(x).is_none()).or(names.is_empty().then_some(n)) {
+            eprintln!("squeue: error: Invalid node name {bad}");
+            return 1;
+        }
+    }
+    if !a.me {
+        for u in a.users.iter().flat_map(|u| u.split(',')) {
+            if u.parse::<u32>().is_err() && nix::unistd::User::from_name(u).ok().flatten().is_none() {
+                eprintln!("squeue: error: Invalid user: {u}\n");
+            }
+        }
+    }
     let t0 = std::time::Instant::now();
     let active_only = a.states.is_none();
     let req = v1::StateRequest { job_ids: job_ids.clone(), jobs: true, active_only, ..Default::default() };
