@@ -575,51 +575,39 @@ fn resolve_back(host: &str) -> Option<String> {
     if host.is_empty() {
         return None;
     }
-    let addr = (host, 0).to_socket_addrs().ok()?.next()?;
+    match (host, 0).to_socket_addrs().ok()?.next()? {
+        std::net::SocketAddr::V4(a) => name_info(&libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: 0,
+            sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
+            sin_zero: [0; 8],
+        }),
+        std::net::SocketAddr::V6(a) => name_info(&libc::sockaddr_in6 {
+            sin6_family: libc::AF_INET6 as libc::sa_family_t,
+            sin6_port: 0,
+            sin6_flowinfo: 0,
+            sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
+            sin6_scope_id: a.scope_id(),
+        }),
+    }
+}
+
+/// The resolver's name of a socket address (`getnameinfo`, a name required). `sa` is a
+/// `sockaddr_in` or `sockaddr_in6`.
+fn name_info<T>(sa: &T) -> Option<String> {
     let mut name = [0 as libc::c_char; 1025];
-    let rc = match addr {
-        std::net::SocketAddr::V4(a) => {
-            let sa = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: 0,
-                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: `sa` is a valid sockaddr_in of the size given; `name` is writable for
-            // its whole length, and no service name is asked for (null, 0).
-            unsafe {
-                libc::getnameinfo(
-                    (&sa as *const libc::sockaddr_in).cast(),
-                    std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-                    name.as_mut_ptr(),
-                    name.len() as libc::socklen_t,
-                    std::ptr::null_mut(),
-                    0,
-                    libc::NI_NAMEREQD,
-                )
-            }
-        }
-        std::net::SocketAddr::V6(a) => {
-            let sa = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: 0,
-                sin6_flowinfo: 0,
-                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: as above, for a sockaddr_in6.
-            unsafe {
-                libc::getnameinfo(
-                    (&sa as *const libc::sockaddr_in6).cast(),
-                    std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-                    name.as_mut_ptr(),
-                    name.len() as libc::socklen_t,
-                    std::ptr::null_mut(),
-                    0,
-                    libc::NI_NAMEREQD,
-                )
-            }
-        }
+    // SAFETY: `sa` is a whole socket address of `size_of::<T>()` bytes; `name` is writable
+    // for its whole length, and no service name is asked for (null, 0).
+    let rc = unsafe {
+        libc::getnameinfo(
+            (sa as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+            name.as_mut_ptr(),
+            name.len() as libc::socklen_t,
+            std::ptr::null_mut(),
+            0,
+            libc::NI_NAMEREQD,
+        )
     };
     if rc != 0 {
         return None;

@@ -173,7 +173,29 @@ pub fn reason_or_nodes(j: &v1::JobInfo) -> String {
 
 /// Whether `%R` is the job's reason rather than its nodes (squeue's `_print_job_reason_list`).
 pub fn shows_reason(j: &v1::JobInfo) -> bool {
-    is_pending(j) || matches!(j.state.as_str(), "FAILED" | "TIMEOUT" | "OUT_OF_MEMORY" | "DEADLINE")
+    is_pending(j) || ended_with_reason(j) || j.state == "DEADLINE"
+}
+
+/// A job whose end is its reason (`NonZeroExitCode`, `TimeLimit`, ...: [`reason_text`]).
+fn ended_with_reason(j: &v1::JobInfo) -> bool {
+    matches!(j.state.as_str(), "FAILED" | "TIMEOUT" | "OUT_OF_MEMORY")
+}
+
+/// Held (by its user or an administrator): pending so, or cancelled while so.
+pub fn is_held(j: &v1::JobInfo) -> bool {
+    j.reason == "JobHeldUser" || j.reason == "JobHeldAdmin"
+}
+
+/// Whether the job accrues waiting time (Slurm's `AccrueTime`): not while held or on a
+/// dependency.
+pub fn accrues(j: &v1::JobInfo) -> bool {
+    !is_held(j) && j.reason != "Dependency"
+}
+
+/// Whether the job has an eligible time (Slurm's `EligibleTime`): not while it does not
+/// accrue, nor while its array's throttle holds it back.
+pub fn eligible(j: &v1::JobInfo) -> bool {
+    accrues(j) && j.reason != "JobArrayTaskLimit"
 }
 
 /// `TresPerNode` (`gres:gpu:2`): the GRES asked for per node.
@@ -294,9 +316,7 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> Cow<'_, str> {
         'N' => return Cow::Borrowed(&j.nodes),
         'Z' => return Cow::Borrowed(&s.work_dir),
         'R' if !shows_reason(j) => return Cow::Borrowed(&j.nodes),
-        'r' if !j.reason.is_empty() && !matches!(j.state.as_str(), "FAILED" | "TIMEOUT" | "OUT_OF_MEMORY") => {
-            return Cow::Borrowed(&j.reason)
-        }
+        'r' if !j.reason.is_empty() && !ended_with_reason(j) => return Cow::Borrowed(&j.reason),
         _ => {}
     }
     let limit = time_limit(j);
@@ -413,10 +433,10 @@ fn extra(code: char) -> Option<(&'static str, &'static str)> {
 /// no such thing for is printed as Slurm prints an unset value).
 pub fn squeue_extra(j: &v1::JobInfo, name: &str) -> String {
     let s = spec(j);
-    let held = is_pending(j) && (j.reason == "JobHeldUser" || j.reason == "JobHeldAdmin");
     let time_or_na = |t: i64| if t > 0 { fmt_time(t) } else { "N/A".into() };
     match name {
-        "accruetime" | "eligibletime" if held || j.reason == "Dependency" => "N/A".into(),
+        "accruetime" if !accrues(j) => "N/A".into(),
+        "eligibletime" if !eligible(j) => "N/A".into(),
         "accruetime" | "eligibletime" => time_or_na(j.eligible_time),
         "allocnodes" => crate::common::alloc_node_name(&s.submit_host),
         "batchflag" => u8::from(s.batch).to_string(),

@@ -551,11 +551,9 @@ fn partition_node_mem(j: &v1::JobInfo, reply: &v1::StateReply) -> u64 {
 fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool, details: bool, extra: Vec<String>) -> String {
     let s = spec(j);
     let pending = jobview::is_pending(j);
-    let held = pending && (j.reason == "JobHeldUser" || j.reason == "JobHeldAdmin");
     // Slurm has no eligible time for a job that is held, waits on a dependency or on its
     // array's throttle, and accrues no time while held or waiting on a dependency.
-    let no_accrue = held || (pending && j.reason == "Dependency");
-    let not_eligible = no_accrue || (pending && j.reason == "JobArrayTaskLimit");
+    let (no_accrue, not_eligible) = (!jobview::accrues(j), !jobview::eligible(j));
     let now = reply.now;
     let run_time = jobview::used(j, now);
     let nodes = jobview::num_nodes(j);
@@ -731,41 +729,35 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool, details: bo
 /// record: each task takes the old one). Asked for by id: an array's remainder first, then
 /// its tasks newest first (the array's own hash chain).
 fn order_like_slurm(jobs: &mut [v1::JobInfo], by_id: bool) {
-    let last_task = |array: u32| {
-        jobs.iter()
-            .filter(|t| t.array_job_id == array && t.array_task_id.is_some() && t.job_id != array)
-            .map(|t| t.job_id)
-            .max()
-    };
-    let keys: Vec<(u32, u32, i64)> = jobs
-        .iter()
-        .map(|j| {
-            let remainder = j.array_job_id != 0 && j.array_task_id.is_none();
-            if by_id && j.array_job_id != 0 {
-                // (the array, its remainder first, then newest first)
-                (j.array_job_id, u32::from(!remainder), -i64::from(j.job_id))
-            } else if remainder {
-                (last_task(j.array_job_id).unwrap_or(j.job_id), 1, 0)
-            } else {
-                (j.job_id, 0, 0)
-            }
-        })
-        .collect();
-    let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_by_key(|&i| keys[i]);
-    let sorted: Vec<v1::JobInfo> = order.iter().map(|&i| jobs[i].clone()).collect();
-    jobs.clone_from_slice(&sorted);
+    // Each array's newest task that left it, in one pass.
+    let mut last_task: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+    for t in jobs.iter().filter(|t| t.array_task_id.is_some() && t.job_id != t.array_job_id) {
+        let e = last_task.entry(t.array_job_id).or_insert(t.job_id);
+        *e = (*e).max(t.job_id);
+    }
+    jobs.sort_by_cached_key(|j| {
+        let remainder = j.array_job_id != 0 && j.array_task_id.is_none();
+        if by_id && j.array_job_id != 0 {
+            // (the array, its remainder first, then newest first)
+            (j.array_job_id, u32::from(!remainder), -i64::from(j.job_id))
+        } else if remainder {
+            (last_task.get(&j.array_job_id).copied().unwrap_or(j.job_id), 1, 0)
+        } else {
+            (j.job_id, 0, 0)
+        }
+    });
 }
 
 /// `scontrol -d show job`'s lines of what a job holds: `JOB_GRES=` (its GRES in all) and
 /// one `  Nodes=` line per run of nodes that hold the same cores, memory and GRES.
 fn alloc_detail_lines(alloc: &[v1::NodeAlloc]) -> Vec<String> {
+    let gres_name = |g: &v1::GresAlloc| match &g.r#type {
+        Some(t) => format!("{}:{t}", g.name),
+        None => g.name.clone(),
+    };
     let mut totals: Vec<(String, usize)> = Vec::new();
     for g in alloc.iter().flat_map(|a| &a.gres) {
-        let key = match &g.r#type {
-            Some(t) => format!("{}:{t}", g.name),
-            None => g.name.clone(),
-        };
+        let key = gres_name(g);
         let n = if g.indices.is_empty() { g.count as usize } else { g.indices.len() };
         match totals.iter_mut().find(|(k, _)| *k == key) {
             Some((_, t)) => *t += n,
@@ -784,18 +776,16 @@ fn alloc_detail_lines(alloc: &[v1::NodeAlloc]) -> Vec<String> {
             .gres
             .iter()
             .map(|g| {
-                let name = match &g.r#type {
-                    Some(t) => format!("{}:{t}", g.name),
-                    None => g.name.clone(),
-                };
+                let name = gres_name(g);
                 if g.indices.is_empty() {
                     format!("{name}:{}", g.count)
                 } else {
-                    format!("{name}:{}(IDX:{})", g.indices.len(), id_ranges(&g.indices))
+                    format!("{name}:{}(IDX:{})", g.indices.len(), drover_model::gres::fmt_indices(&g.indices))
                 }
             })
             .collect();
-        let rest = format!("CPU_IDs={} Mem={} GRES={}", id_ranges(&a.cpu_ids), a.mem_mb, gres.join(","));
+        let rest =
+            format!("CPU_IDs={} Mem={} GRES={}", drover_model::gres::fmt_indices(&a.cpu_ids), a.mem_mb, gres.join(","));
         match runs.last_mut() {
             Some((nodes, r)) if *r == rest => nodes.push(a.node.clone()),
             _ => runs.push((vec![a.node.clone()], rest)),
@@ -805,24 +795,6 @@ fn alloc_detail_lines(alloc: &[v1::NodeAlloc]) -> Vec<String> {
         out.push(format!("  Nodes={} {rest}", drover_model::hostlist::Hostlist::from_iter(&nodes).ranged()));
     }
     out
-}
-
-/// Ids as ranges (`0-1,4`), in order.
-fn id_ranges(ids: &[u32]) -> String {
-    let mut v = ids.to_vec();
-    v.sort_unstable();
-    v.dedup();
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < v.len() {
-        let mut k = i;
-        while k + 1 < v.len() && v[k + 1] == v[k] + 1 {
-            k += 1;
-        }
-        parts.push(if k == i { v[i].to_string() } else { format!("{}-{}", v[i], v[k]) });
-        i = k + 1;
-    }
-    parts.join(",")
 }
 
 fn node_text(n: &v1::NodeInfo, oneliner: bool, details: bool) -> String {
@@ -1209,6 +1181,6 @@ mod tests {
             alloc_detail_lines(&[node("node1", &[0], None), node("node2", &[0], None)]),
             ["JOB_GRES=(null)", "  Nodes=node[1-2] CPU_IDs=0 Mem=0 GRES="]
         );
-        assert_eq!(id_ranges(&[4, 0, 1, 2, 7, 8]), "0-2,4,7-8");
+        assert_eq!(drover_model::gres::fmt_indices(&[4, 0, 1, 2, 7, 8]), "0-2,4,7-8");
     }
 }

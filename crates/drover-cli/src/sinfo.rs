@@ -649,13 +649,8 @@ fn state_matches(n: &v1::NodeInfo, want: &str) -> bool {
 
 /// `names` without repeats, in their order.
 fn unique<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
-    let mut out: Vec<&str> = Vec::new();
-    for n in names {
-        if !out.contains(&n) {
-            out.push(n);
-        }
-    }
-    out
+    let mut seen = std::collections::HashSet::new();
+    names.filter(|n| seen.insert(*n)).collect()
 }
 
 #[cfg(test)]

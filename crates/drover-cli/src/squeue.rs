@@ -204,21 +204,24 @@ fn long_field(name: &str) -> Option<char> {
 }
 
 pub(crate) fn parse_long_format(spec: &str) -> Result<Vec<Item>, String> {
+    long_items(spec, long_field, "job")
+}
+
+/// `-O Name[:[.]width],...` as format items, each name's code from `code` (a `what` format
+/// names the refusal): 20 wide by default, the width the whole column's (no separator
+/// between columns, as in Slurm).
+pub(crate) fn long_items(spec: &str, code: impl Fn(&str) -> Option<char>, what: &str) -> Result<Vec<Item>, String> {
     let mut items = Vec::new();
     for f in spec.split(',').filter(|f| !f.is_empty()) {
         let (name, size) = match f.split_once(':') {
             Some((n, s)) => (n, Some(s)),
             None => (f, None),
         };
-        let code = long_field(name).ok_or_else(|| format!("Invalid job format specification: {name}"))?;
+        let code = code(name).ok_or_else(|| format!("Invalid {what} format specification: {name}"))?;
         let (right, width) = match size {
-            Some(s) => {
-                let right = s.starts_with('.');
-                (right, s.trim_start_matches('.').parse::<usize>().ok())
-            }
+            Some(s) => (s.starts_with('.'), s.trim_start_matches('.').parse::<usize>().ok()),
             None => (false, Some(20)),
         };
-        // The width is the whole column's: no separator between columns, as in Slurm.
         items.push(Item::Field { code, width, right });
     }
     Ok(items)

@@ -120,27 +120,14 @@ fn step_long(c: char) -> Option<&'static (&'static str, &'static str, Option<cha
     STEP_LONG.get((c as u32).checked_sub(STEP_LONG_BASE)? as usize)
 }
 
-/// `squeue -s -O` as format items (`Name[:[.]width]`, 20 wide by default, no separator).
+/// `squeue -s -O` as format items.
 pub fn squeue_long_items(spec: &str) -> Result<Vec<Item>, String> {
-    let mut items = Vec::new();
-    for f in spec.split(',').filter(|f| !f.is_empty()) {
-        let (name, size) = match f.split_once(':') {
-            Some((n, s)) => (n, Some(s)),
-            None => (f, None),
-        };
+    let code = |name: &str| {
         let lower = name.to_ascii_lowercase();
-        let i = STEP_LONG
-            .iter()
-            .position(|(n, _, _)| *n == lower)
-            .ok_or_else(|| format!("Invalid job step format specification: {name}"))?;
-        let code = char::from_u32(STEP_LONG_BASE + i as u32).unwrap_or('?');
-        let (right, width) = match size {
-            Some(s) => (s.starts_with('.'), s.trim_start_matches('.').parse::<usize>().ok()),
-            None => (false, Some(20)),
-        };
-        items.push(Item::Field { code, width, right });
-    }
-    Ok(items)
+        let i = STEP_LONG.iter().position(|(n, _, _)| *n == lower)?;
+        char::from_u32(STEP_LONG_BASE + i as u32)
+    };
+    crate::squeue::long_items(spec, code, "job step")
 }
 
 pub fn squeue_header(c: char) -> &'static str {
