@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+mod legacy;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HoldKind {
     User,
@@ -270,19 +272,23 @@ pub struct NodeAdmin {
     pub reason_time: i64,
 }
 
-/// One change, journalled before it is acknowledged.
+/// One change, journalled before it is acknowledged. The two variants that carry a request
+/// stay first: version 3 of the state wrote them at these indices in another shape (see
+/// [`legacy`]).
 #[allow(clippy::large_enum_variant)] // records live briefly; boxing buys nothing
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Record {
     /// A new job, with its whole request (script and environment included).
     Submit {
         id: JobId,
+        #[serde(with = "wire_spec")]
         spec: JobSpec,
         status: JobStatus,
     },
     /// A changed request (without script and environment, which stay where they were).
     Update {
         id: JobId,
+        #[serde(with = "wire_spec")]
         spec: JobSpec,
         status: JobStatus,
     },
@@ -604,14 +610,50 @@ impl Durable {
 ///
 /// 2: requeued jobs' fences ([`Record::Fence`], and after the rest of a snapshot).
 /// 3: pending array tasks cancelled without a record ([`Record::ArrayDrop`]).
-pub const STATE_SCHEMA: u32 = 3;
+/// 4: a record starts with [`RECORD_TAG`], and a job's request in it is its protobuf message
+///    (a field added to the request no longer changes the record's shape).
+pub const STATE_SCHEMA: u32 = 4;
+
+/// The first byte of a record of version 4 on: never the first byte of an older one (a
+/// variant's index, below [`legacy::V3_VARIANTS`]), nor a whole postcard varint.
+pub const RECORD_TAG: u8 = 0xd4;
 
 pub fn encode_record(r: &Record) -> Vec<u8> {
-    postcard::to_stdvec(r).expect("invariant: record serializes")
+    let mut b = vec![RECORD_TAG];
+    postcard::to_io(r, &mut b).expect("invariant: record serializes");
+    b
 }
 
+/// Reads a record of any version: a job's script is read back from the journal file its
+/// submission went to, which may be older than the state.
 pub fn decode_record(b: &[u8]) -> Result<Record, postcard::Error> {
+    match b.first() {
+        Some(&RECORD_TAG) => decode_current(&b[1..]),
+        Some(&v) if v < legacy::V3_VARIANTS => legacy::decode_v3(b),
+        _ => Err(postcard::Error::DeserializeBadEnum),
+    }
+}
+
+fn decode_current(b: &[u8]) -> Result<Record, postcard::Error> {
     postcard::from_bytes(b)
+}
+
+/// A job's request in a record: its protobuf message, as bytes.
+mod wire_spec {
+    use drover_model::job::JobSpec;
+    use prost::Message;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(spec: &JobSpec, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&drover_proto::spec_to_wire(spec).encode_to_vec())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<JobSpec, D::Error> {
+        use serde::de::Error;
+        let b = <&[u8]>::deserialize(d)?;
+        let w = drover_proto::v1::JobSpec::decode(b).map_err(D::Error::custom)?;
+        drover_proto::spec_from_wire(w).map_err(D::Error::custom)
+    }
 }
 
 #[cfg(test)]
@@ -650,23 +692,33 @@ mod tests {
         assert_eq!(d.next_job_id, JobId::MAX);
     }
 
-    /// The journal's records as this schema writes them: a job's request and status go in
-    /// field by field (postcard), so a field added to `JobSpec` or `JobStatus` changes the
-    /// shape, and a controller of the new shape could not read the journal of the old one.
-    /// This fails on such a change: raise `STATE_SCHEMA`, keep a reader of the older shape,
-    /// and take the new bytes here.
+    /// The journal's records as this schema writes them. A job's request goes in as its
+    /// protobuf message, so a field added to `JobSpec` (and its message) leaves the record of a
+    /// request without it as it was; a job's status still goes in field by field (postcard),
+    /// so a field added to `JobStatus` changes the shape, and a controller of the new shape
+    /// could not read the journal of the old one. This fails on such a change: raise
+    /// `STATE_SCHEMA`, keep a reader of the older shape (see `legacy`), and take the new bytes
+    /// here.
     #[test]
-    fn the_shape_of_a_journalled_request_is_that_of_its_schema() {
-        let r = Record::Submit { id: 7, spec: JobSpec::default(), status: JobStatus::pending(1, 1, "debug", 1, None) };
+    fn the_shape_of_a_journalled_record_is_that_of_its_schema() {
+        let spec = JobSpec { name: "x".into(), ..Default::default() };
+        let r = Record::Submit { id: 7, spec, status: JobStatus::pending(1, 1, "debug", 1, None) };
         let hex: String = encode_record(&r).iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(STATE_SCHEMA, 3);
-        let want = concat!(
-            "00070000000000000000000000000000000000000000000000000000000000000000000000000000",
-            "00000000000000000000000000000000000000000000000000000000000202000005646562756700",
-            "00000000010000000000000000000000",
-        );
+        assert_eq!(STATE_SCHEMA, 4);
+        let want = "d40007030a01780000020200000564656275670000000000010000000000000000000000";
         assert_eq!(hex, want, "a journalled type changed shape: raise STATE_SCHEMA");
         assert_eq!(decode_record(&encode_record(&r)).unwrap(), r);
+    }
+
+    /// Neither a record of another program nor a cut one is taken for a record.
+    #[test]
+    fn a_record_of_no_version_is_refused() {
+        assert!(decode_record(&[]).is_err());
+        assert!(decode_record(&[0x7f, 0, 0]).is_err());
+        let r = Record::Submit { id: 7, spec: JobSpec::default(), status: JobStatus::pending(1, 1, "debug", 1, None) };
+        let b = encode_record(&r);
+        assert!(decode_record(&b[..b.len() - 1]).is_err());
+        assert!(decode_record(&b[1..]).is_err(), "a record without its tag is one of version 3, and not this one");
     }
 
     #[test]

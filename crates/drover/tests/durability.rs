@@ -186,6 +186,50 @@ fn state_of_a_newer_version_is_refused() {
     assert!(log.contains(&want), "{log}");
 }
 
+/// State written by the previous version (`testdata/state-v3`: a snapshot, and the older
+/// journal file that holds the jobs' scripts and environments): read, written again at once in
+/// this version, and its jobs run from their requests as they were journalled, the renamed one
+/// with its new name and limit, the array after its dependency.
+#[test]
+fn state_of_the_previous_version_is_read_and_its_jobs_run() {
+    use drover_journal::format::SnapHeader;
+    if !root_or_skip("the fixture's jobs are root's") {
+        return;
+    }
+    let mut c = Cluster::start(EXE, Options { nodes: 1, ..Default::default() });
+    c.kill_controller();
+    let jdir = journal_dir(&c);
+    std::fs::remove_dir_all(&jdir).unwrap();
+    std::fs::create_dir(&jdir).unwrap();
+    for e in std::fs::read_dir(drover_testkit::testdata("state-v3/journal")).unwrap().flatten() {
+        std::fs::copy(e.path(), jdir.join(e.file_name())).unwrap();
+    }
+    let old = SnapHeader::decode(&std::fs::read(jdir.join("snapshot")).unwrap()).unwrap();
+    assert_eq!(old.schema, 3);
+    c.start_controller();
+    wait_controller(&c);
+    let now = SnapHeader::decode(&std::fs::read(jdir.join("snapshot")).unwrap()).unwrap();
+    assert!(now.schema > 3 && now.generation > old.generation, "written again in this version: {now:?}");
+    assert!(jdir.join("journal.1").exists(), "the file with the scripts is kept");
+    let show = |id: u32| c.ok("scontrol", &["show", "job", &id.to_string()]);
+    assert!(show(2).contains("JobName=v3-renamed") && show(2).contains("TimeLimit=00:30:00"), "{}", show(2));
+    assert!(show(1).contains("Comment=from v3") && show(1).contains("Nice=5"), "{}", show(1));
+    assert_eq!(c.submit(&["--hold", "--wrap", "true"]), 5, "ids go on from the old state's");
+
+    c.ok("scontrol", &["release", "1,2"]);
+    // The script tests the environment and directory it was submitted with.
+    c.wait_state(1, &["COMPLETED"], Duration::from_secs(30));
+    c.wait_state(2, &["FAILED"], Duration::from_secs(30));
+    assert!(show(2).contains("ExitCode=7:0"), "{}", show(2));
+    c.ok("scontrol", &["release", "3"]);
+    c.wait_until("the array's three tasks to complete", Duration::from_secs(60), || {
+        c.ok("scontrol", &["show", "job", "3"]).matches("JobState=COMPLETED").count() == 3
+    });
+    c.kill_controller();
+    let (code, report) = check_state(&c, false);
+    assert_eq!(code, 0, "{report}");
+}
+
 fn mount_tmpfs(at: &Path, size: &str) -> bool {
     std::fs::create_dir_all(at).unwrap();
     Command::new("mount")
