@@ -107,6 +107,32 @@ pub struct JobArgs {
     pub overcommit: bool,
     #[arg(long = "tmp")]
     pub tmp: Option<String>,
+    #[arg(long = "time-min")]
+    pub time_min: Option<String>,
+    #[arg(long = "mincpus")]
+    pub mincpus: Option<String>,
+    #[arg(short = 's', long = "oversubscribe", alias = "share")]
+    pub oversubscribe: bool,
+    #[arg(short = 'k', long = "no-kill", num_args = 0..=1, default_missing_value = "set", require_equals = true)]
+    pub no_kill: Option<String>,
+    #[arg(long = "kill-on-invalid-dep")]
+    pub kill_on_invalid_dep: Option<String>,
+    #[arg(long = "cores-per-socket")]
+    pub cores_per_socket: Option<String>,
+    #[arg(long = "threads-per-core")]
+    pub threads_per_core: Option<String>,
+    #[arg(long = "ntasks-per-core")]
+    pub ntasks_per_core: Option<String>,
+    #[arg(short = 'B', long = "extra-node-info")]
+    pub extra_node_info: Option<String>,
+    #[arg(long = "hint")]
+    pub hint: Option<String>,
+    #[arg(long = "deadline")]
+    pub deadline: Option<String>,
+    #[arg(long = "profile")]
+    pub profile: Option<String>,
+    #[arg(long = "acctg-freq")]
+    pub acctg_freq: Option<String>,
     #[arg(long = "nice", num_args = 0..=1, default_missing_value = "100", require_equals = true)]
     pub nice: Option<String>,
     #[arg(long = "priority")]
@@ -269,6 +295,85 @@ pub struct Validated {
 
 fn num<T: std::str::FromStr>(v: &str, what: &str) -> Result<T, String> {
     v.trim().parse().map_err(|_| format!("Invalid {what} specification: {v}"))
+}
+
+/// A date as Slurm's `parse_time` reads it for `--begin` and `--deadline`, with its two
+/// lines of complaint (the parser says where it stopped, after a word it knows).
+fn time_spec(v: &str, opt: &str) -> Result<i64, String> {
+    crate::common::parse_time_spec(v, crate::common::now()).ok_or_else(|| {
+        let lower = v.to_ascii_lowercase();
+        let pos = ["tomorrow", "midnight", "elevenses", "teatime", "today", "noon", "fika", "now"]
+            .iter()
+            .find(|w| lower.starts_with(*w))
+            .map_or(0, |w| w.len());
+        format!("Invalid time specification (pos={pos}): {v}\n{EXIT_255}Invalid --{opt} specification")
+    })
+}
+
+/// `-B sockets[:cores[:threads]]`, each a count or `*` (any), as Slurm's
+/// `verify_socket_core_thread_count` reads it.
+fn extra_node_info(v: &str) -> Result<[Option<u32>; 3], String> {
+    let mut out = [None; 3];
+    let parts: Vec<&str> = v.split(':').collect();
+    for (i, p) in parts.iter().enumerate().take(3) {
+        if *p == "*" {
+            continue;
+        }
+        // A range's minimum is what counts (`2-4`).
+        let min = p.split_once('-').map_or(*p, |(lo, _)| lo);
+        match min.parse::<u32>() {
+            Ok(n) => out[i] = Some(n),
+            Err(_) => {
+                let which = ["first", "second", "third"][i];
+                return Err(format!("Invalid numeric value \"{min}\" for {which} arg of -B."));
+            }
+        }
+    }
+    if parts.len() > 3 {
+        return Err(format!("{EXIT_255}Invalid --extra-node-info specification"));
+    }
+    Ok(out)
+}
+
+/// `--hint`: what each word implies for threads per core and tasks per core, as Slurm's
+/// `verify_hint`.
+fn hint(v: &str, spec: &mut JobSpec) -> Result<(), String> {
+    for word in v.split([',', ';']) {
+        match word.to_ascii_lowercase().as_str() {
+            "compute_bound" | "nomultithread" => spec.threads_per_core = Some(1),
+            "memory_bound" => {
+                spec.cores_per_socket = Some(1);
+                spec.threads_per_core = Some(1);
+            }
+            "multithread" => spec.threads_per_core = None,
+            _ => return Err(format!("unrecognized --hint argument \"{word}\", see --hint=help")),
+        }
+    }
+    Ok(())
+}
+
+/// `--acctg-freq`: comma-separated `task|energy|network|filesystem=SECONDS`, or seconds
+/// alone (the task sampling), as Slurm's `validate_acctg_freq`; each bad one named.
+fn acctg_freq(v: &str) -> Result<(), String> {
+    let bad: Vec<String> = v
+        .split(',')
+        .filter(|t| !t.is_empty())
+        .filter(|t| {
+            let n = t.split_once('=').map_or(Some(*t), |(k, n)| {
+                ["task", "energy", "network", "filesystem"].contains(&k.to_ascii_lowercase().as_str()).then_some(n)
+            });
+            !n.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(|t| format!("Invalid --acctg-freq specification: {t}"))
+        .collect();
+    match bad.split_last() {
+        None => Ok(()),
+        Some((last, rest)) => {
+            let mut msg: Vec<String> = rest.iter().map(|m| format!("error: {m}")).collect();
+            msg.push(format!("{EXIT_255}{last}"));
+            Err(msg.join("\n"))
+        }
+    }
 }
 
 /// A positive count as Slurm's parse_int reads it: `Invalid numeric value "x" for --opt.`
@@ -454,15 +559,10 @@ impl JobArgs {
         }
         spec.hold = self.hold;
         if let Some(b) = &self.begin {
-            spec.begin_time = Some(crate::common::parse_time_spec(b, crate::common::now()).ok_or_else(|| {
-                // Slurm's time parser says where it stopped (after a word it knows).
-                let lower = b.to_ascii_lowercase();
-                let pos = ["tomorrow", "midnight", "elevenses", "teatime", "today", "noon", "fika", "now"]
-                    .iter()
-                    .find(|w| lower.starts_with(*w))
-                    .map_or(0, |w| w.len());
-                format!("Invalid time specification (pos={pos}): {b}\n{EXIT_255}Invalid --begin specification")
-            })?);
+            spec.begin_time = Some(time_spec(b, "begin")?);
+        }
+        if let Some(d) = &self.deadline {
+            spec.deadline = Some(time_spec(d, "deadline")?);
         }
         if let Some(d) = &self.dependency {
             spec.dependency = parse_dependency(d).map_err(|_| format!("{REFUSED}Job dependency problem"))?;
@@ -533,7 +633,7 @@ impl JobArgs {
         spec.gpus_per_socket =
             self.gpus_per_socket.as_deref().map(drover_model::gres::parse_gpus).transpose().map_err(bad_gres)?;
         spec.sockets_per_node = self.sockets_per_node.as_deref().map(|c| num(c, "sockets-per-node")).transpose()?;
-        spec.cpus_per_gpu = self.cpus_per_gpu.as_deref().map(|c| num(c, "cpus-per-gpu")).transpose()?;
+        spec.cpus_per_gpu = self.cpus_per_gpu.as_deref().map(|c| count(c, "cpus-per-gpu")).transpose()?;
         spec.mem_per_gpu_mb = self
             .mem_per_gpu
             .as_deref()
@@ -560,6 +660,62 @@ impl JobArgs {
         if let Some(s) = &self.segment {
             spec.segment = Some(num(s, "segment")?);
         }
+        if let Some(t) = &self.time_min {
+            // Slurm's time_str2mins: 0 is no minimum.
+            spec.time_min = match parse_time_limit(t) {
+                Ok(Some(0) | None) => None,
+                Ok(Some(secs)) => Some(secs.div_ceil(60) * 60),
+                Err(_) => return Err(format!("{EXIT_255}Invalid --time-min specification")),
+            };
+        }
+        if let Some(n) = &self.mincpus {
+            spec.min_cpus_per_node = Some(count(n, "mincpus")?);
+        }
+        spec.oversubscribe = self.oversubscribe;
+        if let Some(k) = &self.no_kill {
+            spec.no_kill = match k.to_ascii_lowercase().as_str() {
+                "set" => true,
+                "off" | "no" => false,
+                _ => return Err(format!("{EXIT_255}Invalid --no-kill specification")),
+            };
+        }
+        if let Some(k) = &self.kill_on_invalid_dep {
+            spec.kill_on_invalid_dep = match k.to_ascii_lowercase().as_str() {
+                "yes" => Some(true),
+                "no" => Some(false),
+                _ => return Err(format!("{EXIT_255}Invalid --kill-on-invalid-dep specification")),
+            };
+        }
+        if let Some(b) = &self.extra_node_info {
+            let [sockets, cores, threads] = extra_node_info(b)?;
+            spec.sockets_per_node = sockets.or(spec.sockets_per_node);
+            spec.cores_per_socket = cores;
+            spec.threads_per_core = threads;
+        }
+        if let Some(h) = &self.hint {
+            hint(h, &mut spec)?;
+        }
+        if let Some(c) = &self.cores_per_socket {
+            spec.cores_per_socket = Some(count(c, "cores-per-socket")?);
+        }
+        if let Some(t) = &self.threads_per_core {
+            spec.threads_per_core = Some(count(t, "threads-per-core")?);
+        }
+        if let Some(t) = &self.ntasks_per_core {
+            spec.ntasks_per_core = Some(count(t, "ntasks-per-core")?);
+        }
+        if let Some(p) = &self.profile {
+            let l = p.to_ascii_lowercase();
+            if !["none", "all", "energy", "task", "lustre", "network"].iter().any(|w| l.contains(w)) {
+                return Err(format!("{EXIT_255}invalid --profile={p} option"));
+            }
+            spec.profile = Some(p.clone());
+        }
+        if let Some(f) = &self.acctg_freq {
+            acctg_freq(f)?;
+            spec.acctg_freq = Some(f.clone());
+        }
+
         if let Some(sw) = &self.switches {
             let (n, wait) = sw.split_once('@').map_or((sw.as_str(), None), |(n, w)| (n, Some(w)));
             spec.switches = Some(num(n, "switches")?);
@@ -620,13 +776,16 @@ fn leading_int(s: &str) -> i64 {
     }
 }
 
-/// How a command prints a validation error: Slurm's `fatal:` ones as such, the rest as
-/// `error:` lines.
-/// Prints a validation error as `prog` (sbatch, salloc, srun) prints it; its exit status.
+/// Prints a validation error as `prog` (sbatch, salloc, srun) prints it: Slurm's `fatal:`
+/// ones as such, the rest as `error:` lines; lines before the last as they are, or as `prog`'s
+/// errors where they start with `error: `. Returns the exit status.
 pub fn report(prog: &str, e: &str) -> i32 {
     let (before, last) = e.rsplit_once('\n').unwrap_or(("", e));
     for line in before.lines() {
-        eprintln!("{line}");
+        match line.strip_prefix("error: ") {
+            Some(m) => eprintln!("{prog}: error: {m}"),
+            None => eprintln!("{line}"),
+        }
     }
     if let Some(m) = last.strip_prefix("fatal: ") {
         eprintln!("{prog}: fatal: {m}");
@@ -761,6 +920,46 @@ mod tests {
         assert!(bad.validate(true).is_err());
         let bad = JobArgs::try_parse_from(["x", "-N", "0"]).unwrap();
         assert!(bad.validate(true).is_err());
+    }
+
+    /// The node-shape, time and accounting options as Slurm's option parsers read them, and
+    /// their errors in Slurm's words (a `255:` prefix: sbatch leaves with 255).
+    #[test]
+    fn node_shape_time_and_accounting_options() {
+        let spec = |args: &[&str]| {
+            let mut all = vec!["x"];
+            all.extend_from_slice(args);
+            JobArgs::try_parse_from(all).unwrap().validate(true).map(|v| v.spec)
+        };
+        let s = spec(&["-B", "2:*:1", "--ntasks-per-core=1", "--mincpus=3", "-s", "-k"]).unwrap();
+        assert_eq!((s.sockets_per_node, s.cores_per_socket, s.threads_per_core), (Some(2), None, Some(1)));
+        assert_eq!(
+            (s.ntasks_per_core, s.min_cpus_per_node, s.oversubscribe, s.no_kill),
+            (Some(1), Some(3), true, true)
+        );
+        assert!(!spec(&["--no-kill=off"]).unwrap().no_kill);
+        assert_eq!(spec(&["-B", "x:y:z:w"]).unwrap_err(), "Invalid numeric value \"x\" for first arg of -B.");
+        assert_eq!(spec(&["-B", "1:2:3:4"]).unwrap_err(), "255:Invalid --extra-node-info specification");
+        let s = spec(&["--hint=memory_bound"]).unwrap();
+        assert_eq!((s.cores_per_socket, s.threads_per_core), (Some(1), Some(1)));
+        assert_eq!(spec(&["--hint=multithread"]).unwrap().threads_per_core, None);
+        assert_eq!(spec(&["--hint=x"]).unwrap_err(), "unrecognized --hint argument \"x\", see --hint=help");
+        // --time-min rounds up to minutes; 0 is none.
+        assert_eq!(spec(&["--time-min=90"]).unwrap().time_min, Some(5400));
+        assert_eq!(spec(&["--time-min=0:30"]).unwrap().time_min, Some(60));
+        assert_eq!(spec(&["--time-min=0"]).unwrap().time_min, None);
+        assert_eq!(spec(&["--time-min=x"]).unwrap_err(), "255:Invalid --time-min specification");
+        assert_eq!(spec(&["--kill-on-invalid-dep=No"]).unwrap().kill_on_invalid_dep, Some(false));
+        assert_eq!(spec(&["--kill-on-invalid-dep=x"]).unwrap_err(), "255:Invalid --kill-on-invalid-dep specification");
+        assert!(spec(&["--deadline=bogus"]).unwrap_err().ends_with("\n255:Invalid --deadline specification"));
+        assert!(spec(&["--deadline=2030-01-01T00:00:00"]).unwrap().deadline.is_some());
+        assert!(spec(&["--acctg-freq=task=10,energy=0", "--profile=task,energy"]).is_ok());
+        assert!(spec(&["--acctg-freq=30"]).is_ok());
+        assert_eq!(
+            spec(&["--acctg-freq=bogus=5,task=x"]).unwrap_err(),
+            "error: Invalid --acctg-freq specification: bogus=5\n255:Invalid --acctg-freq specification: task=x"
+        );
+        assert_eq!(spec(&["--profile=bogus"]).unwrap_err(), "255:invalid --profile=bogus option");
     }
 
     #[test]

@@ -26,6 +26,9 @@ struct SbatchArgs {
     wait: bool,
     #[arg(long = "wrap")]
     wrap: Option<String>,
+    /// `-m`: the default layout of the job's steps (`SLURM_DISTRIBUTION` in its environment).
+    #[arg(short = 'm', long = "distribution")]
+    distribution: Option<String>,
     #[arg(short = 'V', long = "version")]
     version: bool,
     #[arg(short = 'h', long = "help")]
@@ -260,6 +263,7 @@ pub fn main(args: Vec<String>) -> i32 {
                 cli.parsable = m.parsable;
                 cli.test_only = m.test_only;
                 cli.wait = m.wait;
+                cli.distribution = m.distribution;
                 m.job
             }
             Err(e) => {
@@ -275,6 +279,19 @@ pub fn main(args: Vec<String>) -> i32 {
         }
     };
     let mut spec = validated.spec;
+    if let Some(d) = &cli.distribution {
+        if let Err(e) = drover_model::step::Distribution::parse(d) {
+            return crate::jobopts::report("sbatch", &format!("{}{e}", crate::jobopts::EXIT_255));
+        }
+        // The job's environment has it from its layout, as slurmd sets it; SLURM_HINT as sbatch
+        // exports it.
+        spec.environment.retain(|(k, _)| k != "SLURM_DISTRIBUTION");
+        spec.environment.push(("SLURM_DISTRIBUTION".into(), d.clone()));
+    }
+    if let Some(h) = &merged.hint {
+        spec.environment.retain(|(k, _)| k != "SLURM_HINT");
+        spec.environment.push(("SLURM_HINT".into(), h.clone()));
+    }
     spec.name = merged.job_name.clone().unwrap_or(script_name);
     spec.script = script;
     spec.argv =

@@ -626,7 +626,12 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool, details: bo
             u8::from(s.batch),
             exit_code(j.exit_status)
         ),
-        format!("RunTime={} TimeLimit={} TimeMin=N/A", fmt_long(run_time), fmt_limit_long(j.time_limit_secs)),
+        format!(
+            "RunTime={} TimeLimit={} TimeMin={}",
+            fmt_long(run_time),
+            fmt_limit_long(j.time_limit_secs),
+            s.time_min_secs.map_or("N/A".into(), fmt_long)
+        ),
         format!(
             "SubmitTime={} EligibleTime={}",
             fmt_time(j.submit_time),
@@ -634,7 +639,7 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool, details: bo
         ),
         format!("AccrueTime={}", if no_accrue { "Unknown".into() } else { fmt_time(j.eligible_time) }),
         format!(
-            "StartTime={} EndTime={} Deadline=N/A",
+            "StartTime={} EndTime={} Deadline={}",
             if j.start_time > 0 {
                 fmt_time(j.start_time)
             } else if pending && j.planned_start > 0 {
@@ -645,7 +650,8 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool, details: bo
             } else {
                 "Unknown".into()
             },
-            end
+            end,
+            s.deadline.map_or("N/A".into(), fmt_time)
         ),
         format!(
             "SuspendTime={} SecsPreSuspend={} LastSchedEval={} Scheduler=Main",
@@ -666,19 +672,27 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool, details: bo
     }
     lines.extend([
         format!(
-            "NumNodes={num_nodes} NumCPUs={cpus} NumTasks={tasks} CPUs/Task={} ReqB:S:C:T=0:0:*:*",
-            s.cpus_per_task.unwrap_or(1)
+            "NumNodes={num_nodes} NumCPUs={cpus} NumTasks={tasks} CPUs/Task={} ReqB:S:C:T=0:0:{}:{}",
+            s.cpus_per_task.unwrap_or(1),
+            star(s.cores_per_socket),
+            star(s.threads_per_core)
         ),
         format!("TRES={tres}"),
-        format!("Socks/Node=* NtasksPerN:B:S:C={}:0:*:* CoreSpec=*", s.ntasks_per_node.unwrap_or(0)),
+        format!(
+            "Socks/Node={} NtasksPerN:B:S:C={}:0:*:{} CoreSpec=*",
+            star(s.sockets_per_node),
+            s.ntasks_per_node.unwrap_or(0),
+            star(s.ntasks_per_core)
+        ),
     ]);
     if details && !j.alloc.is_empty() {
         lines.extend(alloc_detail_lines(&j.alloc));
     }
     lines.extend([
         format!(
-            "MinCPUsNode={} {min_mem} MinTmpDiskNode=0",
-            s.cpus_per_task.unwrap_or(1) * s.ntasks_per_node.unwrap_or(1)
+            "MinCPUsNode={} {min_mem} MinTmpDiskNode={}",
+            (s.cpus_per_task.unwrap_or(1) * s.ntasks_per_node.unwrap_or(1)).max(s.min_cpus_per_node.unwrap_or(0)),
+            s.tmp_mb.filter(|&t| t > 0).map_or("0".into(), fmt_tres_mb)
         ),
         format!("Features={} DelayBoot=00:00:00", s.constraint.clone().unwrap_or_else(|| "(null)".into())),
     ]);
@@ -708,6 +722,25 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool, details: bo
         lines.push(format!("Switches={n}@{wait}"));
     }
     lines.push("Power=".into());
+    // Slurm's job flags share one line, without a separator.
+    let flags: String = [
+        (s.kill_on_invalid_dep == Some(true), "KillOInInvalidDependent=Yes"),
+        (s.kill_on_invalid_dep == Some(false), "KillOInInvalidDependent=No"),
+        (s.spread_job, "SpreadJob=Yes"),
+    ]
+    .iter()
+    .filter(|f| f.0)
+    .map(|f| f.1)
+    .collect();
+    if !flags.is_empty() {
+        lines.push(flags);
+    }
+    if let Some(c) = s.cpus_per_gpu {
+        lines.push(format!("CpusPerTres=gres:gpu:{c}"));
+    }
+    if let Some(m) = s.mem_per_gpu_mb {
+        lines.push(format!("MemPerTres=gres:gpu:{m}"));
+    }
     for (k, v) in [
         ("TresPerJob", jobview::tres_per_job(j)),
         ("TresPerNode", jobview::tres_per_node(j)),
@@ -717,11 +750,48 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool, details: bo
             lines.push(format!("{k}={v}"));
         }
     }
-    if let Some(m) = &s.mail_user {
-        let _ = m;
+    if let Some(t) = s.mail_type.as_deref().filter(|t| !t.is_empty()) {
+        let user = s.mail_user.clone().unwrap_or_else(|| jobview::user(j));
+        lines.push(format!("MailUser={user} MailType={}", mail_types(t)));
     }
     lines.extend(extra);
     block(&lines, oneliner, "   \n\n")
+}
+
+/// A count Slurm leaves unset (`NO_VAL16`) as `*`.
+fn star(v: Option<u32>) -> String {
+    v.map_or("*".into(), |n| n.to_string())
+}
+
+/// `--mail-type`'s words in the order Slurm's `print_mail_type` writes them (`ALL` as the
+/// words it stands for).
+fn mail_types(given: &str) -> String {
+    const ORDER: &[&str] = &[
+        "ARRAY_TASKS",
+        "INVALID_DEPEND",
+        "BEGIN",
+        "END",
+        "FAIL",
+        "REQUEUE",
+        "STAGE_OUT",
+        "TIME_LIMIT_50",
+        "TIME_LIMIT_80",
+        "TIME_LIMIT_90",
+        "TIME_LIMIT",
+    ];
+    let words: Vec<String> = given.split(',').map(|w| w.trim().to_ascii_uppercase()).collect();
+    if words.iter().all(|w| w == "NONE") {
+        return "NONE".into();
+    }
+    let all = words.iter().any(|w| w == "ALL");
+    let set: Vec<&str> = ORDER
+        .iter()
+        .copied()
+        .filter(|o| {
+            words.iter().any(|w| w == o) || (all && ["BEGIN", "END", "FAIL", "REQUEUE", "STAGE_OUT"].contains(o))
+        })
+        .collect();
+    set.join(",")
 }
 
 /// Jobs in the order slurmctld lists them. All of them: by id, except that an array's

@@ -149,7 +149,17 @@ fn env_options() -> Vec<String> {
     out
 }
 
+/// Options of the shared job options that srun has not (sbatch's and salloc's alone).
+const NOT_SRUNS: &[&str] = &["--kill-on-invalid-dep"];
+
 pub fn main(args: Vec<String>) -> i32 {
+    // Before the program: one of sbatch's options srun lacks is getopt's unknown option.
+    for a in args.iter().take_while(|a| a.starts_with('-')) {
+        if NOT_SRUNS.iter().any(|o| a.split('=').next() == Some(o)) {
+            eprintln!("srun: unrecognized option '{a}'\nTry \"srun --help\" for more information");
+            return 255;
+        }
+    }
     let all = env_options().into_iter().chain(args.iter().cloned());
     let a: SrunArgs = match common::parse_command("srun", all, |a: &SrunArgs| &a.std) {
         Ok(a) => a,
@@ -533,7 +543,7 @@ fn step_spec(a: &SrunArgs, standalone: bool) -> Result<v1::StepSpec, String> {
         return Err("--exclusive and --overlap are mutually exclusive".into());
     }
     s.distribution = a.distribution.clone().or_else(|| env("SLURM_DISTRIBUTION")).unwrap_or_default();
-    drover_model::step::Distribution::parse(&s.distribution)?;
+    drover_model::step::Distribution::parse(&s.distribution).map_err(|e| format!("{}{e}", crate::jobopts::EXIT_255))?;
     if let Some(t) = &j.time {
         let l = drover_model::duration::parse_time_limit(t)
             .map_err(|_| format!("{}Invalid --time specification", crate::jobopts::EXIT_255))?;

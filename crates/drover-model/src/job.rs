@@ -445,6 +445,31 @@ pub struct JobSpec {
     pub overcommit: bool,
     /// `--tmp`: only nodes whose `TmpDisk` holds this much (MB).
     pub tmp_mb: Option<u64>,
+    /// `--time-min`: the least time limit it accepts (seconds). Slurm's backfill may start it
+    /// with a limit between this and its `--time`; with `--deadline` and neither given, a
+    /// minute.
+    pub time_min: Option<u64>,
+    /// `--mincpus`: at least this many CPUs on each of its nodes.
+    pub min_cpus_per_node: Option<u32>,
+    /// `-s/--oversubscribe`: it may share its nodes' CPUs where its partition lets jobs do so
+    /// (`OverSubscribe=YES`); under the default `OverSubscribe=NO` it changes nothing, as in
+    /// Slurm.
+    pub oversubscribe: bool,
+    /// `-k/--no-kill`: a node of its allocation failing does not end it.
+    pub no_kill: bool,
+    /// `--kill-on-invalid-dep=yes|no`: whether it ends when its dependency can never be
+    /// satisfied (`None`: `SchedulerParameters=kill_invalid_depend` decides).
+    pub kill_on_invalid_dep: Option<bool>,
+    /// `--cores-per-socket`, `--threads-per-core` (`--hint`, `-B`): only nodes with at least
+    /// this many; `--ntasks-per-core`: at most this many tasks on a core.
+    pub cores_per_socket: Option<u32>,
+    pub threads_per_core: Option<u32>,
+    pub ntasks_per_core: Option<u32>,
+    /// `--deadline` (epoch seconds): it ends `DEADLINE` when it can no longer end before it.
+    pub deadline: Option<i64>,
+    /// `--profile` and `--acctg-freq` as given (checked as Slurm checks them).
+    pub profile: Option<String>,
+    pub acctg_freq: Option<String>,
 }
 
 /// Licenses as `-L` and `Licenses=` write them: `name[:count]` (or `name*count`), comma

@@ -169,6 +169,8 @@ pub enum PendingReason {
     /// It needs more nodes than its partition has up and not drained (Slurm's main scheduler
     /// says so in these words, for `%r` and `%R` alike).
     NodesUnavailable,
+    /// `--deadline`: it could no longer end before it (the job ends `DEADLINE`).
+    DeadLine,
 }
 
 impl PendingReason {
@@ -231,6 +233,7 @@ impl PendingReason {
             PendingReason::NodesUnavailable => {
                 "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions"
             }
+            PendingReason::DeadLine => "DeadLine",
         }
     }
 }

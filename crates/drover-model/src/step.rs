@@ -58,7 +58,7 @@ impl Distribution {
     /// Parses `-m` as Slurm does: the node level before the first `:` (`block:cyclic` is
     /// `block`), `plane=N`; `arbitrary` is not supported yet.
     pub fn parse(s: &str) -> Result<Option<Distribution>, String> {
-        let bad = || format!("Invalid --distribution specification: {s}");
+        let bad = || "Invalid --distribution specification".to_string();
         let first = s.split([':', ',']).next().unwrap_or("");
         Ok(Some(match first {
             "" | "*" => return Ok(None),

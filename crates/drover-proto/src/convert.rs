@@ -73,6 +73,17 @@ pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
         tmp_mb: s.tmp_mb,
         exclusive_user: s.exclusive_user,
         segment: s.segment,
+        time_min_secs: s.time_min,
+        min_cpus_per_node: s.min_cpus_per_node,
+        oversubscribe: s.oversubscribe,
+        no_kill: s.no_kill,
+        kill_on_invalid_dep: s.kill_on_invalid_dep,
+        cores_per_socket: s.cores_per_socket,
+        threads_per_core: s.threads_per_core,
+        ntasks_per_core: s.ntasks_per_core,
+        deadline: s.deadline,
+        profile: s.profile.clone(),
+        acctg_freq: s.acctg_freq.clone(),
     }
 }
 
@@ -164,6 +175,17 @@ pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
         tmp_mb: w.tmp_mb,
         exclusive_user: w.exclusive_user,
         segment: w.segment,
+        time_min: w.time_min_secs,
+        min_cpus_per_node: w.min_cpus_per_node,
+        oversubscribe: w.oversubscribe,
+        no_kill: w.no_kill,
+        kill_on_invalid_dep: w.kill_on_invalid_dep,
+        cores_per_socket: w.cores_per_socket,
+        threads_per_core: w.threads_per_core,
+        ntasks_per_core: w.ntasks_per_core,
+        deadline: w.deadline,
+        profile: w.profile,
+        acctg_freq: w.acctg_freq,
     })
 }
 

@@ -26,6 +26,8 @@ pub fn oversubscribe(s: &v1::JobSpec) -> &'static str {
         "NO"
     } else if s.exclusive_user {
         "USER"
+    } else if s.oversubscribe {
+        "YES"
     } else {
         "OK"
     }

@@ -65,6 +65,7 @@ impl Owner {
                 None => return Err(Status::invalid_argument("No partition specified or system default partition")),
             }
         }
+        check_times(&mut spec, now())?;
         for p in &spec.partitions {
             let Some(part) = self.cfg.partition(p) else {
                 return Err(Status::invalid_argument("Invalid partition name specified"));
@@ -198,6 +199,8 @@ impl Owner {
         let enforce = self.cfg.enforce_part_limits != drover_model::conf::EnforcePartLimits::No;
         match self.core.check_submit(&sj, enforce) {
             SubmitCheck::Ok => {}
+            // Slurm tests whether nodes could hold a held job only once it is released.
+            SubmitCheck::NodeConfigUnavailable if spec.hold => {}
             SubmitCheck::NodeConfigUnavailable | SubmitCheck::NodesNotInPartition => {
                 return Err(Status::invalid_argument("Requested node configuration is not available"))
             }
@@ -240,6 +243,9 @@ impl Owner {
         }
         // srun's own job: the key its tasks' supervisors will prove themselves with.
         let io_key = if spec.io_addr.is_some() { self.io_key(id, None, status.submit_time) } else { Vec::new() };
+        if spec.deadline.is_some() {
+            self.pending_deadlines.insert(id);
+        }
         self.record(Record::Submit { id, spec, status });
         self.core.handle(Event::Submitted(sj));
         self.diag.submitted += 1;
@@ -261,9 +267,10 @@ impl Owner {
                     self.start_job(job, alloc, time_limit, t)
                 }
                 Decision::Reason { job, reason: PendingReason::DependencyNeverSatisfied }
-                    if self.cfg.kill_invalid_depend =>
+                    if self.kills_on_invalid_dep(job) =>
                 {
-                    // SchedulerParameters=kill_invalid_depend: a job that can never run ends.
+                    // --kill-on-invalid-dep=yes, or SchedulerParameters=kill_invalid_depend
+                    // where the job does not say: a job that can never run ends.
                     self.end_pending(job, None, PendingReason::DependencyNeverSatisfied, t);
                 }
                 Decision::Preempt { job, by } => self.preempt_job(job, by, t),
@@ -316,7 +323,7 @@ impl Owner {
         st.start_time = t;
         st.last_sched_eval = t;
         st.partition = intern(&alloc.partition);
-        st.time_limit = self.resv_cap(&j, time_limit, t);
+        st.time_limit = Self::deadline_cap(&j, self.resv_cap(&j, time_limit, t), t);
         let mut alloc = alloc;
         overcommit_layout(&j, &mut alloc);
         st.alloc = Some(Box::new(alloc.clone()));
@@ -625,6 +632,52 @@ impl Owner {
     }
 
     /// When a running allocation without a batch script reaches its time limit.
+    /// Pending jobs that can no longer end before their `--deadline` end `DEADLINE` (exit
+    /// code 1, reason `DeadLine`), as Slurm's `deadline_ok`: by their `--time-min`, else their
+    /// limit. A held job is looked at once it is released, as Slurm's scheduler does.
+    pub(super) fn end_past_deadlines(&mut self, t: i64) {
+        if self.pending_deadlines.is_empty() {
+            return;
+        }
+        let mut late = Vec::new();
+        self.pending_deadlines.retain(|id| {
+            let Some(j) = self.durable.jobs.get(id) else { return false };
+            if j.status.state != JobState::Pending {
+                return false;
+            }
+            if j.status.hold.is_some() {
+                return true;
+            }
+            let w = j.spec.wire();
+            let need = w.time_min_secs.or(w.time_limit_secs).map_or(0, |s| s as i64);
+            if w.deadline.is_some_and(|d| d < t + need) {
+                late.push(*id);
+                return false;
+            }
+            true
+        });
+        for id in late {
+            self.end_pending_as(id, None, JobState::Deadline, PendingReason::DeadLine, t);
+        }
+    }
+
+    fn kills_on_invalid_dep(&self, id: JobId) -> bool {
+        let own = self.durable.jobs.get(&id).and_then(|j| j.spec.wire().kill_on_invalid_dep);
+        own.unwrap_or(self.cfg.kill_invalid_depend)
+    }
+
+    /// A job with a `--deadline` starts with a limit that ends it by then (whole minutes), as
+    /// Slurm's scheduler sets it.
+    pub(super) fn deadline_cap(j: &Job, limit: Option<u64>, t: i64) -> Option<u64> {
+        match j.spec.wire().deadline {
+            Some(d) => {
+                let left = ((d - t).max(0) as u64) / 60 * 60;
+                Some(limit.map_or(left, |l| l.min(left)))
+            }
+            None => limit,
+        }
+    }
+
     pub(super) fn deadline(j: &Job) -> Option<i64> {
         if j.batch || j.status.state != JobState::Running {
             return None;
@@ -788,5 +841,62 @@ impl Owner {
         }
         let job = self.durable.jobs.get(&id).cloned().expect("invariant: exists");
         self.notify(&job);
+    }
+}
+
+/// `--time-min` and `--deadline` against the limit and the clock, as Slurm's
+/// `_valid_job_part` and `_job_create` check them; a deadline without a limit or a minimum
+/// takes a minimum of a minute.
+fn check_times(spec: &mut JobSpec, now: i64) -> Result<(), Status> {
+    let limit = spec.time_limit.flatten();
+    let bad_min = || Status::invalid_argument("Invalid time-min specification (exceeds job's time or other limits)");
+    let bad_limit = || Status::invalid_argument("Requested time limit is invalid (missing or exceeds some limit)");
+    if let (Some(min), Some(l)) = (spec.time_min, limit) {
+        if min > l {
+            return Err(bad_min());
+        }
+    }
+    if let Some(d) = spec.deadline {
+        if d < now {
+            return Err(bad_limit());
+        }
+        match (spec.time_min, limit) {
+            (Some(min), _) if d < now + min as i64 => return Err(bad_min()),
+            (None, Some(l)) if d < now + l as i64 => return Err(bad_limit()),
+            (None, None) if spec.time_limit.is_none() => spec.time_min = Some(60),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod time_tests {
+    use super::*;
+
+    #[test]
+    fn time_min_and_deadline_are_checked_as_slurm_checks_them() {
+        let spec = |min: Option<u64>, limit: Option<Option<u64>>, deadline: Option<i64>| JobSpec {
+            time_min: min,
+            time_limit: limit,
+            deadline,
+            ..Default::default()
+        };
+        let msg = |mut s: JobSpec| check_times(&mut s, 1000).err().map(|e| e.message().to_string());
+        assert_eq!(
+            msg(spec(Some(7200), Some(Some(3600)), None)).unwrap(),
+            "Invalid time-min specification (exceeds job's time or other limits)"
+        );
+        assert_eq!(msg(spec(Some(60), Some(Some(3600)), None)), None);
+        assert_eq!(
+            msg(spec(None, None, Some(999))).unwrap(),
+            "Requested time limit is invalid (missing or exceeds some limit)"
+        );
+        assert!(msg(spec(Some(600), None, Some(1300))).unwrap().starts_with("Invalid time-min"));
+        assert!(msg(spec(None, Some(Some(600)), Some(1300))).unwrap().starts_with("Requested time limit"));
+        assert_eq!(msg(spec(None, Some(None), Some(1300))), None, "an unlimited job is checked when it is scheduled");
+        let mut s = spec(None, None, Some(5000));
+        check_times(&mut s, 1000).unwrap();
+        assert_eq!(s.time_min, Some(60), "a deadline without a limit takes a minute's minimum");
     }
 }

@@ -20,11 +20,31 @@ impl Owner {
         if self.durable.fences.contains_key(&id) {
             sj.hold = Some(Hold::Fenced);
         }
-        if let Some(tmp) = spec.tmp_mb {
-            // --tmp: nodes with less TmpDisk are out (what they hold is not tracked).
-            let small = self.cfg.nodes.iter().filter(|n| n.tmp_disk_mb < tmp).map(|n| n.name.clone());
+        // Nodes too small for the request are out, as Slurm's job_req_node_filter: --tmp
+        // (what TmpDisk holds is not tracked), --mincpus, and -B's sockets, cores and threads.
+        let at_least = |want: Option<u64>, has: u64| want.is_none_or(|w| has >= w);
+        let to_u64 = |v: Option<u32>| v.map(u64::from);
+        if spec.tmp_mb.is_some()
+            || spec.min_cpus_per_node.is_some()
+            || spec.sockets_per_node.is_some()
+            || spec.cores_per_socket.is_some()
+            || spec.threads_per_core.is_some()
+        {
+            let small = self
+                .cfg
+                .nodes
+                .iter()
+                .filter(|n| {
+                    !(at_least(spec.tmp_mb, n.tmp_disk_mb)
+                        && at_least(to_u64(spec.min_cpus_per_node), u64::from(n.cpus))
+                        && at_least(to_u64(spec.sockets_per_node), u64::from(n.sockets))
+                        && at_least(to_u64(spec.cores_per_socket), u64::from(n.cores_per_socket))
+                        && at_least(to_u64(spec.threads_per_core), u64::from(n.threads_per_core)))
+                })
+                .map(|n| n.name.clone());
             sj.more_mut().exclude.extend(small);
         }
+
         self.add_singleton(&mut sj, spec);
         self.apply_limits(&mut sj, spec);
         self.apply_tier(&mut sj, spec);
@@ -302,6 +322,7 @@ impl Owner {
             }),
             more: SchedMore {
                 ntasks_per_node: if overcommit { None } else { s.ntasks_per_node },
+                min_cpus: s.min_cpus_per_node.unwrap_or(0),
                 nodelist: s.nodelist.clone(),
                 exclude: s.exclude.clone(),
                 constraint: s.constraint.as_deref().and_then(|c| Constraint::parse(c).ok()),

@@ -110,9 +110,7 @@ struct JobSpecV3 {
 }
 
 impl From<JobSpecV3> for JobSpec {
-    // Fields added to the request since version 3 take their defaults (the struct update is
-    // needless only until the first is added).
-    #[allow(clippy::needless_update)]
+    // Fields added to the request since version 3 take their defaults.
     fn from(v: JobSpecV3) -> JobSpec {
         JobSpec {
             name: v.name,

@@ -155,6 +155,36 @@ pub struct JobSpec {
     /// --tmp: only nodes with at least this much TmpDisk (MB).
     #[prost(uint64, optional, tag = "65")]
     pub tmp_mb: ::core::option::Option<u64>,
+    /// --time-min (seconds).
+    #[prost(uint64, optional, tag = "66")]
+    pub time_min_secs: ::core::option::Option<u64>,
+    /// --mincpus: CPUs on each node at least.
+    #[prost(uint32, optional, tag = "67")]
+    pub min_cpus_per_node: ::core::option::Option<u32>,
+    /// -s/--oversubscribe.
+    #[prost(bool, tag = "68")]
+    pub oversubscribe: bool,
+    /// -k/--no-kill.
+    #[prost(bool, tag = "69")]
+    pub no_kill: bool,
+    /// --kill-on-invalid-dep=yes|no (absent: SchedulerParameters decides).
+    #[prost(bool, optional, tag = "70")]
+    pub kill_on_invalid_dep: ::core::option::Option<bool>,
+    /// --cores-per-socket, --threads-per-core, --ntasks-per-core.
+    #[prost(uint32, optional, tag = "71")]
+    pub cores_per_socket: ::core::option::Option<u32>,
+    #[prost(uint32, optional, tag = "72")]
+    pub threads_per_core: ::core::option::Option<u32>,
+    #[prost(uint32, optional, tag = "73")]
+    pub ntasks_per_core: ::core::option::Option<u32>,
+    /// --deadline (epoch seconds).
+    #[prost(int64, optional, tag = "74")]
+    pub deadline: ::core::option::Option<i64>,
+    /// --profile, --acctg-freq as given.
+    #[prost(string, optional, tag = "75")]
+    pub profile: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "76")]
+    pub acctg_freq: ::core::option::Option<::prost::alloc::string::String>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SubmitRequest {

@@ -42,6 +42,8 @@ pub struct SchedJob {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SchedMore {
     pub ntasks_per_node: Option<u32>,
+    /// `--mincpus`: at least this many CPUs on each node it takes (0: none).
+    pub min_cpus: u32,
     pub nodelist: Vec<String>,
     pub exclude: Vec<String>,
     pub constraint: Option<Constraint>,
@@ -121,6 +123,7 @@ impl SchedJob {
     pub fn more(&self) -> &SchedMore {
         static NONE: SchedMore = SchedMore {
             ntasks_per_node: None,
+            min_cpus: 0,
             nodelist: Vec::new(),
             exclude: Vec::new(),
             constraint: None,

@@ -8,7 +8,7 @@ impl Core {
     /// What a job takes of node `i` for `tasks` tasks.
     pub(super) fn claim(&self, job: &SchedJob, i: usize, tasks: u32) -> Res {
         let n = &self.nodes[i];
-        let cpus = if job.exclusive { n.cpus } else { tasks * job.cpus_per_task.max(1) };
+        let cpus = if job.exclusive { n.cpus } else { (tasks * job.cpus_per_task.max(1)).max(job.more().min_cpus) };
         let mem = match (job.mem_per_node_mb, job.mem_per_cpu_mb) {
             (Some(m), _) => m,
             (None, Some(m)) => m * u64::from(cpus),
@@ -54,6 +54,9 @@ impl Core {
                 }
             }
             return job.more().ntasks_per_node.map_or(cap, |p| if p <= cap { p } else { 0 });
+        }
+        if f.cpus < job.more().min_cpus {
+            return 0;
         }
         let mut cap = f.cpus / cpt;
         if let Some(m) = job.mem_per_node_mb {
@@ -465,7 +468,7 @@ impl Core {
             .iter()
             .map(|&(i, t)| {
                 let n = &self.nodes[i];
-                let want = if job.exclusive { n.cpus } else { t * cpt };
+                let want = if job.exclusive { n.cpus } else { (t * cpt).max(job.more().min_cpus) };
                 // GPUs first, those with the most free CPUs near them (gres.conf Cores=)
                 // first; then CPUs, those near the chosen GPUs first.
                 let near_free = |g: u32| -> i64 {
