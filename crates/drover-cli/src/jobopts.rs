@@ -238,7 +238,7 @@ pub fn directives(script: &str, prefix: &str) -> Result<Vec<String>, String> {
 }
 
 /// Sets `key` in a job's environment (replacing what the submitter's had).
-fn set_env(env: &mut Vec<(String, String)>, key: &str, value: &str) {
+pub(crate) fn set_env(env: &mut Vec<(String, String)>, key: &str, value: &str) {
     env.retain(|(k, _)| k != key);
     env.push((key.into(), value.into()));
 }
@@ -434,22 +434,41 @@ pub(crate) fn node_range(v: &str) -> Result<(u32, Option<u32>), String> {
     Ok((lo as u32, (hi != 0).then_some(hi as u32)))
 }
 
-/// The mail types Slurm knows (`--mail-type`, comma separated, any case).
+/// The mail types Slurm knows (`--mail-type`, comma separated, any case), the flags in the
+/// order Slurm's `print_mail_type` writes them, then `NONE` and `ALL`.
 const MAIL_TYPES: &[&str] = &[
-    "NONE",
+    "ARRAY_TASKS",
+    "INVALID_DEPEND",
     "BEGIN",
     "END",
     "FAIL",
     "REQUEUE",
-    "ALL",
-    "INVALID_DEPEND",
     "STAGE_OUT",
-    "TIME_LIMIT",
-    "TIME_LIMIT_90",
-    "TIME_LIMIT_80",
     "TIME_LIMIT_50",
-    "ARRAY_TASKS",
+    "TIME_LIMIT_80",
+    "TIME_LIMIT_90",
+    "TIME_LIMIT",
+    "NONE",
+    "ALL",
 ];
+
+/// A `--mail-type` as Slurm prints it back (`scontrol show job`): its flags in Slurm's
+/// order, `ALL` as those it stands for, `NONE` alone.
+pub(crate) fn mail_type_text(given: &str) -> String {
+    const ALL: &[&str] = &["BEGIN", "END", "FAIL", "REQUEUE", "STAGE_OUT"];
+    let words: Vec<String> = given.split(',').map(|w| w.trim().to_ascii_uppercase()).collect();
+    let all = words.iter().any(|w| w == "ALL");
+    let set: Vec<&str> = MAIL_TYPES[..MAIL_TYPES.len() - 2]
+        .iter()
+        .copied()
+        .filter(|f| words.iter().any(|w| w == f) || (all && ALL.contains(f)))
+        .collect();
+    if set.is_empty() {
+        "NONE".into()
+    } else {
+        set.join(",")
+    }
+}
 
 /// How validation errors say what Slurm's commands do with them (see [`report`]): an option
 /// value Slurm's option parser refuses exits 255; a request the controller would refuse is
@@ -960,6 +979,13 @@ mod tests {
             "error: Invalid --acctg-freq specification: bogus=5\n255:Invalid --acctg-freq specification: task=x"
         );
         assert_eq!(spec(&["--profile=bogus"]).unwrap_err(), "255:invalid --profile=bogus option");
+    }
+
+    #[test]
+    fn mail_types_print_back_in_slurms_order() {
+        assert_eq!(mail_type_text("fail,end"), "END,FAIL");
+        assert_eq!(mail_type_text("ALL,time_limit_50"), "BEGIN,END,FAIL,REQUEUE,STAGE_OUT,TIME_LIMIT_50");
+        assert_eq!(mail_type_text("NONE"), "NONE");
     }
 
     #[test]

@@ -40,6 +40,11 @@ struct SbatchArgs {
     script: Vec<String>,
 }
 
+/// getopt's words for an option the command does not have.
+pub fn unrecognized(prog: &str, arg: &str) -> String {
+    format!("{prog}: unrecognized option '{arg}'\nTry \"{prog} --help\" for more information")
+}
+
 /// Turns a clap error into Slurm's wording.
 pub fn clap_error(prog: &str, e: &clap::Error) -> String {
     clap_error_in(prog, e, &[])
@@ -58,9 +63,7 @@ pub fn clap_error_in(prog: &str, e: &clap::Error, args: &[String]) -> String {
         }
     }
     match e.kind() {
-        ErrorKind::UnknownArgument => {
-            format!("{prog}: unrecognized option '{arg}'\nTry \"{prog} --help\" for more information")
-        }
+        ErrorKind::UnknownArgument => unrecognized(prog, &arg),
         ErrorKind::InvalidValue | ErrorKind::NoEquals => {
             let name = arg.split_whitespace().next().unwrap_or(&arg).split('=').next().unwrap_or("").to_string();
             // getopt's two wordings: a short option by its letter, a long one by its name.
@@ -283,14 +286,12 @@ pub fn main(args: Vec<String>) -> i32 {
         if let Err(e) = drover_model::step::Distribution::parse(d) {
             return crate::jobopts::report("sbatch", &format!("{}{e}", crate::jobopts::EXIT_255));
         }
-        // The job's environment has it from its layout, as slurmd sets it; SLURM_HINT as sbatch
-        // exports it.
-        spec.environment.retain(|(k, _)| k != "SLURM_DISTRIBUTION");
-        spec.environment.push(("SLURM_DISTRIBUTION".into(), d.clone()));
+        // The job's environment has it from its layout, as slurmd sets it.
+        crate::jobopts::set_env(&mut spec.environment, "SLURM_DISTRIBUTION", d);
     }
     if let Some(h) = &merged.hint {
-        spec.environment.retain(|(k, _)| k != "SLURM_HINT");
-        spec.environment.push(("SLURM_HINT".into(), h.clone()));
+        // As sbatch's verify_hint exports it.
+        crate::jobopts::set_env(&mut spec.environment, "SLURM_HINT", h);
     }
     spec.name = merged.job_name.clone().unwrap_or(script_name);
     spec.script = script;

@@ -752,7 +752,7 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool, details: bo
     }
     if let Some(t) = s.mail_type.as_deref().filter(|t| !t.is_empty()) {
         let user = s.mail_user.clone().unwrap_or_else(|| jobview::user(j));
-        lines.push(format!("MailUser={user} MailType={}", mail_types(t)));
+        lines.push(format!("MailUser={user} MailType={}", crate::jobopts::mail_type_text(t)));
     }
     lines.extend(extra);
     block(&lines, oneliner, "   \n\n")
@@ -761,37 +761,6 @@ fn job_text(j: &v1::JobInfo, reply: &v1::StateReply, oneliner: bool, details: bo
 /// A count Slurm leaves unset (`NO_VAL16`) as `*`.
 fn star(v: Option<u32>) -> String {
     v.map_or("*".into(), |n| n.to_string())
-}
-
-/// `--mail-type`'s words in the order Slurm's `print_mail_type` writes them (`ALL` as the
-/// words it stands for).
-fn mail_types(given: &str) -> String {
-    const ORDER: &[&str] = &[
-        "ARRAY_TASKS",
-        "INVALID_DEPEND",
-        "BEGIN",
-        "END",
-        "FAIL",
-        "REQUEUE",
-        "STAGE_OUT",
-        "TIME_LIMIT_50",
-        "TIME_LIMIT_80",
-        "TIME_LIMIT_90",
-        "TIME_LIMIT",
-    ];
-    let words: Vec<String> = given.split(',').map(|w| w.trim().to_ascii_uppercase()).collect();
-    if words.iter().all(|w| w == "NONE") {
-        return "NONE".into();
-    }
-    let all = words.iter().any(|w| w == "ALL");
-    let set: Vec<&str> = ORDER
-        .iter()
-        .copied()
-        .filter(|o| {
-            words.iter().any(|w| w == o) || (all && ["BEGIN", "END", "FAIL", "REQUEUE", "STAGE_OUT"].contains(o))
-        })
-        .collect();
-    set.join(",")
 }
 
 /// Jobs in the order slurmctld lists them. All of them: by id, except that an array's

@@ -149,22 +149,19 @@ fn env_options() -> Vec<String> {
     out
 }
 
-/// Options of the shared job options that srun has not (sbatch's and salloc's alone).
-const NOT_SRUNS: &[&str] = &["--kill-on-invalid-dep"];
-
 pub fn main(args: Vec<String>) -> i32 {
-    // Before the program: one of sbatch's options srun lacks is getopt's unknown option.
-    for a in args.iter().take_while(|a| a.starts_with('-')) {
-        if NOT_SRUNS.iter().any(|o| a.split('=').next() == Some(o)) {
-            eprintln!("srun: unrecognized option '{a}'\nTry \"srun --help\" for more information");
-            return 255;
-        }
-    }
     let all = env_options().into_iter().chain(args.iter().cloned());
     let a: SrunArgs = match common::parse_command("srun", all, |a: &SrunArgs| &a.std) {
         Ok(a) => a,
         Err(code) => return code,
     };
+    // sbatch's and salloc's --kill-on-invalid-dep is among the shared options, not srun's:
+    // getopt's unknown option, as given (or as shortened).
+    if a.job.kill_on_invalid_dep.is_some() {
+        let given = args.iter().find(|x| x.starts_with("--kill-on-i")).map_or("--kill-on-invalid-dep", |x| x);
+        eprintln!("{}", crate::sbatch::unrecognized("srun", given));
+        return 255;
+    }
     if a.command.is_empty() && a.mpi.as_deref() != Some("list") {
         eprintln!("srun: fatal: No command given to execute.");
         return 1;

@@ -248,8 +248,6 @@ pub struct Owner {
     /// When running allocations without a batch script (salloc, standalone srun) reach
     /// their time limit: nothing on a node enforces it for them.
     deadlines: BTreeSet<(i64, JobId)>,
-    /// Pending jobs with a `--deadline` (their requests say when; checked each tick).
-    pending_deadlines: BTreeSet<JobId>,
     purge_queue: BTreeSet<(i64, JobId)>,
     /// sstat requests in flight, and which of them each node request belongs to (with its
     /// step's name).
@@ -418,7 +416,6 @@ impl Owner {
             watchers: HashMap::new(),
             step_waiters: HashMap::new(),
             deadlines: BTreeSet::new(),
-            pending_deadlines: BTreeSet::new(),
             purge_queue: BTreeSet::new(),
             stats: HashMap::new(),
             self_tx: None,
@@ -484,12 +481,7 @@ impl Owner {
         let t = now();
         for j in jobs {
             match j.status.state {
-                JobState::Pending => {
-                    if j.spec.wire().deadline.is_some() {
-                        o.pending_deadlines.insert(j.id);
-                    }
-                    o.core.handle(Event::Submitted(o.sched_job(&j)))
-                }
+                JobState::Pending => o.core.handle(Event::Submitted(o.sched_job(&j))),
                 JobState::Running | JobState::Completing | JobState::Suspended => {
                     if let Some(d) = Self::deadline(&j) {
                         o.deadlines.insert((d, j.id));
@@ -960,7 +952,6 @@ impl Owner {
                 }
             }
         }
-        self.end_past_deadlines(t);
         // Ended jobs older than MinJobAge.
         let age = i64::from(self.cfg.min_job_age);
         while let Some(&(end, id)) = self.purge_queue.iter().next() {

@@ -1853,3 +1853,33 @@ proptest! {
         }
     }
 }
+
+/// `--deadline`: a job that starts runs with a limit that ends by then (whole minutes); one
+/// that waits until its time needed no longer fits gets `DeadLine` at that moment (a pass is
+/// due then, with nothing else changed), and a held one is left alone until released.
+#[test]
+fn a_deadline_bounds_the_limit_and_marks_a_job_that_cannot_make_it() {
+    let with_deadline = |mut j: SchedJob, at: i64, need: u64| {
+        j.more = SchedMore { deadline: Some((at, need)), ..Default::default() }.boxed();
+        j
+    };
+    let mut c = cluster(1, 1, 1000);
+    c.handle(Event::Submitted(with_deadline(limited(1, 1, 3600), 1000 + 150, 60)));
+    let d = c.schedule(1000, &mut no_ids);
+    let limit = d.iter().find_map(|d| match d {
+        Decision::Start { job: 1, time_limit, .. } => Some(*time_limit),
+        _ => None,
+    });
+    assert_eq!(limit, Some(Some(120)), "150 s left: two whole minutes");
+    // Behind it on the one CPU: needs a minute, must end by 1100.
+    c.handle(Event::Submitted(with_deadline(limited(2, 1, 3600), 1100, 60)));
+    let mut held = with_deadline(limited(3, 1, 3600), 1100, 60);
+    held.hold = Some(drover_sched::Hold::User);
+    c.handle(Event::Submitted(held));
+    assert_eq!(reason(&c.schedule(1010, &mut no_ids), 2), Some(PendingReason::Resources));
+    assert!(c.schedule(1040, &mut no_ids).is_empty(), "nothing changed and no deadline came");
+    let d = c.schedule(1041, &mut no_ids);
+    assert_eq!(reason(&d, 2), Some(PendingReason::DeadLine), "{d:?}");
+    assert_eq!(reason(&d, 3), None, "a held job waits to be released");
+    c.check_invariants().unwrap();
+}

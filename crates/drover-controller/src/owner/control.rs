@@ -206,15 +206,16 @@ impl Owner {
 
     /// A pending job ends `CANCELLED` without running (by `by`, or by the scheduler).
     pub(super) fn end_pending(&mut self, id: JobId, by: Option<u32>, reason: PendingReason, t: i64) {
-        self.end_pending_as(id, by, JobState::Cancelled, reason, t);
+        self.end_pending_as(id, by, (JobState::Cancelled, 0), reason, t);
     }
 
-    /// Ends a pending job in `state` (its start and end now, as Slurm records them).
+    /// Ends a pending job in `state` with a raw wait status (its start and end now, as Slurm
+    /// records them).
     pub(super) fn end_pending_as(
         &mut self,
         id: JobId,
         by: Option<u32>,
-        state: JobState,
+        (state, exit_status): (JobState, i32),
         reason: PendingReason,
         t: i64,
     ) {
@@ -225,10 +226,7 @@ impl Owner {
         st.end_time = t;
         st.start_time = t;
         st.reason = reason;
-        if state == JobState::Deadline {
-            // Slurm's deadline_ok: exit code 1.
-            st.exit_status = 1 << 8;
-        }
+        st.exit_status = exit_status;
         self.set_status(id, st);
         self.core.handle(Event::Ended { job: id, outcome: Outcome::Failed });
         self.purge_queue.insert((t, id));

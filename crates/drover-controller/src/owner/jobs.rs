@@ -243,9 +243,6 @@ impl Owner {
         }
         // srun's own job: the key its tasks' supervisors will prove themselves with.
         let io_key = if spec.io_addr.is_some() { self.io_key(id, None, status.submit_time) } else { Vec::new() };
-        if spec.deadline.is_some() {
-            self.pending_deadlines.insert(id);
-        }
         self.record(Record::Submit { id, spec, status });
         self.core.handle(Event::Submitted(sj));
         self.diag.submitted += 1;
@@ -272,6 +269,11 @@ impl Owner {
                     // --kill-on-invalid-dep=yes, or SchedulerParameters=kill_invalid_depend
                     // where the job does not say: a job that can never run ends.
                     self.end_pending(job, None, PendingReason::DependencyNeverSatisfied, t);
+                }
+                Decision::Reason { job, reason: PendingReason::DeadLine } => {
+                    // --deadline: it can no longer end in time; exit code 1, as Slurm's
+                    // deadline_ok.
+                    self.end_pending_as(job, None, (JobState::Deadline, 1 << 8), PendingReason::DeadLine, t);
                 }
                 Decision::Preempt { job, by } => self.preempt_job(job, by, t),
                 Decision::Resume { job } => {
@@ -323,7 +325,7 @@ impl Owner {
         st.start_time = t;
         st.last_sched_eval = t;
         st.partition = intern(&alloc.partition);
-        st.time_limit = Self::deadline_cap(&j, self.resv_cap(&j, time_limit, t), t);
+        st.time_limit = self.resv_cap(&j, time_limit, t);
         let mut alloc = alloc;
         overcommit_layout(&j, &mut alloc);
         st.alloc = Some(Box::new(alloc.clone()));
@@ -632,50 +634,9 @@ impl Owner {
     }
 
     /// When a running allocation without a batch script reaches its time limit.
-    /// Pending jobs that can no longer end before their `--deadline` end `DEADLINE` (exit
-    /// code 1, reason `DeadLine`), as Slurm's `deadline_ok`: by their `--time-min`, else their
-    /// limit. A held job is looked at once it is released, as Slurm's scheduler does.
-    pub(super) fn end_past_deadlines(&mut self, t: i64) {
-        if self.pending_deadlines.is_empty() {
-            return;
-        }
-        let mut late = Vec::new();
-        self.pending_deadlines.retain(|id| {
-            let Some(j) = self.durable.jobs.get(id) else { return false };
-            if j.status.state != JobState::Pending {
-                return false;
-            }
-            if j.status.hold.is_some() {
-                return true;
-            }
-            let w = j.spec.wire();
-            let need = w.time_min_secs.or(w.time_limit_secs).map_or(0, |s| s as i64);
-            if w.deadline.is_some_and(|d| d < t + need) {
-                late.push(*id);
-                return false;
-            }
-            true
-        });
-        for id in late {
-            self.end_pending_as(id, None, JobState::Deadline, PendingReason::DeadLine, t);
-        }
-    }
-
     fn kills_on_invalid_dep(&self, id: JobId) -> bool {
         let own = self.durable.jobs.get(&id).and_then(|j| j.spec.wire().kill_on_invalid_dep);
         own.unwrap_or(self.cfg.kill_invalid_depend)
-    }
-
-    /// A job with a `--deadline` starts with a limit that ends it by then (whole minutes), as
-    /// Slurm's scheduler sets it.
-    pub(super) fn deadline_cap(j: &Job, limit: Option<u64>, t: i64) -> Option<u64> {
-        match j.spec.wire().deadline {
-            Some(d) => {
-                let left = ((d - t).max(0) as u64) / 60 * 60;
-                Some(limit.map_or(left, |l| l.min(left)))
-            }
-            None => limit,
-        }
     }
 
     pub(super) fn deadline(j: &Job) -> Option<i64> {

@@ -323,6 +323,7 @@ impl Owner {
             more: SchedMore {
                 ntasks_per_node: if overcommit { None } else { s.ntasks_per_node },
                 min_cpus: s.min_cpus_per_node.unwrap_or(0),
+                deadline: s.deadline.map(|d| (d, s.time_min.or(s.time_limit.flatten()).unwrap_or(0))),
                 nodelist: s.nodelist.clone(),
                 exclude: s.exclude.clone(),
                 constraint: s.constraint.as_deref().and_then(|c| Constraint::parse(c).ok()),

@@ -44,6 +44,11 @@ pub struct SchedMore {
     pub ntasks_per_node: Option<u32>,
     /// `--mincpus`: at least this many CPUs on each node it takes (0: none).
     pub min_cpus: u32,
+    /// `--deadline`: when it must have ended, and the time it needs (its `--time-min`, else
+    /// its limit; 0 for neither). It starts with a limit that ends by then; once it can no
+    /// longer make it, its reason is `DeadLine` (the controller ends it, as Slurm's
+    /// `deadline_ok`). A held job is looked at once it is released.
+    pub deadline: Option<(i64, u64)>,
     pub nodelist: Vec<String>,
     pub exclude: Vec<String>,
     pub constraint: Option<Constraint>,
@@ -124,6 +129,7 @@ impl SchedJob {
         static NONE: SchedMore = SchedMore {
             ntasks_per_node: None,
             min_cpus: 0,
+            deadline: None,
             nodelist: Vec::new(),
             exclude: Vec::new(),
             constraint: None,

@@ -782,6 +782,20 @@ impl Core {
                 continue;
             };
             let old_reason = *old_reason;
+            let deadline = job.more().deadline.filter(|_| job.hold.is_none());
+            if let Some((at, need)) = deadline {
+                let late_from = at.saturating_sub(need as i64).saturating_add(1);
+                if now >= late_from {
+                    if old_reason != PendingReason::DeadLine {
+                        if let Some(e) = self.pending.get_mut(&id) {
+                            e.1 = PendingReason::DeadLine;
+                        }
+                        out.push(Decision::Reason { job: id, reason: PendingReason::DeadLine });
+                    }
+                    continue;
+                }
+                self.wake_at = Some(self.wake_at.map_or(late_from, |w| w.min(late_from)));
+            }
             // Strict order with every partition blocked: a job already waiting for priority
             // still does, and a long queue costs nothing more to pass over.
             if depth == 0 && old_reason == PendingReason::Priority && blocked.len() >= self.partitions.len() {
@@ -831,6 +845,14 @@ impl Core {
             let mut result = self.evaluate(job, now, &blocked, &tl, how);
             // An array's remainder starts as many tasks as fit, one at a time.
             while let Ok((alloc, limit)) = result {
+                // A deadline ends the run by then (whole minutes, as Slurm's scheduler sets it).
+                let limit = match deadline {
+                    Some((at, _)) => {
+                        let left = (at.saturating_sub(now).max(0) as u64) / 60 * 60;
+                        Some(limit.map_or(left, |l| l.min(left)))
+                    }
+                    None => limit,
+                };
                 self.take(&alloc);
                 let user = self.pending.get(&id).map_or((0, false), |(j, _)| (j.uid, j.more().exclusive_user));
                 let (licenses, limits, qos) = self
