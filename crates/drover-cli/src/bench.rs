@@ -21,11 +21,15 @@
 //!                   cluster of four 16-CPU nodes)
 //!   acct-lag        how far `sacct` trails the controller: submit acknowledged to the job's
 //!                   row in sacct, and the controller's COMPLETED to sacct's (ms)
+//!   prio-100k       (only with --only) multifactor priority: short jobs end to end beside
+//!                   100,000 waiting jobs of another account, as a share of their rate
+//!                   alone (%: a job's end recomputes only the priorities it concerns)
 //!   failover        (only with --only) two controllers: the one in control killed, or
 //!                   frozen, until a submission is accepted again (s; runs x 4 of each)
 //! ```
 
 mod failover;
+mod prio;
 
 use crate::common;
 use clap::Parser;
@@ -97,26 +101,47 @@ impl BenchCluster {
         Self::start_with(nodes, cpus, a, 1)
     }
 
+    /// A cluster whose slurm.conf has `extra` lines too (it is started, stopped, given them and
+    /// started again: `drover up` keeps a slurm.conf it finds).
+    fn start_extra(nodes: u32, cpus: u32, a: &BenchArgs, extra: &str) -> Result<BenchCluster, String> {
+        let c = Self::start_with(nodes, cpus, a, 1)?;
+        crate::up::stop_dir(c.dir.path());
+        let conf = c.dir.path().join("slurm.conf");
+        let text = std::fs::read_to_string(&conf).map_err(|e| e.to_string())? + extra;
+        std::fs::write(&conf, text).map_err(|e| e.to_string())?;
+        crate::up::start_detached(&c.up_args(nodes, cpus, a, 1))
+            .map_err(|e| format!("restarting the bench cluster: {e}"))?;
+        Ok(c)
+    }
+
     fn start_with(nodes: u32, cpus: u32, a: &BenchArgs, controllers: u32) -> Result<BenchCluster, String> {
         let dir = tempfile::Builder::new().prefix("drover-bench-").tempdir().map_err(|e| e.to_string())?;
-        let up = crate::up::UpArgs {
+        let up = Self::up_args_in(dir.path(), nodes, cpus, a, controllers);
+        let cfg = crate::up::start_detached(&up).map_err(|e| format!("starting the bench cluster: {e}"))?;
+        let bin = dir.path().join("bin");
+        Ok(BenchCluster { dir, cfg, bin })
+    }
+
+    fn up_args(&self, nodes: u32, cpus: u32, a: &BenchArgs, controllers: u32) -> crate::up::UpArgs {
+        Self::up_args_in(self.dir.path(), nodes, cpus, a, controllers)
+    }
+
+    fn up_args_in(dir: &Path, nodes: u32, cpus: u32, a: &BenchArgs, controllers: u32) -> crate::up::UpArgs {
+        crate::up::UpArgs {
             controllers,
             nodes,
             cpus_per_node: Some(cpus),
             mem_per_node: Some("4G".into()),
             gpus_per_node: 0,
             partition: "debug".into(),
-            state_dir: Some(dir.path().to_path_buf()),
+            state_dir: Some(dir.to_path_buf()),
             port: None,
             cluster_name: "bench".into(),
             detach: true,
             no_accounting: a.no_accounting,
             auth: a.auth,
             no_confine: a.no_confine,
-        };
-        let cfg = crate::up::start_detached(&up).map_err(|e| format!("starting the bench cluster: {e}"))?;
-        let bin = dir.path().join("bin");
-        Ok(BenchCluster { dir, cfg, bin })
+        }
     }
 
     fn cmd(&self, prog: &str) -> Command {
@@ -292,6 +317,17 @@ pub fn main(a: BenchArgs) -> i32 {
     }
     let want = |n: &str| a.only.as_deref().is_none_or(|o| o == n);
     let rt = common::runtime();
+    if a.only.as_deref() == Some("prio-100k") {
+        let r =
+            prio::cluster(&a).and_then(|c| rt.block_on(prio::run(&c, &a, a.runs.max(1), if a.quick { 10 } else { 1 })));
+        return match r {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("drover bench: error: {e}");
+                1
+            }
+        };
+    }
     let c = match BenchCluster::start(a.nodes, 2, &a) {
         Ok(c) => c,
         Err(e) => {

@@ -12,6 +12,7 @@
 pub mod bench;
 pub mod common;
 pub mod explain;
+pub mod forecast;
 pub mod format;
 pub mod help;
 pub mod jobopts;

@@ -117,6 +117,46 @@ impl Usage {
     }
 }
 
+/// Waiting jobs' weighted priority factors (sprio), kept in chunks of consecutive job ids
+/// that the readers' view shares: a job's factors set while a view holds the table copy one
+/// chunk, not the table (with 100,000 waiting jobs, a copy of the whole map at every
+/// submission was a quarter of the controller's time).
+#[derive(Debug, Clone, Default)]
+pub struct PrioTable {
+    chunks: BTreeMap<
+        drover_model::job::JobId,
+        std::sync::Arc<HashMap<drover_model::job::JobId, drover_sched::priority::Factors>>,
+    >,
+}
+
+impl PrioTable {
+    const CHUNK: drover_model::job::JobId = 512;
+
+    pub fn get(&self, id: &drover_model::job::JobId) -> Option<&drover_sched::priority::Factors> {
+        self.chunks.get(&(id / Self::CHUNK))?.get(id)
+    }
+
+    pub fn insert(&mut self, id: drover_model::job::JobId, f: drover_sched::priority::Factors) {
+        std::sync::Arc::make_mut(self.chunks.entry(id / Self::CHUNK).or_default()).insert(id, f);
+    }
+}
+
+impl FromIterator<(drover_model::job::JobId, drover_sched::priority::Factors)> for PrioTable {
+    fn from_iter<I: IntoIterator<Item = (drover_model::job::JobId, drover_sched::priority::Factors)>>(it: I) -> Self {
+        let mut t = PrioTable::default();
+        t.extend(it);
+        t
+    }
+}
+
+impl Extend<(drover_model::job::JobId, drover_sched::priority::Factors)> for PrioTable {
+    fn extend<I: IntoIterator<Item = (drover_model::job::JobId, drover_sched::priority::Factors)>>(&mut self, it: I) {
+        for (id, f) in it {
+            self.insert(id, f);
+        }
+    }
+}
+
 /// The controller's fairshare: usage, where it is kept, the factors and sshare's rows from
 /// the last calculation, and when the next is due.
 #[derive(Debug, Default)]
@@ -128,8 +168,18 @@ pub struct State {
     pub next_calc: i64,
     /// Usage or the tree changed since the factors were computed.
     pub stale: bool,
+    /// The next refresh recomputes every waiting job's priority (the association tree, QoS
+    /// or limits changed), not only those of associations whose factor moved.
+    pub full: bool,
+    /// Associations whose usage was credited since the factors were computed (what
+    /// `GrpTRESMins` holds may have moved for their subtrees).
+    pub touched: std::collections::HashSet<(String, String)>,
+    /// Waiting jobs by association (account, user): a refresh after a job's start or end
+    /// recomputes only the jobs of the associations whose factor moved. Rebuilt by every full
+    /// refresh; may hold ids that no longer wait (skipped, and pruned when met).
+    pub waiting: HashMap<(String, String), std::collections::HashSet<drover_model::job::JobId>>,
     /// Waiting jobs' weighted factors (sprio), as last computed.
-    pub prio: std::sync::Arc<HashMap<drover_model::job::JobId, drover_sched::priority::Factors>>,
+    pub prio: PrioTable,
     /// Up to when each running job's usage is credited (since this controller started).
     pub credited: HashMap<drover_model::job::JobId, i64>,
     /// `PriorityUsageResetPeriod=NOW` was applied (once per start).

@@ -80,6 +80,10 @@ pub enum Msg {
         job: JobId,
         reply: Reply<v1::ExplainReply>,
     },
+    Forecast {
+        horizon: i64,
+        reply: Reply<v1::ForecastReply>,
+    },
     Reconfigure {
         caller: Caller,
         reply: Reply<v1::Empty>,
@@ -350,6 +354,42 @@ impl NameCache {
     }
 }
 
+/// The most scheduling passes a forecast (`drover sim --now`) runs: one per moment a job
+/// ends or a wait runs out, so a day of a busy queue fits; more is cut, and says so.
+const FORECAST_PASSES: u32 = 20_000;
+
+fn forecast_reply(now: i64, f: drover_sched::Forecast) -> v1::ForecastReply {
+    v1::ForecastReply {
+        now,
+        until: f.until,
+        passes: f.passes,
+        cut: f.cut,
+        starts: f
+            .starts
+            .into_iter()
+            .map(|e| {
+                let mut nodes = Hostlist::new();
+                for n in &e.nodes {
+                    nodes.push_host(n);
+                }
+                v1::ExpectedStart {
+                    job_id: e.job,
+                    array_task_id: e.task,
+                    start: e.start,
+                    end: e.end.unwrap_or(0),
+                    nodes: nodes.ranged(),
+                    predicted: e.predicted,
+                }
+            })
+            .collect(),
+        waiting: f
+            .waiting
+            .into_iter()
+            .map(|(job_id, r)| v1::StillWaiting { job_id, reason: r.name().to_string() })
+            .collect(),
+    }
+}
+
 impl Owner {
     /// Rebuilds the state from the journal.
     pub fn recover(
@@ -460,6 +500,7 @@ impl Owner {
             o.acct_admin = crate::acct::load_admin_cache(&crate::acct_cache_path(&o.cfg))
                 .map(|st| Box::new(crate::acct::Admin::new(&o.cfg.cluster_name, st)));
             o.fs.stale = o.acct_admin.is_some();
+            o.fs.full = true;
         }
         o.lowest_basic = o
             .durable
@@ -695,7 +736,28 @@ impl Owner {
 
     fn record(&mut self, r: Record) {
         let at = self.journal.append(&encode_record(&r));
+        // A job that waits from now on (submitted, changed while waiting, requeued): the
+        // priority refresh's index by association learns of it.
+        let waits = match &r {
+            Record::Submit { id, spec, status } | Record::Update { id, spec, status }
+                if status.state == JobState::Pending =>
+            {
+                self.note_waiting(*id, spec);
+                None
+            }
+            Record::Status { id, status }
+                if status.state == JobState::Pending
+                    && self.cfg.priority.multifactor
+                    && self.durable.jobs.get(id).is_some_and(|j| j.status.state != JobState::Pending) =>
+            {
+                Some(*id)
+            }
+            _ => None,
+        };
         self.durable.apply(r, Some(at));
+        if let Some(j) = waits.and_then(|id| self.durable.jobs.get(&id).cloned()) {
+            self.note_waiting(j.id, &j.spec.unpack());
+        }
         self.dirty = true;
     }
 
@@ -739,6 +801,18 @@ impl Owner {
                     None => self.reservation(req, caller),
                 };
                 self.reply(reply, r);
+            }
+            Msg::Forecast { horizon, reply } => {
+                // A copy of the core runs forward on a thread of its own: the owner goes on.
+                let core = self.core.clone();
+                let t = now();
+                let spawned = std::thread::Builder::new().name("forecast".into()).spawn(move || {
+                    let f = core.forecast(t, horizon, FORECAST_PASSES);
+                    let _ = reply.send(Ok(forecast_reply(t, f)));
+                });
+                if let Err(e) = spawned {
+                    eprintln!("drover controller: error: cannot start a forecast: {e}");
+                }
             }
             Msg::Explain { job, reply } => {
                 let mut r = crate::explain::reply(self.core.explain(job, now()));
@@ -835,6 +909,7 @@ impl Owner {
                     self.acct_admin = Some(Box::new(crate::acct::Admin::new(&self.cfg.cluster_name, *st)));
                     self.refresh_limits(true);
                     self.fs.stale = true;
+                    self.fs.full = true;
                     if self.cfg.preempt_qos && !self.cfg.enforce.limits {
                         // Which QoS preempt which came with it (refresh_limits resends
                         // waiting jobs only where limits are enforced).

@@ -204,6 +204,14 @@ impl Controller for Handlers {
         self.ask(|reply| Msg::Explain { job, reply }).await.map(Response::new)
     }
 
+    async fn forecast(&self, req: Request<v1::ForecastRequest>) -> Result<Response<v1::ForecastReply>, Status> {
+        self.admit(msg::JOB_INFO, uid_of(&req)).await?;
+        let _t = self.stats.time(msg::JOB_INFO, uid_of(&req));
+        let h = req.into_inner().horizon_secs;
+        let horizon = if h <= 0 { 86_400 } else { h.min(366 * 86_400) };
+        self.ask(|reply| Msg::Forecast { horizon, reply }).await.map(Response::new)
+    }
+
     async fn reservation(&self, req: Request<v1::ResvRequest>) -> Result<Response<v1::ResvReply>, Status> {
         self.admit(msg::UPDATE_RESERVATION, uid_of(&req)).await?;
         let _t = self.stats.time(msg::UPDATE_RESERVATION, uid_of(&req));

@@ -40,7 +40,7 @@ pub struct View {
     /// Fairshare of the associations (sshare), from the last calculation.
     pub shares: Arc<Vec<v1::ShareRow>>,
     /// Waiting jobs' weighted priority factors (sprio), as last computed.
-    pub prio: Arc<std::collections::HashMap<drover_model::job::JobId, drover_sched::priority::Factors>>,
+    pub prio: crate::fairshare::PrioTable,
     /// Advance reservations, as `scontrol show reservation` shows them.
     pub reservations: Arc<Vec<v1::ResvInfo>>,
     /// When the controller started, and the id the next job gets (scontrol show config).

@@ -34,8 +34,8 @@ pub mod priority;
 pub mod step;
 
 pub use crate::core::{
-    AdvanceResv, Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, PassStats, Preempt, SchedArray, SchedJob,
-    SchedMore, SubmitCheck,
+    AdvanceResv, Core, Decision, Event, Expected, Forecast, Hold, NodeRes, Outcome, PartitionRes, PassStats, Preempt,
+    SchedArray, SchedJob, SchedMore, SubmitCheck,
 };
 pub use crate::plan::{BackfillOrder, Policy, SchedConfig};
 pub use drover_model::alloc::{Allocation, NodeAlloc};

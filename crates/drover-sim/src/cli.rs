@@ -10,7 +10,15 @@ use std::path::PathBuf;
 #[command(name = "drover sim", about = "Replay a workload trace (SWF) through Drover's scheduler in virtual time")]
 pub struct SimArgs {
     /// The trace: Standard Workload Format, optionally gzipped (.gz).
-    pub trace: PathBuf,
+    #[arg(required_unless_present = "now")]
+    pub trace: Option<PathBuf>,
+    /// Instead of a trace: what the next hours look like on the live cluster (its queue run
+    /// forward by its own scheduler; see `--hours`).
+    #[arg(long, conflicts_with_all = ["trace", "procs", "nodes", "config", "policy", "predict", "order", "slip_limit", "jobs_out", "svg", "no_timing"])]
+    pub now: bool,
+    /// With --now: how far to look, in hours.
+    #[arg(long, default_value_t = 24.0, requires = "now")]
+    pub hours: f64,
     /// A machine of N single-CPU nodes' worth of processors (one node of N CPUs).
     #[arg(long, conflicts_with_all = ["nodes", "config"])]
     pub procs: Option<u32>,
@@ -105,7 +113,8 @@ fn sim(a: &SimArgs) -> Result<(), String> {
     if m.procs() == 0 {
         return Err("the machine has no processors".into());
     }
-    let all = swf::read(&a.trace)?;
+    let path = a.trace.as_ref().ok_or("give a trace (or --now)")?;
+    let all = swf::read(path)?;
     let jobs = usable(&all, &m);
     let tty = std::io::stderr().is_terminal();
     let mut runs: Vec<(String, Vec<crate::JobRow>)> = Vec::new();
@@ -132,7 +141,7 @@ fn sim(a: &SimArgs) -> Result<(), String> {
         runs.push((name.to_string(), rows));
     }
     if let Some(path) = &a.svg {
-        let trace = a.trace.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        let trace = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
         let title = format!("Mean wait by job size: {trace} on {} processors (drover sim)", m.procs());
         std::fs::write(path, crate::chart::svg(&title, &runs)).map_err(|e| format!("{}: {e}", path.display()))?;
     }

@@ -21,6 +21,7 @@ fn usage() -> i32 {
          \x20 bench [--quick] [--only NAME]                  measure speed and memory on a local cluster\n\
          \x20 bench accounting [--rows N] [--url URL]        measure the accounting stores and sacct\n\
          \x20 sim TRACE.swf[.gz] --procs N --policy P       replay a workload trace through the scheduler\n\
+         \x20 sim --now [--hours H] [--json]                the live queue's next hours, by its own scheduler\n\
          \x20 explain JOBID                                  why a job waits, and its priority, in words\n\
          \x20 sbatch|srun|salloc|squeue|sinfo|scancel|scontrol|sacct ... run a command\n\
          \x20 version"
@@ -250,6 +251,9 @@ fn run() {
         "sim" => {
             use clap::Parser;
             match drover_sim::cli::SimArgs::try_parse_from(std::iter::once("drover sim".to_string()).chain(args)) {
+                Ok(a) if a.now => {
+                    drover_cli::forecast::main(&drover_cli::forecast::Args { hours: a.hours, json: a.json })
+                }
                 Ok(a) => drover_sim::cli::main(a),
                 Err(e) => {
                     let _ = e.print();

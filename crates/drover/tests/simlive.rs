@@ -102,3 +102,72 @@ fn a_short_trace_makes_the_same_decisions_live_and_in_the_simulator() {
         assert!((-1..=2).contains(&off), "job {} started {off} s off; live {got:?}\nsimulated {want:?}", live.0);
     }
 }
+
+/// `drover sim --now`: the live queue run forward by the controller's own scheduler. One node
+/// of 2 CPUs: a job holds it to its 2-minute limit (no history: no prediction); behind it a
+/// 2-CPU job, then a 1-CPU array of two tasks, a dependent job and a held one. The forecast
+/// starts them in that order at the times the limits give, the first at the start the
+/// backfill planner promises it (squeue --start), and leaves the held job waiting; the queue
+/// itself is untouched.
+#[test]
+fn sim_now_forecasts_the_live_queue_with_the_live_scheduler() {
+    let c = Cluster::start(
+        EXE,
+        Options { nodes: 1, extra_conf: "SchedulerParameters=bf_interval=1\n".into(), ..Default::default() },
+    );
+    let hold = c.submit(&["-n2", "-t", "2", "-o", "/dev/null", "--wrap", "sleep 300"]);
+    c.wait_state(hold, &["RUNNING"], Duration::from_secs(30));
+    let wide = c.submit(&["-n2", "-t", "3", "-o", "/dev/null", "--wrap", "true"]);
+    let array = c.submit(&["-n1", "-t", "1", "--array=1-2", "-o", "/dev/null", "--wrap", "true"]);
+    let dep = c.submit(&["-n1", "-t", "1", "-d", &format!("afterok:{wide}"), "-o", "/dev/null", "--wrap", "true"]);
+    let held = c.submit(&["-H", "-n1", "-t", "1", "-o", "/dev/null", "--wrap", "true"]);
+    // The planner's promise for the first waiting job.
+    let mut promised = 0;
+    let t = Instant::now();
+    while promised == 0 && t.elapsed() < Duration::from_secs(20) {
+        let out = c.ok("squeue", &["-h", "--start", "-j", &wide.to_string(), "-o", "%S"]);
+        promised = if out.trim().starts_with("20") { epoch(out.trim()) } else { 0 };
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(promised > 0, "no expected start for job {wide}");
+    let out = c.ok("drover", &["sim", "--now", "--json"]);
+    let f: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let starts: Vec<(String, i64, i64)> = f["starts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["job"].as_str().unwrap().to_string(), s["start"].as_i64().unwrap(), s["end"].as_i64().unwrap()))
+        .collect();
+    let names: Vec<&str> = starts.iter().map(|s| s.0.as_str()).collect();
+    let w = wide.to_string();
+    let (a1, a2, d) = (format!("{array}_1"), format!("{array}_2"), dep.to_string());
+    assert_eq!(names, [w.as_str(), a1.as_str(), a2.as_str(), d.as_str()], "{out}");
+    // The first where the planner promised it (the running job's limit's end, to the second
+    // give or take the moment it started), the rest each after what they wait for.
+    assert!((starts[0].1 - promised).abs() <= 1, "forecast {} against promised {promised}", starts[0].1);
+    assert_eq!(starts[0].2 - starts[0].1, 180);
+    assert_eq!((starts[1].1, starts[2].1), (starts[0].2, starts[0].2), "the array's tasks when the wide job ends");
+    assert!(starts[3].1 >= starts[0].2, "the dependent job after the job it depends on");
+    let waiting: Vec<u64> = f["waiting"].as_array().unwrap().iter().map(|w| w["job_id"].as_u64().unwrap()).collect();
+    assert_eq!(waiting, [u64::from(held)]);
+    assert_eq!(f["waiting"][0]["reason"], "JobHeldUser");
+    // The text form says the same, and the live queue did not move.
+    let text = c.ok("drover", &["sim", "--now", "--hours", "1"]);
+    assert!(text.contains("Still waiting at") && text.contains(&format!("{held} (JobHeldUser)")), "{text}");
+    assert!(text.lines().nth(1).is_some_and(|l| l.starts_with("JOBID")), "{text}");
+    for j in [wide, dep, held] {
+        assert_eq!(c.state(j), "PENDING");
+    }
+    // A horizon before the first start leaves everything waiting.
+    let short = c.ok("drover", &["sim", "--now", "--json", "--hours", "0.01"]);
+    let f: serde_json::Value = serde_json::from_str(&short).unwrap();
+    assert_eq!(f["starts"].as_array().unwrap().len(), 0, "{short}");
+    // A bad horizon is refused in one line.
+    let bad = c.run("drover", &["sim", "--now", "--hours", "0"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&bad.stderr),
+        "drover sim: error: --hours 0: give a number of hours above 0, at most a year's\n"
+    );
+    c.ok("scancel", &[&hold.to_string(), &wide.to_string(), &array.to_string(), &dep.to_string(), &held.to_string()]);
+}

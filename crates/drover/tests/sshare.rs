@@ -95,6 +95,68 @@ fn fairshare_puts_the_user_who_used_less_first() {
     c.ok("scancel", &[&h.to_string(), &l.to_string()]);
 }
 
+/// A job's end recomputes the priorities of the waiting jobs its usage concerns (those of the
+/// associations whose fairshare factor moved), not the whole queue's: the others keep the
+/// priority of the last `PriorityCalcPeriod` (as Slurm's, whose age factor moves only then),
+/// so a queue of 100,000 jobs does not cost a pass over all of them at every end.
+#[test]
+fn a_job_end_moves_only_the_priorities_its_usage_concerns() {
+    let c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 2,
+            accounting: true,
+            // The age factor moves ~167 a second; no calculation (which moves every job's)
+            // during the test but the first.
+            extra_conf: "PriorityType=priority/multifactor\nPriorityWeightFairshare=10000\n\
+                         PriorityWeightAge=100000\nPriorityMaxAge=10\nPriorityCalcPeriod=60\n\
+                         PriorityDecayHalfLife=0\n"
+                .into(),
+            ..Default::default()
+        },
+    );
+    c.ok("sacctmgr", &["-i", "add", "account", "lab1", "lab2"]);
+    c.ok("sacctmgr", &["-i", "add", "user", "root", "Account=lab1,lab2"]);
+    c.wait_until("the associations to reach the controller", Duration::from_secs(20), || {
+        c.run("sbatch", &["--test-only", "-A", "lab2", "--wrap", "true"]).status.success()
+    });
+    // One node held for a while; two jobs that need both wait behind it.
+    let blocker = c.submit(&["-N1", "--exclusive", "-t", "5", "-o", "/dev/null", "--wrap", "sleep 120"]);
+    c.wait_state(blocker, &["RUNNING"], Duration::from_secs(30));
+    let p1 = c.submit(&["-A", "lab1", "-N2", "-t", "5", "-o", "/dev/null", "--wrap", "true"]);
+    let p2 = c.submit(&["-A", "lab2", "-N2", "-t", "5", "-o", "/dev/null", "--wrap", "true"]);
+    let prio = |j: u32| -> u64 {
+        String::from_utf8_lossy(&c.run("squeue", &["-h", "-j", &j.to_string(), "-o", "%Q"]).stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    };
+    // Both count their fairshare (1.0: no usage yet) once the factors are computed.
+    c.wait_until("the waiting jobs' fairshare", Duration::from_secs(10), || prio(p1) >= 10000 && prio(p2) >= 10000);
+    let (before1, before2) = (prio(p1), prio(p2));
+    // lab1 uses the other node a moment: its user's fairshare falls from a rank shared with
+    // lab2's (1.0) to the second of two (0.5); lab2's stays first (1.0).
+    std::thread::sleep(Duration::from_secs(2));
+    let short = c.submit(&["-A", "lab1", "-N1", "-t", "1", "-o", "/dev/null", "--wrap", "sleep 1"]);
+    c.wait_state(short, &["COMPLETED"], Duration::from_secs(60));
+    let waited = std::time::Instant::now();
+    while prio(p1) + 3000 >= before1 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(10),
+            "lab1's waiting job kept its priority {} (was {before1}):\n{}\n{}",
+            prio(p1),
+            String::from_utf8_lossy(&c.run("sprio", &["-l"]).stdout),
+            String::from_utf8_lossy(&c.run("sshare", &["-a", "-l"]).stdout)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Seconds later, lab2's job still has the priority it was given: nothing it depends on moved.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(prio(p2), before2, "lab2's job was recomputed (its age moved) though its fairshare did not");
+    assert_eq!(c.state(p2), "PENDING");
+    c.ok("scancel", &[&blocker.to_string(), &p1.to_string(), &p2.to_string()]);
+}
+
 #[test]
 fn sprio_matches_slurm_on_the_labs_queue() {
     let alice = NamedUser::ensure("alice", "Alice Tester");

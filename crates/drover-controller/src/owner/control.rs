@@ -692,7 +692,7 @@ impl Owner {
         let id = j.id;
         if reprioritize && pending && self.cfg.priority.multifactor {
             let (p, f) = self.multifactor_priority(&spec, st.eligible_time, now());
-            Arc::make_mut(&mut self.fs.prio).insert(id, drover_sched::priority::weighted(&self.cfg.priority, &f));
+            self.fs.prio.insert(id, drover_sched::priority::weighted(&self.cfg.priority, &f));
             st.priority = u64::from(p);
         }
         let new_end = (st.state == JobState::Running && st.time_limit != j.status.time_limit)

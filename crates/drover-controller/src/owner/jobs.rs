@@ -169,7 +169,7 @@ impl Owner {
             Some(p) => u64::from(p),
             None if self.cfg.priority.multifactor => {
                 let (p, f) = self.multifactor_priority(&spec, eligible, t);
-                Arc::make_mut(&mut self.fs.prio).insert(id, drover_sched::priority::weighted(&self.cfg.priority, &f));
+                self.fs.prio.insert(id, drover_sched::priority::weighted(&self.cfg.priority, &f));
                 u64::from(p)
             }
             // A held job takes its place in the order when it is released.

@@ -37,6 +37,7 @@ impl Owner {
         let (account, user, held, factor) = self.fairshare_of(j);
         let hl = self.cfg.priority.decay_half_life;
         self.fs.usage.credit(&account, &user, (to - from) as f64, held, factor, hl);
+        self.fs.touched.insert((account, user));
         self.fs.stale = true;
     }
 
@@ -57,6 +58,7 @@ impl Owner {
         if std::fs::write(&tmp, self.fs.usage.encode()).and_then(|_| std::fs::rename(&tmp, &self.fs.path)).is_err() {
             eprintln!("drover controller: error: cannot save {}", self.fs.path.display());
         }
+        self.fs.full = true;
         self.refresh_priorities(t);
     }
 
@@ -89,11 +91,18 @@ impl Owner {
         }
     }
 
-    /// Fair Tree from the current usage, then every waiting job's priority; the scheduler
-    /// hears of those that changed.
+    /// Fair Tree from the current usage, then waiting jobs' priorities; the scheduler hears
+    /// of those that changed. After a full calculation (`PriorityCalcPeriod`: ages move,
+    /// usage decays) or a change of the association tree, QoS or limits (`fs.full`), every
+    /// waiting job's; otherwise (a job started or ended) only those of the associations whose
+    /// fairshare factor moved, and, where `GrpTRESMins` limits are set, those under a limited
+    /// account whose subtree's usage moved: with 100,000 waiting jobs, a job's end costs the
+    /// jobs it concerns, not the queue.
     pub(super) fn refresh_priorities(&mut self, t: i64) {
         self.fs.stale = false;
-        if let Some(st) = self.acct_admin.as_deref() {
+        let full = std::mem::take(&mut self.fs.full);
+        let touched = std::mem::take(&mut self.fs.touched);
+        let old_factors = if let Some(st) = self.acct_admin.as_deref() {
             // TRES-minutes running jobs still hold (their time limit less the time they ran).
             let mut run_mins: std::collections::HashMap<(String, String), [f64; 5]> = Default::default();
             for j in self.durable.jobs.values().filter(|j| j.status.state == JobState::Running) {
@@ -107,41 +116,113 @@ impl Owner {
             }
             let (factors, mut rows) = crate::fairshare::compute(st, &self.cfg.cluster_name, &self.fs.usage);
             crate::fairshare::add_run_mins(&mut rows, &run_mins);
-            self.fs.factors = factors;
             self.fs.rows = Arc::new(rows);
             self.dirty = true;
-        }
-        // A priority an administrator fixed stays as it is.
-        let pending: Vec<Arc<Job>> = self
-            .durable
-            .jobs
-            .values()
-            .filter(|j| j.status.state == JobState::Pending && !j.status.priority_set)
-            .cloned()
-            .collect();
+            std::mem::replace(&mut self.fs.factors, factors)
+        } else {
+            Default::default()
+        };
         // Usage moved: GrpTRESMins may now hold (or free) waiting jobs.
         let minutes_limits = self.cfg.enforce.limits
             && self.acct_admin.as_deref().is_some_and(|a| {
                 a.assocs.iter().any(|x| x.limits.as_ref().is_some_and(|l| !l.grp_tres_mins.is_empty()))
             });
-        let mut prio = std::collections::HashMap::with_capacity(pending.len());
-        for j in pending {
-            let spec = j.spec.unpack();
-            let (p, f) = self.multifactor_priority(&spec, j.status.eligible_time, t);
-            prio.insert(j.id, drover_sched::priority::weighted(&self.cfg.priority, &f));
-            if u64::from(p) != j.status.priority || minutes_limits {
-                if let Some(m) = self.durable.jobs.get_mut(&j.id) {
-                    // Derived, like reasons: recomputed after recovery, never journalled.
-                    Arc::make_mut(m).status.priority = u64::from(p);
+        if full {
+            self.reprioritize_all(t, minutes_limits);
+            return;
+        }
+        // Associations whose factor moved (or appeared, or went).
+        let f = &self.fs.factors;
+        let mut concerned: BTreeSet<(String, String)> = f
+            .iter()
+            .filter(|(k, v)| old_factors.get(*k) != Some(*v))
+            .map(|(k, _)| k.clone())
+            .chain(old_factors.keys().filter(|k| !f.contains_key(*k)).cloned())
+            .collect();
+        // Those whose usage moved, and every association under a limited account above one.
+        let mut resend: HashSet<(String, String)> = HashSet::new();
+        if minutes_limits && !touched.is_empty() {
+            let admin = self.acct_admin.as_deref().expect("invariant: limits come from accounting");
+            resend.extend(touched.iter().cloned());
+            for x in admin.assocs.iter().filter(|x| {
+                x.cluster == self.cfg.cluster_name
+                    && x.user.is_empty()
+                    && x.limits.as_ref().is_some_and(|l| !l.grp_tres_mins.is_empty())
+            }) {
+                let under = crate::policy::subtree(&self.cfg, admin, &x.account);
+                if touched.iter().any(|(a, _)| under.contains(a)) {
+                    resend.extend(self.fs.waiting.keys().filter(|(a, _)| under.contains(a)).cloned());
                 }
-                if let Some(m) = self.durable.jobs.get(&j.id).cloned() {
-                    self.core.handle(Event::Updated(self.sched_job(&m)));
+            }
+            concerned.extend(resend.iter().cloned());
+        }
+        let mut prio = Vec::new();
+        for key in concerned {
+            let Some(ids) = self.fs.waiting.get_mut(&key) else { continue };
+            let jobs = &self.durable.jobs;
+            ids.retain(|id| jobs.get(id).is_some_and(|j| j.status.state == JobState::Pending));
+            let mut ids: Vec<JobId> = ids.iter().copied().collect();
+            ids.sort_unstable();
+            let always = resend.contains(&key);
+            for id in ids {
+                if let Some(f) = self.reprioritize(id, t, always) {
+                    prio.push((id, f));
                 }
-                self.dirty = true;
             }
         }
-        self.fs.prio = Arc::new(prio);
+        if !prio.is_empty() {
+            self.fs.prio.extend(prio);
+            self.dirty = true;
+        }
+    }
+
+    /// Every waiting job's priority (and the index of waiting jobs by association, afresh).
+    fn reprioritize_all(&mut self, t: i64, resend: bool) {
+        let pending: Vec<JobId> =
+            self.durable.jobs.values().filter(|j| j.status.state == JobState::Pending).map(|j| j.id).collect();
+        let mut prio = Vec::with_capacity(pending.len());
+        self.fs.waiting.clear();
+        for id in pending {
+            if let Some(f) = self.reprioritize(id, t, resend) {
+                prio.push((id, f));
+            }
+        }
+        self.fs.prio = prio.into_iter().collect();
         self.dirty = true;
+    }
+
+    /// One waiting job's priority at `t` (one an administrator fixed stays as it is), kept in
+    /// the index by association; the scheduler hears of it if it changed (or always, with
+    /// `resend`). The weighted factors, for sprio.
+    fn reprioritize(&mut self, id: JobId, t: i64, resend: bool) -> Option<drover_sched::priority::Factors> {
+        let j = self.durable.jobs.get(&id)?;
+        let spec = j.spec.unpack();
+        let w = crate::policy::JobPolicy::of(&spec);
+        self.fs.waiting.entry((w.account.to_string(), w.user.to_string())).or_default().insert(id);
+        if j.status.priority_set {
+            return None;
+        }
+        let (p, f) = self.multifactor_priority(&spec, j.status.eligible_time, t);
+        if u64::from(p) != j.status.priority || resend {
+            if let Some(m) = self.durable.jobs.get_mut(&id) {
+                // Derived, like reasons: recomputed after recovery, never journalled.
+                Arc::make_mut(m).status.priority = u64::from(p);
+            }
+            if let Some(m) = self.durable.jobs.get(&id).cloned() {
+                self.core.handle(Event::Updated(self.sched_job(&m)));
+            }
+            self.dirty = true;
+        }
+        Some(drover_sched::priority::weighted(&self.cfg.priority, &f))
+    }
+
+    /// A job waits (submitted, changed while waiting, or requeued): the index by association
+    /// learns of it, so that a refresh after another job's end finds it.
+    pub(super) fn note_waiting(&mut self, id: JobId, spec: &JobSpec) {
+        if self.cfg.priority.multifactor {
+            let w = crate::policy::JobPolicy::of(spec);
+            self.fs.waiting.entry((w.account.to_string(), w.user.to_string())).or_default().insert(id);
+        }
     }
 
     /// A job's multifactor priority and its factors.

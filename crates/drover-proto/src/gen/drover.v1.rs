@@ -818,6 +818,58 @@ pub struct Blocker {
     #[prost(bool, tag = "12")]
     pub flag: bool,
 }
+/// drover sim --now: the queue run forward in virtual time by the live scheduler, with no new
+/// submissions and every job running what the plan expects (drover_sched::Core::forecast).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ForecastRequest {
+    /// How far to look, in seconds (0: a day).
+    #[prost(int64, tag = "1")]
+    pub horizon_secs: i64,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ExpectedStart {
+    #[prost(uint32, tag = "1")]
+    pub job_id: u32,
+    /// An array task started apart from its array (whose id is job_id).
+    #[prost(uint32, optional, tag = "2")]
+    pub array_task_id: ::core::option::Option<u32>,
+    #[prost(int64, tag = "3")]
+    pub start: i64,
+    /// 0: no time limit and no prediction.
+    #[prost(int64, tag = "4")]
+    pub end: i64,
+    /// A hostlist.
+    #[prost(string, tag = "5")]
+    pub nodes: ::prost::alloc::string::String,
+    /// The expected run is predicted from the user's recent jobs (else the time limit).
+    #[prost(bool, tag = "6")]
+    pub predicted: bool,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct StillWaiting {
+    #[prost(uint32, tag = "1")]
+    pub job_id: u32,
+    /// Its reason when the forecast stopped (a Slurm reason name).
+    #[prost(string, tag = "2")]
+    pub reason: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ForecastReply {
+    #[prost(int64, tag = "1")]
+    pub now: i64,
+    /// Up to when it looked.
+    #[prost(int64, tag = "2")]
+    pub until: i64,
+    #[prost(uint32, tag = "3")]
+    pub passes: u32,
+    /// It stopped at its budget of passes before the horizon.
+    #[prost(bool, tag = "4")]
+    pub cut: bool,
+    #[prost(message, repeated, tag = "5")]
+    pub starts: ::prost::alloc::vec::Vec<ExpectedStart>,
+    #[prost(message, repeated, tag = "6")]
+    pub waiting: ::prost::alloc::vec::Vec<StillWaiting>,
+}
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ExplainReply {
     /// Empty with `waiting` false: the job is not waiting.
@@ -2293,6 +2345,28 @@ pub mod controller_client {
                 .insert(GrpcMethod::new("drover.v1.Controller", "Explain"));
             self.inner.unary(req, path, codec).await
         }
+        /// What the next hours look like (drover sim --now).
+        pub async fn forecast(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ForecastRequest>,
+        ) -> std::result::Result<tonic::Response<super::ForecastReply>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/drover.v1.Controller/Forecast",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("drover.v1.Controller", "Forecast"));
+            self.inner.unary(req, path, codec).await
+        }
         /// Configless mode: the controller's configuration files, for a host that has none.
         pub async fn get_config(
             &mut self,
@@ -2435,6 +2509,11 @@ pub mod controller_server {
             &self,
             request: tonic::Request<super::ExplainRequest>,
         ) -> std::result::Result<tonic::Response<super::ExplainReply>, tonic::Status>;
+        /// What the next hours look like (drover sim --now).
+        async fn forecast(
+            &self,
+            request: tonic::Request<super::ForecastRequest>,
+        ) -> std::result::Result<tonic::Response<super::ForecastReply>, tonic::Status>;
         /// Configless mode: the controller's configuration files, for a host that has none.
         async fn get_config(
             &self,
@@ -3213,6 +3292,51 @@ pub mod controller_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ExplainSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/drover.v1.Controller/Forecast" => {
+                    #[allow(non_camel_case_types)]
+                    struct ForecastSvc<T: Controller>(pub Arc<T>);
+                    impl<
+                        T: Controller,
+                    > tonic::server::UnaryService<super::ForecastRequest>
+                    for ForecastSvc<T> {
+                        type Response = super::ForecastReply;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ForecastRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Controller>::forecast(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ForecastSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

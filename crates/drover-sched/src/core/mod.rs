@@ -6,12 +6,14 @@
 mod deps;
 mod event;
 mod for_explain;
+mod forecast;
 mod job;
 mod place;
 mod preempt;
 mod resources;
 
 pub use event::{Decision, Event, Outcome, SubmitCheck};
+pub use forecast::{Expected, Forecast};
 pub use job::{Hold, Preempt, SchedArray, SchedJob, SchedMore};
 pub use resources::{AdvanceResv, NodeRes, PartitionRes};
 
