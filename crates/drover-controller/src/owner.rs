@@ -12,16 +12,14 @@ use crate::state::{decode_record, encode_record, Durable, HoldKind, Job, JobStat
 use crate::view::{NodeLiveView, View};
 use arc_swap::ArcSwap;
 use drover_journal::Journal;
-use drover_model::conf::{Config, PartitionState};
+use drover_model::conf::Config;
 use drover_model::hostlist::Hostlist;
 use drover_model::job::{Constraint, JobId, JobSpec};
 use drover_model::state::{JobState, NodeBase, NodeState, PendingReason};
 use drover_model::step::{StepId, BATCH_STEP};
 use drover_proto::v1::{self, controller_to_node, node_to_controller};
 use drover_proto::Caller;
-use drover_sched::{
-    Core, Decision, Event, Hold, NodeRes, Outcome, PartitionRes, SchedArray, SchedJob, SchedMore, SubmitCheck,
-};
+use drover_sched::{Core, Decision, Event, Hold, Outcome, SchedArray, SchedJob, SubmitCheck};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -569,53 +567,18 @@ impl Owner {
             .parent()
             .and_then(|d| std::fs::read_to_string(d.join("gres.conf")).ok())
             .and_then(|t| drover_model::gres::GresConf::parse(&t).ok());
+        for ev in drover_sched::conf::events(&self.cfg, gres_conf.as_ref()) {
+            self.core.handle(ev);
+        }
         for n in &self.cfg.nodes {
-            let near = gres_conf.as_ref().map(|gc| drover_model::gres::gpu_cpus(gc, n)).unwrap_or_default();
-            let links = gres_conf.as_ref().map(|gc| drover_model::gres::gpu_links(gc, n)).unwrap_or_default();
-            self.core.handle(Event::NodeDefined(
-                NodeRes::new(&n.name, n.cpus, n.real_memory_mb, n.features.clone(), n.weight)
-                    .with_gres(&n.gres_list)
-                    .with_gpu_cpus(near)
-                    .with_gpu_links(links),
-            ));
-            let admin = self.durable.nodes.entry(n.name.clone()).or_insert_with(|| NodeAdmin {
+            self.durable.nodes.entry(n.name.clone()).or_insert_with(|| NodeAdmin {
                 drain: n.state == "DRAIN",
                 down: n.state == "DOWN",
                 ..Default::default()
             });
-            let _ = admin;
             self.live.entry(n.name.clone()).or_default();
         }
         self.live.retain(|k, _| names.contains(k));
-        self.core.handle(Event::LicensesDefined(self.cfg.licenses.clone()));
-        self.core.handle(Event::TopologyDefined(self.cfg.topology.clone()));
-        let base = if self.cfg.backfill { drover_sched::SchedConfig::named(&self.cfg.bf_policy) } else { None };
-        self.core.handle(Event::Configure(drover_sched::SchedConfig {
-            max_job_test: self.cfg.bf_max_job_test as usize,
-            window: i64::from(self.cfg.bf_window_min) * 60,
-            interval: i64::from(self.cfg.bf_interval),
-            preempt_exempt: self.cfg.preempt_exempt_secs as i64,
-            max_job_user: self.cfg.bf_max_job_user as usize,
-            min_age_reserve: i64::from(self.cfg.bf_min_age_reserve),
-            slip_limit: i64::from(self.cfg.bf_slip_limit),
-            // sched/builtin: strict priority order.
-            ..base.unwrap_or_else(|| drover_sched::SchedConfig::named("fcfs").unwrap_or_default())
-        }));
-        for p in &self.cfg.partitions {
-            self.core.handle(Event::PartitionDefined(PartitionRes {
-                name: p.name.clone(),
-                nodes: p.nodes.clone(),
-                down: match p.state {
-                    PartitionState::Up => None,
-                    PartitionState::Down | PartitionState::Drain => Some(PendingReason::PartitionDown),
-                    PartitionState::Inactive => Some(PendingReason::PartitionInactive),
-                },
-                max_time: p.max_time,
-                default_time: p.default_time,
-                max_nodes: p.max_nodes,
-                min_nodes: p.min_nodes,
-            }));
-        }
         self.resvs_changed();
         let names: Vec<String> = self.live.keys().cloned().collect();
         for n in names {

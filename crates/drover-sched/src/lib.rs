@@ -23,6 +23,7 @@
 // Daemons never unwrap on input; broken invariants use `expect("invariant: ...")`.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod conf;
 mod core;
 pub mod explain;
 pub mod fairshare;
@@ -31,6 +32,7 @@ pub mod limits;
 pub mod plan;
 pub mod predict;
 pub mod priority;
+pub mod request;
 pub mod step;
 
 pub use crate::core::{

@@ -10,8 +10,16 @@ use std::path::PathBuf;
 #[command(name = "drover sim", about = "Replay a workload trace (SWF) through Drover's scheduler in virtual time")]
 pub struct SimArgs {
     /// The trace: Standard Workload Format, optionally gzipped (.gz).
-    #[arg(required_unless_present = "now")]
+    #[arg(required_unless_present_any = ["now", "from_accounting"], conflicts_with = "from_accounting")]
     pub trace: Option<PathBuf>,
+    /// Instead of a trace: the jobs that ran on the site's cluster (its ClusterName) in the
+    /// last --days, read from its accounting database (a SQLite file, or a mysql:// or
+    /// postgres:// URL), each replayed with its whole request. Needs --config.
+    #[arg(long, value_name = "URL", requires = "config")]
+    pub from_accounting: Option<String>,
+    /// With --from-accounting: how many days back.
+    #[arg(long, default_value_t = 7.0, requires = "from_accounting")]
+    pub days: f64,
     /// Instead of a trace: what the next hours look like on the live cluster (its queue run
     /// forward by its own scheduler; see `--hours`).
     #[arg(long, conflicts_with_all = ["trace", "procs", "nodes", "config", "policy", "predict", "order", "slip_limit", "jobs_out", "svg", "no_timing"])]
@@ -27,15 +35,17 @@ pub struct SimArgs {
     pub nodes: Option<u32>,
     #[arg(long)]
     pub cpus_per_node: Option<u32>,
-    /// The nodes of a slurm.conf.
-    #[arg(long)]
+    /// A site's slurm.conf: its nodes (CPUs, memory, GRES, features, weights), partitions
+    /// (limits, state) and scheduling parameters; without --policy, its policy.
+    #[arg(long, visible_alias = "conf")]
     pub config: Option<PathBuf>,
     /// predictive (Drover's default: EASY on predicted run times, backfill by slowdown
     /// score), conservative (Slurm's: reservations for all, on time limits), easy (one
     /// reservation, on time limits), fcfs (no backfill); `default` is predictive. Several,
     /// comma-separated, replay the trace under each in turn (easy,default).
-    #[arg(long, default_value = "default")]
-    pub policy: String,
+    /// (Default: a --config's own, else `default`.)
+    #[arg(long)]
+    pub policy: Option<String>,
     /// Plan on run times predicted from each user's recent jobs (yes) or on time limits
     /// (no), whatever the policy does.
     #[arg(long, value_parser = ["yes", "no"])]
@@ -70,7 +80,7 @@ fn machine(a: &SimArgs) -> Result<Machine, String> {
     }
     if let Some(path) = &a.config {
         let cfg = drover_model::conf::parse_file(path).map_err(|e| e.to_string())?;
-        return Ok(Machine { cpus: cfg.nodes.iter().map(|n| n.cpus).collect() });
+        return Ok(Machine::of_conf(cfg));
     }
     Err("give the machine: --procs N, --nodes N --cpus-per-node C, or --config slurm.conf".into())
 }
@@ -101,7 +111,13 @@ fn config(a: &SimArgs, policy: &str) -> Result<SchedConfig, String> {
 }
 
 fn sim(a: &SimArgs) -> Result<(), String> {
-    let policies: Vec<&str> = a.policy.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
+    let m = machine(a)?;
+    if m.procs() == 0 {
+        return Err("the machine has no processors".into());
+    }
+    let own = m.conf.as_ref().map(|c| if c.backfill { c.bf_policy.clone() } else { "fcfs".into() });
+    let policy = a.policy.clone().or(own).unwrap_or_else(|| "default".into());
+    let policies: Vec<&str> = policy.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
     let cfgs = policies.iter().map(|p| config(a, p)).collect::<Result<Vec<_>, _>>()?;
     if cfgs.is_empty() {
         return Err("give a policy: --policy default (or several: --policy easy,default)".into());
@@ -109,12 +125,27 @@ fn sim(a: &SimArgs) -> Result<(), String> {
     if a.jobs_out.is_some() && cfgs.len() > 1 {
         return Err("--jobs-out writes one policy's jobs: give one --policy".into());
     }
-    let m = machine(a)?;
-    if m.procs() == 0 {
-        return Err("the machine has no processors".into());
+    if m.conf.as_ref().is_some_and(|c| c.priority.multifactor) {
+        eprintln!(
+            "drover sim: note: jobs are taken in submit order; the multifactor priority \
+             (PriorityType=priority/multifactor) is not replayed yet"
+        );
     }
-    let path = a.trace.as_ref().ok_or("give a trace (or --now)")?;
-    let all = swf::read(path)?;
+    let (all, source) = match (&a.trace, &a.from_accounting, &m.conf) {
+        (Some(path), _, _) => {
+            (swf::read(path)?, path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default())
+        }
+        (None, Some(url), Some(conf)) => {
+            let now =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+            if !(a.days.is_finite() && a.days > 0.0) {
+                return Err(format!("--days {}: give a number of days above 0", a.days));
+            }
+            let jobs = crate::acct::read(url, Some(&conf.cluster_name), a.days, now)?;
+            (jobs, format!("{}'s last {} days", conf.cluster_name, a.days))
+        }
+        _ => return Err("give a trace, or --from-accounting URL with --config (or --now)".into()),
+    };
     let jobs = usable(&all, &m);
     let tty = std::io::stderr().is_terminal();
     let mut runs: Vec<(String, Vec<crate::JobRow>)> = Vec::new();
@@ -141,8 +172,7 @@ fn sim(a: &SimArgs) -> Result<(), String> {
         runs.push((name.to_string(), rows));
     }
     if let Some(path) = &a.svg {
-        let trace = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-        let title = format!("Mean wait by job size: {trace} on {} processors (drover sim)", m.procs());
+        let title = format!("Mean wait by job size: {source} on {} processors (drover sim)", m.procs());
         std::fs::write(path, crate::chart::svg(&title, &runs)).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     Ok(())

@@ -11,27 +11,45 @@
 //! Deterministic: the same trace, cluster and policy give the same schedule and the same
 //! output (but `sched_cpu_s`, a measurement, which `--no-timing` zeroes).
 
+pub mod acct;
 pub mod swf;
 
 use drover_model::duration::TimeLimit;
 use drover_sched::{Core, Decision, Event, NodeRes, Outcome, PartitionRes, SchedConfig, SchedJob};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 
 pub use swf::{parse, TraceJob};
 
 pub mod chart;
 pub mod cli;
 
-/// The machine a trace is replayed on: its nodes' CPU counts.
-#[derive(Debug, Clone, PartialEq)]
+/// The machine a trace is replayed on: its nodes' CPU counts, and the `slurm.conf` it is
+/// (`None`: nodes `n1`, `n2`, ... in one partition, `sim`).
+#[derive(Debug, Clone)]
 pub struct Machine {
     pub cpus: Vec<u32>,
+    pub conf: Option<std::sync::Arc<drover_model::conf::Config>>,
 }
 
 impl Machine {
     pub fn uniform(nodes: u32, cpus_per_node: u32) -> Machine {
-        Machine { cpus: vec![cpus_per_node; nodes as usize] }
+        Machine { cpus: vec![cpus_per_node; nodes as usize], conf: None }
+    }
+
+    /// A site's machine: its `slurm.conf`'s nodes (CPUs, memory, GRES, features, weights)
+    /// and partitions (nodes, limits, state), and its scheduling parameters (`gres` is the
+    /// `gres.conf` beside it, where there is one).
+    pub fn of_conf(cfg: drover_model::conf::Config) -> Machine {
+        Machine { cpus: cfg.nodes.iter().map(|n| n.cpus).collect(), conf: Some(std::sync::Arc::new(cfg)) }
+    }
+
+    /// The partition a trace's job (which names none) runs in.
+    fn partition(&self) -> String {
+        self.conf
+            .as_ref()
+            .and_then(|c| c.default_partition().or(c.partitions.first()).map(|p| p.name.clone()))
+            .unwrap_or_else(|| "sim".into())
     }
     pub fn procs(&self) -> u64 {
         self.cpus.iter().map(|&c| u64::from(c)).sum()
@@ -155,6 +173,34 @@ pub fn config(policy: SchedConfig) -> SchedConfig {
 
 fn cluster(machine: &Machine, cfg: SchedConfig) -> Core {
     let mut core = Core::new();
+    if let Some(conf) = &machine.conf {
+        let gres = std::path::Path::new(&conf.path)
+            .parent()
+            .and_then(|d| std::fs::read_to_string(d.join("gres.conf")).ok())
+            .and_then(|t| drover_model::gres::GresConf::parse(&t).ok());
+        for ev in drover_sched::conf::events(conf, gres.as_ref()) {
+            let ev = match ev {
+                // The policy asked for, with the site's depth, window and per-user limits;
+                // planning at every event, as every replay does.
+                Event::Configure(site) => Event::Configure(SchedConfig {
+                    max_job_test: site.max_job_test,
+                    window: site.window,
+                    max_job_user: site.max_job_user,
+                    min_age_reserve: site.min_age_reserve,
+                    preempt_exempt: site.preempt_exempt,
+                    interval: 0,
+                    forecast: false,
+                    ..cfg
+                }),
+                ev => ev,
+            };
+            core.handle(ev);
+        }
+        for n in &conf.nodes {
+            core.handle(Event::NodeSchedulable { node: n.name.clone(), schedulable: true });
+        }
+        return core;
+    }
     let mut names = Vec::new();
     for (i, &cpus) in machine.cpus.iter().enumerate() {
         let name = format!("n{}", i + 1);
@@ -167,13 +213,31 @@ fn cluster(machine: &Machine, cfg: SchedConfig) -> Core {
     core
 }
 
-fn sched_job(id: u32, j: &TraceJob) -> SchedJob {
+/// Job `k` of the replay under id `id`: a trace's asks for its processors in `partition`;
+/// one read from accounting is its whole request, as the controller hands it to the
+/// scheduler (its dependencies on jobs outside the replay dropped).
+fn sched_job(k: usize, id: u32, j: &TraceJob, partition: &str, ids: &HashMap<u32, usize>) -> SchedJob {
+    // Submit order (the trace's order; ties by line).
+    let priority = u64::from(u32::MAX - k as u32);
+    if let Some(spec) = &j.request {
+        let mut intern = |s: &str| std::sync::Arc::<str>::from(s);
+        let mut sj = drover_sched::request::sched_job(id, spec, priority, j.submit, None, None, &mut intern);
+        if sj.partitions.is_empty() {
+            sj.partitions = vec![partition.into()];
+        }
+        if sj.more.is_some() {
+            sj.more_mut()
+                .dependency
+                .list
+                .retain(|d| d.kind == drover_model::job::DependencyKind::Singleton || ids.contains_key(&d.job));
+        }
+        return sj;
+    }
     let limit: TimeLimit = Some(j.estimate.max(0) as u64);
     SchedJob {
         id,
-        // Submit order (the trace's order; ties by line).
-        priority: u64::from(u32::MAX - id),
-        partitions: vec!["sim".into()],
+        priority,
+        partitions: vec![partition.into()],
         min_nodes: 1,
         max_nodes: None,
         ntasks: j.procs,
@@ -200,6 +264,14 @@ pub fn run(
     progress: &mut dyn FnMut(f64),
 ) -> (Vec<JobRow>, u64, f64) {
     let mut core = cluster(machine, cfg);
+    let partition = machine.partition();
+    // Jobs read from accounting keep their ids (their dependencies name them); a trace's
+    // are numbered from 1 in its order.
+    let id_of = |k: usize| match &jobs[k].request {
+        Some(_) => jobs[k].id,
+        None => k as u32 + 1,
+    };
+    let ids: HashMap<u32, usize> = (0..jobs.len()).map(|k| (id_of(k), k)).collect();
     // (time, kind: 0 = end before 1 = submit before 2 = a pass the core asked for, index):
     // ends free resources before submits at the same second are considered.
     let mut events: BinaryHeap<Reverse<(i64, u8, usize)>> = BinaryHeap::new();
@@ -217,17 +289,17 @@ pub fn run(
                 break;
             }
             events.pop();
-            // (A wake has no job: its index is usize::MAX.)
-            let id = (k as u32).wrapping_add(1);
             if kind == 2 {
+                // (A wake has no job: its index is usize::MAX.)
                 wakes.remove(&et);
             } else if kind == 0 {
+                let id = id_of(k);
                 core.handle(Event::Ended { job: id, outcome: Outcome::Succeeded });
                 core.handle(Event::Forgotten(id));
                 // What a live controller learns from accounting as each job ends.
                 core.handle(Event::Ran { uid: jobs[k].user, seconds: jobs[k].run });
             } else {
-                core.handle(Event::Submitted(sched_job(id, &jobs[k])));
+                core.handle(Event::Submitted(sched_job(k, id_of(k), &jobs[k], &partition, &ids)));
             }
         }
         let t0 = timing.then(std::time::Instant::now);
@@ -242,7 +314,7 @@ pub fn run(
         }
         for d in decisions {
             if let Decision::Start { job, alloc, .. } = d {
-                let k = job as usize - 1;
+                let Some(&k) = ids.get(&job) else { continue };
                 let j = &jobs[k];
                 let mut nodes = drover_model::hostlist::Hostlist::new();
                 for n in &alloc.nodes {
@@ -283,7 +355,7 @@ mod tests {
     }
 
     fn job(id: u32, submit: i64, run: i64, procs: u32, estimate: i64) -> TraceJob {
-        TraceJob { id, submit, run, procs, estimate, user: 1 }
+        TraceJob { id, submit, run, procs, estimate, user: 1, request: None }
     }
 
     #[test]

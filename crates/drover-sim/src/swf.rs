@@ -17,6 +17,9 @@ pub struct TraceJob {
     pub estimate: i64,
     /// Field 12, the user id (`u32::MAX` where the trace has none): predictions learn per user.
     pub user: u32,
+    /// The whole request, for a job read from accounting (`None` for a trace's: it asks for
+    /// `procs` CPUs in the machine's default partition).
+    pub request: Option<Box<drover_model::job::JobSpec>>,
 }
 
 /// Parses SWF text. A line that is not a comment and does not have at least 9 numeric
@@ -47,6 +50,7 @@ pub fn parse(text: &str) -> Result<Vec<TraceJob>, String> {
             procs: u32::try_from(procs.max(0)).unwrap_or(u32::MAX),
             estimate: req_time.max(run),
             user,
+            request: None,
         });
     }
     Ok(jobs)
@@ -79,7 +83,10 @@ mod tests {
             14 567400 0 -1 4 0 -1 4 -1 -1 0 1 1 1 1 -1 -1 -1\n";
         let jobs = parse(text).unwrap();
         assert_eq!(jobs.len(), 3);
-        assert_eq!(jobs[0], TraceJob { id: 11, submit: 566129, run: 28826, procs: 1, estimate: 28826, user: 153 });
+        assert_eq!(
+            jobs[0],
+            TraceJob { id: 11, submit: 566129, run: 28826, procs: 1, estimate: 28826, user: 153, request: None }
+        );
         assert_eq!(jobs[1].procs, 8);
         assert_eq!(jobs[1].estimate, 64800);
         assert_eq!(jobs[2].run, -1);

@@ -171,3 +171,91 @@ fn sim_now_forecasts_the_live_queue_with_the_live_scheduler() {
     );
     c.ok("scancel", &[&hold.to_string(), &wide.to_string(), &array.to_string(), &dep.to_string(), &held.to_string()]);
 }
+
+/// `drover sim --config slurm.conf --from-accounting DB`: a cluster's own jobs, read back from
+/// its accounting database, replayed on its own nodes and partitions with their whole
+/// requests: the same ids, the partition each ran in (a one-node partition's job on its
+/// node), the nodes a two-node job needs, a dependency after its job, and a request the
+/// replay's machine cannot hold named in no row.
+#[test]
+fn sim_replays_a_clusters_own_jobs_from_accounting_on_its_conf() {
+    let c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 2,
+            accounting: true,
+            extra_conf: "PartitionName=small Nodes=node2 MaxTime=10\n".into(),
+            ..Default::default()
+        },
+    );
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(c.submit(&["-n2", "-t", "5", "-o", "/dev/null", "--wrap", "sleep 2"]));
+    }
+    let small = c.submit(&["-p", "small", "-n1", "-t", "5", "-o", "/dev/null", "--wrap", "sleep 1"]);
+    let wide = c.submit(&["-N2", "-t", "5", "-o", "/dev/null", "--wrap", "sleep 1"]);
+    let dep =
+        c.submit(&["-n1", "-t", "5", "-d", &format!("afterok:{}", ids[0]), "-o", "/dev/null", "--wrap", "sleep 1"]);
+    ids.extend([small, wide, dep]);
+    for &j in &ids {
+        c.wait_state(j, &["COMPLETED"], Duration::from_secs(60));
+    }
+    let list: Vec<String> = ids.iter().map(u32::to_string).collect();
+    c.wait_until("the jobs' records in accounting", Duration::from_secs(20), || {
+        c.ok("sacct", &["-X", "-n", "-P", "-j", &list.join(","), "-o", "State"])
+            .lines()
+            .filter(|l| *l == "COMPLETED")
+            .count()
+            == ids.len()
+    });
+    let rows = c.path().join("acct.csv");
+    let conf = c.path().join("slurm.conf");
+    let db = c.path().join("acct.db");
+    let out = c.run(
+        "drover",
+        &[
+            "sim",
+            "--config",
+            conf.to_str().unwrap(),
+            "--from-accounting",
+            db.to_str().unwrap(),
+            "--policy",
+            "conservative",
+            "--no-timing",
+            "--jobs-out",
+            rows.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("policy conservative  machine 4 procs on 2 nodes  jobs 6 (6 in the trace)"), "{text}");
+    let csv = std::fs::read_to_string(&rows).unwrap();
+    // id -> (start, end, nodes)
+    let got: std::collections::HashMap<u32, (i64, i64, String)> = csv
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.splitn(8, ',').collect();
+            (f[0].parse().unwrap(), (f[2].parse().unwrap(), f[3].parse().unwrap(), f[7].trim_matches('"').to_string()))
+        })
+        .collect();
+    let mut replayed: Vec<u32> = got.keys().copied().collect();
+    replayed.sort_unstable();
+    assert_eq!(replayed, ids, "{csv}");
+    assert_eq!(got[&small].2, "node2", "{csv}");
+    assert_eq!(got[&wide].2, "node[1-2]", "{csv}");
+    assert!(got[&dep].0 >= got[&ids[0]].1, "the dependent job starts after its job ends: {csv}");
+    // Each ran as long as it did live (sleep 1 or 2, give or take the cluster's second).
+    for (id, (start, end, _)) in &got {
+        assert!((1..=3).contains(&(end - start)), "job {id}: {csv}");
+    }
+    // Without a slurm.conf, or with a database that is not there: one line each.
+    let bad = c.run("drover", &["sim", "--config", conf.to_str().unwrap(), "--from-accounting", "/nonexistent.db"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&bad.stderr),
+        "drover sim: error: /nonexistent.db: no such accounting database (give a SQLite file or a mysql:// or postgres:// URL)\n"
+    );
+    let bad = c.run("drover", &["sim", "--from-accounting", db.to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(2), "{}", String::from_utf8_lossy(&bad.stderr));
+}
