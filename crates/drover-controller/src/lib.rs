@@ -25,6 +25,7 @@ mod owner;
 mod policy;
 mod ratelimit;
 mod readers;
+pub mod replay;
 mod rpc;
 mod state;
 mod storage;

@@ -31,7 +31,7 @@ mod control;
 mod jobs;
 mod nodes;
 mod predict;
-mod priority;
+pub(crate) mod priority;
 mod resv;
 mod schedview;
 mod steps;
@@ -637,6 +637,11 @@ impl Owner {
             if t != self.last_periodic {
                 self.last_periodic = t;
                 self.periodic(t);
+            }
+            if self.cfg.priority.multifactor && !self.fs.touched.is_empty() {
+                // A job's end moved its association's usage: the priorities it concerns
+                // follow before the pass that may start a job in its place (incremental).
+                self.refresh_priorities(t);
             }
             let (before, started) = (self.core.pass_stats(), std::time::Instant::now());
             self.schedule(t);

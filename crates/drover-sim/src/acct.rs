@@ -22,12 +22,12 @@ fn store_url(url: &str) -> Result<String, String> {
 }
 
 /// The jobs of `cluster` (any, where `None`) submitted in the `days` before `now` that ran,
-/// in submit order (then id).
-pub fn read(url: &str, cluster: Option<&str>, days: f64, now: i64) -> Result<Vec<TraceJob>, String> {
+/// in submit order (then id), and the site's accounts, users and QoS.
+pub fn read(url: &str, cluster: Option<&str>, days: f64, now: i64) -> Result<(Vec<TraceJob>, v1::AdminState), String> {
     let url = store_url(url)?;
     let since = now - (days * 86_400.0).round() as i64;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
-    let rows = rt.block_on(async {
+    let (rows, admin) = rt.block_on(async {
         let store = drover_accounting::store::Store::open(&url)
             .await
             .map_err(|e| format!("{}: {e}", drover_accounting::store::redact(&url)))?;
@@ -38,11 +38,13 @@ pub fn read(url: &str, cluster: Option<&str>, days: f64, now: i64) -> Result<Vec
             no_steps: true,
             ..Default::default()
         };
-        store.jobs(&q).await.map_err(|e| e.to_string())
+        let rows = store.jobs(&q).await.map_err(|e| e.to_string())?;
+        let admin = store.admin_state().await.map_err(|e| e.to_string())?;
+        Ok::<_, String>((rows, admin))
     })?;
     let mut jobs: Vec<TraceJob> = rows.jobs.into_iter().filter_map(|r| job(r, since)).collect();
     jobs.sort_by_key(|j| (j.submit, j.id));
-    Ok(jobs)
+    Ok((jobs, admin))
 }
 
 /// A job that ran, submitted at or after `since`, as the simulator replays it.

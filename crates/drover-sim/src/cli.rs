@@ -125,13 +125,14 @@ fn sim(a: &SimArgs) -> Result<(), String> {
     if a.jobs_out.is_some() && cfgs.len() > 1 {
         return Err("--jobs-out writes one policy's jobs: give one --policy".into());
     }
-    if m.conf.as_ref().is_some_and(|c| c.priority.multifactor) {
+    if a.trace.is_some() && m.conf.as_ref().is_some_and(|c| c.priority.multifactor) {
         eprintln!(
-            "drover sim: note: jobs are taken in submit order; the multifactor priority \
-             (PriorityType=priority/multifactor) is not replayed yet"
+            "drover sim: note: a trace's jobs are taken in submit order (they have no accounts or \
+             QoS for the multifactor priority; --from-accounting replays it)"
         );
     }
-    let (all, source) = match (&a.trace, &a.from_accounting, &m.conf) {
+    let mut m = m;
+    let (all, source) = match (&a.trace, &a.from_accounting, m.conf.clone()) {
         (Some(path), _, _) => {
             (swf::read(path)?, path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default())
         }
@@ -141,7 +142,8 @@ fn sim(a: &SimArgs) -> Result<(), String> {
             if !(a.days.is_finite() && a.days > 0.0) {
                 return Err(format!("--days {}: give a number of days above 0", a.days));
             }
-            let jobs = crate::acct::read(url, Some(&conf.cluster_name), a.days, now)?;
+            let (jobs, admin) = crate::acct::read(url, Some(&conf.cluster_name), a.days, now)?;
+            m.admin = Some(std::sync::Arc::new(admin));
             (jobs, format!("{}'s last {} days", conf.cluster_name, a.days))
         }
         _ => return Err("give a trace, or --from-accounting URL with --config (or --now)".into()),

@@ -30,18 +30,21 @@ pub mod cli;
 pub struct Machine {
     pub cpus: Vec<u32>,
     pub conf: Option<std::sync::Arc<drover_model::conf::Config>>,
+    /// The site's accounts, users and QoS (from its accounting), for the multifactor
+    /// priority of jobs read from accounting.
+    pub admin: Option<std::sync::Arc<drover_proto::v1::AdminState>>,
 }
 
 impl Machine {
     pub fn uniform(nodes: u32, cpus_per_node: u32) -> Machine {
-        Machine { cpus: vec![cpus_per_node; nodes as usize], conf: None }
+        Machine { cpus: vec![cpus_per_node; nodes as usize], conf: None, admin: None }
     }
 
     /// A site's machine: its `slurm.conf`'s nodes (CPUs, memory, GRES, features, weights)
     /// and partitions (nodes, limits, state), and its scheduling parameters (`gres` is the
     /// `gres.conf` beside it, where there is one).
     pub fn of_conf(cfg: drover_model::conf::Config) -> Machine {
-        Machine { cpus: cfg.nodes.iter().map(|n| n.cpus).collect(), conf: Some(std::sync::Arc::new(cfg)) }
+        Machine { cpus: cfg.nodes.iter().map(|n| n.cpus).collect(), conf: Some(std::sync::Arc::new(cfg)), admin: None }
     }
 
     /// The partition a trace's job (which names none) runs in.
@@ -216,9 +219,17 @@ fn cluster(machine: &Machine, cfg: SchedConfig) -> Core {
 /// Job `k` of the replay under id `id`: a trace's asks for its processors in `partition`;
 /// one read from accounting is its whole request, as the controller hands it to the
 /// scheduler (its dependencies on jobs outside the replay dropped).
-fn sched_job(k: usize, id: u32, j: &TraceJob, partition: &str, ids: &HashMap<u32, usize>) -> SchedJob {
-    // Submit order (the trace's order; ties by line).
-    let priority = u64::from(u32::MAX - k as u32);
+fn sched_job(
+    k: usize,
+    id: u32,
+    j: &TraceJob,
+    partition: &str,
+    ids: &HashMap<u32, usize>,
+    priority: Option<u32>,
+) -> SchedJob {
+    // The multifactor priority where it is replayed, else submit order (the trace's order;
+    // ties by line).
+    let priority = u64::from(priority.unwrap_or(u32::MAX - k as u32));
     if let Some(spec) = &j.request {
         let mut intern = |s: &str| std::sync::Arc::<str>::from(s);
         let mut sj = drover_sched::request::sched_job(id, spec, priority, j.submit, None, None, &mut intern);
@@ -272,6 +283,25 @@ pub fn run(
         None => k as u32 + 1,
     };
     let ids: HashMap<u32, usize> = (0..jobs.len()).map(|k| (id_of(k), k)).collect();
+    // The controller's multifactor priority, for jobs read from accounting on a site whose
+    // slurm.conf has it: recomputed every PriorityCalcPeriod, and for the waiting jobs of the
+    // associations whose fairshare a job's end moved.
+    let mut prios = machine
+        .conf
+        .as_ref()
+        .filter(|_| jobs.iter().any(|j| j.request.is_some()))
+        .and_then(|c| drover_controller::replay::Priorities::new(c, machine.admin.as_deref().cloned()));
+    let mut next_calc = i64::MIN;
+    let mut waiting: std::collections::BTreeMap<(String, String), std::collections::BTreeSet<usize>> =
+        Default::default();
+    let priority_of = |p: &Option<drover_controller::replay::Priorities>, k: usize, t: i64| {
+        let (p, spec) = (p.as_ref()?, jobs[k].request.as_ref()?);
+        Some(p.priority(spec, jobs[k].submit, t))
+    };
+    let update = |core: &mut Core, p: &Option<drover_controller::replay::Priorities>, k: usize, t: i64| {
+        let sj = sched_job(k, id_of(k), &jobs[k], &partition, &ids, priority_of(p, k, t));
+        core.handle(Event::Updated(sj));
+    };
     // (time, kind: 0 = end before 1 = submit before 2 = a pass the core asked for, index):
     // ends free resources before submits at the same second are considered.
     let mut events: BinaryHeap<Reverse<(i64, u8, usize)>> = BinaryHeap::new();
@@ -284,6 +314,16 @@ pub fn run(
     let (mut passes, mut cpu) = (0u64, std::time::Duration::ZERO);
     let mut no_ids = || unreachable_id();
     while let Some(&Reverse((t, _, _))) = events.peek() {
+        if let Some(p) = prios.as_mut().filter(|_| t >= next_calc) {
+            p.calc(t);
+            let first = next_calc == i64::MIN;
+            next_calc = t + p.calc_period();
+            if !first {
+                for &k in waiting.values().flatten() {
+                    update(&mut core, &prios, k, t);
+                }
+            }
+        }
         while let Some(&Reverse((et, kind, k))) = events.peek() {
             if et != t {
                 break;
@@ -298,8 +338,20 @@ pub fn run(
                 core.handle(Event::Forgotten(id));
                 // What a live controller learns from accounting as each job ends.
                 core.handle(Event::Ran { uid: jobs[k].user, seconds: jobs[k].run });
+                if let (Some(p), Some(spec)) = (prios.as_mut(), jobs[k].request.as_ref()) {
+                    p.ended(spec, jobs[k].procs, jobs[k].run);
+                    for assoc in p.refresh() {
+                        for &w in waiting.get(&assoc).into_iter().flatten() {
+                            update(&mut core, &prios, w, t);
+                        }
+                    }
+                }
             } else {
-                core.handle(Event::Submitted(sched_job(k, id_of(k), &jobs[k], &partition, &ids)));
+                let prio = priority_of(&prios, k, t);
+                if let (Some(_), Some(spec)) = (prio, jobs[k].request.as_ref()) {
+                    waiting.entry(drover_controller::replay::Priorities::assoc_of(spec)).or_default().insert(k);
+                }
+                core.handle(Event::Submitted(sched_job(k, id_of(k), &jobs[k], &partition, &ids, prio)));
             }
         }
         let t0 = timing.then(std::time::Instant::now);
@@ -315,6 +367,11 @@ pub fn run(
         for d in decisions {
             if let Decision::Start { job, alloc, .. } = d {
                 let Some(&k) = ids.get(&job) else { continue };
+                if let Some(spec) = jobs[k].request.as_ref().filter(|_| prios.is_some()) {
+                    if let Some(w) = waiting.get_mut(&drover_controller::replay::Priorities::assoc_of(spec)) {
+                        w.remove(&k);
+                    }
+                }
                 let j = &jobs[k];
                 let mut nodes = drover_model::hostlist::Hostlist::new();
                 for n in &alloc.nodes {

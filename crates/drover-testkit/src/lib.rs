@@ -798,6 +798,19 @@ impl Cluster {
         Ok(())
     }
 
+    /// Adds `accounts` under root with sacctmgr, root a user of each, and waits until the
+    /// controller has them (a job may charge the last).
+    pub fn root_in_accounts(&self, accounts: &[&str]) {
+        let mut args = vec!["-i", "add", "account"];
+        args.extend(accounts);
+        self.ok("sacctmgr", &args);
+        self.ok("sacctmgr", &["-i", "add", "user", "root", &format!("Account={}", accounts.join(","))]);
+        let last = accounts.last().copied().unwrap_or("root");
+        self.wait_until("the associations to reach the controller", Duration::from_secs(20), || {
+            self.run("sbatch", &["--test-only", "-A", last, "--wrap", "true"]).status.success()
+        });
+    }
+
     /// Adds the lab's accounts and users with sacctmgr (the cluster is registered by then:
     /// see `wait_registered`).
     pub fn add_lab_accounts(&self) {

@@ -172,6 +172,47 @@ fn sim_now_forecasts_the_live_queue_with_the_live_scheduler() {
     c.ok("scancel", &[&hold.to_string(), &wide.to_string(), &array.to_string(), &dep.to_string(), &held.to_string()]);
 }
 
+/// Jobs `ids` have ended and accounting holds their records.
+fn wait_recorded(c: &Cluster, ids: &[u32]) {
+    let list: Vec<String> = ids.iter().map(u32::to_string).collect();
+    for &j in ids {
+        c.wait_state(j, &["COMPLETED"], Duration::from_secs(60));
+    }
+    c.wait_until("the jobs' records in accounting", Duration::from_secs(20), || {
+        c.ok("sacct", &["-X", "-n", "-P", "-j", &list.join(","), "-o", "State"])
+            .lines()
+            .filter(|l| *l == "COMPLETED")
+            .count()
+            == ids.len()
+    });
+}
+
+/// `drover sim --config CONF --from-accounting` the cluster's database, with `extra`
+/// arguments: its summary, and each replayed job's (start, end, nodes) by id.
+fn replay(
+    c: &Cluster,
+    conf: &std::path::Path,
+    extra: &[&str],
+) -> (String, std::collections::HashMap<u32, (i64, i64, String)>) {
+    let rows = c.path().join("replay.csv");
+    let db = c.path().join("acct.db");
+    let mut args = vec!["sim", "--config", conf.to_str().unwrap(), "--from-accounting", db.to_str().unwrap()];
+    args.extend(["--no-timing", "--jobs-out", rows.to_str().unwrap()]);
+    args.extend(extra);
+    let out = c.run("drover", &args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let csv = std::fs::read_to_string(&rows).unwrap();
+    let got = csv
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.splitn(8, ',').collect();
+            (f[0].parse().unwrap(), (f[2].parse().unwrap(), f[3].parse().unwrap(), f[7].trim_matches('"').to_string()))
+        })
+        .collect();
+    (String::from_utf8_lossy(&out.stdout).to_string(), got)
+}
+
 /// `drover sim --config slurm.conf --from-accounting DB`: a cluster's own jobs, read back from
 /// its accounting database, replayed on its own nodes and partitions with their whole
 /// requests: the same ids, the partition each ran in (a one-node partition's job on its
@@ -197,48 +238,11 @@ fn sim_replays_a_clusters_own_jobs_from_accounting_on_its_conf() {
     let dep =
         c.submit(&["-n1", "-t", "5", "-d", &format!("afterok:{}", ids[0]), "-o", "/dev/null", "--wrap", "sleep 1"]);
     ids.extend([small, wide, dep]);
-    for &j in &ids {
-        c.wait_state(j, &["COMPLETED"], Duration::from_secs(60));
-    }
-    let list: Vec<String> = ids.iter().map(u32::to_string).collect();
-    c.wait_until("the jobs' records in accounting", Duration::from_secs(20), || {
-        c.ok("sacct", &["-X", "-n", "-P", "-j", &list.join(","), "-o", "State"])
-            .lines()
-            .filter(|l| *l == "COMPLETED")
-            .count()
-            == ids.len()
-    });
-    let rows = c.path().join("acct.csv");
+    wait_recorded(&c, &ids);
     let conf = c.path().join("slurm.conf");
-    let db = c.path().join("acct.db");
-    let out = c.run(
-        "drover",
-        &[
-            "sim",
-            "--config",
-            conf.to_str().unwrap(),
-            "--from-accounting",
-            db.to_str().unwrap(),
-            "--policy",
-            "conservative",
-            "--no-timing",
-            "--jobs-out",
-            rows.to_str().unwrap(),
-        ],
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (text, got) = replay(&c, &conf, &["--policy", "conservative"]);
     assert!(text.starts_with("policy conservative  machine 4 procs on 2 nodes  jobs 6 (6 in the trace)"), "{text}");
-    let csv = std::fs::read_to_string(&rows).unwrap();
-    // id -> (start, end, nodes)
-    let got: std::collections::HashMap<u32, (i64, i64, String)> = csv
-        .lines()
-        .skip(1)
-        .map(|l| {
-            let f: Vec<&str> = l.splitn(8, ',').collect();
-            (f[0].parse().unwrap(), (f[2].parse().unwrap(), f[3].parse().unwrap(), f[7].trim_matches('"').to_string()))
-        })
-        .collect();
+    let csv = format!("{got:?}");
     let mut replayed: Vec<u32> = got.keys().copied().collect();
     replayed.sort_unstable();
     assert_eq!(replayed, ids, "{csv}");
@@ -256,6 +260,42 @@ fn sim_replays_a_clusters_own_jobs_from_accounting_on_its_conf() {
         String::from_utf8_lossy(&bad.stderr),
         "drover sim: error: /nonexistent.db: no such accounting database (give a SQLite file or a mysql:// or postgres:// URL)\n"
     );
+    let db = c.path().join("acct.db");
     let bad = c.run("drover", &["sim", "--from-accounting", db.to_str().unwrap()]);
     assert_eq!(bad.status.code(), Some(2), "{}", String::from_utf8_lossy(&bad.stderr));
+}
+
+/// On a `priority/multifactor` site the replay orders its queue by the controller's own
+/// priority, fairshare included: lab1's job uses the node, then a lab1 job and a lab2 job wait
+/// for it (lab1's submitted first). When it ends lab1 has used something and lab2 nothing, so
+/// lab2's goes first — live, and in the replay from accounting; replayed on the same
+/// slurm.conf without the multifactor priority (submit order), lab1's would.
+#[test]
+fn sim_replays_the_multifactor_priority_with_fairshare() {
+    let c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 1,
+            accounting: true,
+            extra_conf: "PriorityType=priority/multifactor\nPriorityWeightFairshare=10000\nPriorityDecayHalfLife=0\n"
+                .into(),
+            ..Default::default()
+        },
+    );
+    c.root_in_accounts(&["lab1", "lab2"]);
+    let first = c.submit(&["-A", "lab1", "-n2", "-t", "5", "-o", "/dev/null", "--wrap", "sleep 4"]);
+    c.wait_state(first, &["RUNNING"], Duration::from_secs(30));
+    let x = c.submit(&["-A", "lab1", "-n2", "-t", "5", "-o", "/dev/null", "--wrap", "sleep 1"]);
+    let y = c.submit(&["-A", "lab2", "-n2", "-t", "5", "-o", "/dev/null", "--wrap", "sleep 1"]);
+    wait_recorded(&c, &[first, x, y]);
+    let start = |j: u32| epoch(c.ok("sacct", &["-X", "-n", "-P", "-j", &j.to_string(), "-o", "Start"]).trim());
+    assert!(start(y) < start(x), "live, lab2's job went first");
+    let conf = c.path().join("slurm.conf");
+    let (_, got) = replay(&c, &conf, &[]);
+    assert!(got[&y].0 < got[&x].0, "replayed with fairshare, lab2's job goes first: {got:?}");
+    let basic = c.path().join("basic.conf");
+    let text = std::fs::read_to_string(&conf).unwrap().replace("PriorityType=priority/multifactor", "");
+    std::fs::write(&basic, text).unwrap();
+    let (_, got) = replay(&c, &basic, &[]);
+    assert!(got[&x].0 < got[&y].0, "in submit order, lab1's job goes first: {got:?}");
 }

@@ -232,31 +232,42 @@ impl Owner {
         eligible: i64,
         t: i64,
     ) -> (u32, drover_sched::priority::Factors) {
-        use drover_sched::priority::{self, ClusterSize, JobInput};
-        let w = crate::policy::JobPolicy::of(spec);
-        let admin = self.acct_admin.as_deref();
-        let qos_prio = |name: &str| admin.and_then(|a| a.qos.iter().find(|q| q.name == name)).map_or(0, |q| q.priority);
-        let max_qos = admin.map_or(0, |a| a.qos.iter().map(|q| q.priority).max().unwrap_or(0));
-        let assoc_prio = admin
-            .and_then(|a| a.assoc(w.account, w.user, ""))
-            .and_then(|a| a.limits.as_ref().and_then(|l| l.priority))
-            .unwrap_or(0);
-        let max_assoc = admin.map_or(0, |a| {
-            a.assocs.iter().filter_map(|x| x.limits.as_ref().and_then(|l| l.priority)).max().unwrap_or(0)
-        });
-        let input = JobInput {
-            eligible: if spec.hold { 0 } else { eligible },
-            fairshare: self.fs.factors.get(&(w.account.to_string(), w.user.to_string())).copied().unwrap_or(0.0),
-            min_nodes: spec.min_nodes.unwrap_or(1),
-            cpus: spec.task_count().max(1) * spec.cpus_per_task().max(1),
-            partition: (1, 1),
-            qos: (qos_prio(w.qos), max_qos),
-            assoc: (assoc_prio, max_assoc),
-            nice: i64::from(spec.nice),
-        };
-        let size =
-            ClusterSize { nodes: self.cfg.nodes.len() as u32, cpus: self.cfg.nodes.iter().map(|n| n.cpus).sum() };
-        let f = priority::factors(&self.cfg.priority, &input, size, t);
-        (priority::priority(&self.cfg.priority, &f), f)
+        multifactor(&self.cfg, self.acct_admin.as_deref(), &self.fs.factors, spec, eligible, t)
     }
+}
+
+/// A job's multifactor priority at `t` and its factors, from the configuration's weights,
+/// accounting's QoS and association priorities, and the fairshare `factors` of the last
+/// calculation. Shared with `drover sim`'s replay ([`crate::replay`]).
+pub(crate) fn multifactor(
+    cfg: &Config,
+    admin: Option<&crate::acct::Admin>,
+    factors: &HashMap<(String, String), f64>,
+    spec: &JobSpec,
+    eligible: i64,
+    t: i64,
+) -> (u32, drover_sched::priority::Factors) {
+    use drover_sched::priority::{self, ClusterSize, JobInput};
+    let w = crate::policy::JobPolicy::of(spec);
+    let qos_prio = |name: &str| admin.and_then(|a| a.qos.iter().find(|q| q.name == name)).map_or(0, |q| q.priority);
+    let max_qos = admin.map_or(0, |a| a.qos.iter().map(|q| q.priority).max().unwrap_or(0));
+    let assoc_prio = admin
+        .and_then(|a| a.assoc(w.account, w.user, ""))
+        .and_then(|a| a.limits.as_ref().and_then(|l| l.priority))
+        .unwrap_or(0);
+    let max_assoc = admin
+        .map_or(0, |a| a.assocs.iter().filter_map(|x| x.limits.as_ref().and_then(|l| l.priority)).max().unwrap_or(0));
+    let input = JobInput {
+        eligible: if spec.hold { 0 } else { eligible },
+        fairshare: factors.get(&(w.account.to_string(), w.user.to_string())).copied().unwrap_or(0.0),
+        min_nodes: spec.min_nodes.unwrap_or(1),
+        cpus: spec.task_count().max(1) * spec.cpus_per_task().max(1),
+        partition: (1, 1),
+        qos: (qos_prio(w.qos), max_qos),
+        assoc: (assoc_prio, max_assoc),
+        nice: i64::from(spec.nice),
+    };
+    let size = ClusterSize { nodes: cfg.nodes.len() as u32, cpus: cfg.nodes.iter().map(|n| n.cpus).sum() };
+    let f = priority::factors(&cfg.priority, &input, size, t);
+    (priority::priority(&cfg.priority, &f), f)
 }
