@@ -206,6 +206,30 @@ fn over_per_node(limit: &HashMap<String, u64>, need: &Usage, reasons: [R; 3]) ->
         .map(|(_, r)| r)
 }
 
+/// A waiting job's accounting limits as the scheduler holds them: the limit groups (of
+/// [`caps`], named in `keys`) it counts in, and a per-job limit it exceeds by itself — with the
+/// multifactor priority, `GrpTRESMins` against the `usage` fairshare keeps too (as in Slurm).
+/// Shared with `drover sim`'s replay ([`crate::replay`]).
+pub fn apply_limits(
+    cfg: &Config,
+    st: &Admin,
+    keys: &std::collections::HashSet<Arc<str>>,
+    usage: &crate::fairshare::Usage,
+    sj: &mut drover_sched::SchedJob,
+    spec: &drover_model::job::JobSpec,
+) {
+    let j = JobPolicy::of(spec);
+    let (groups, mut policy) = job_limits(cfg, st, keys, &j, &sj.need());
+    if policy.is_none() && cfg.priority.multifactor {
+        policy = over_minutes(cfg, st, &j, &sj.need(), usage);
+    }
+    if !groups.is_empty() || policy.is_some() {
+        let m = sj.more_mut();
+        m.limits = groups;
+        m.policy = policy;
+    }
+}
+
 /// `GrpTRESMins` of the job's associations, against their decayed usage (an account's: its
 /// subtree's): the reason of the first it is over, or that it would go over by itself (its
 /// request times its time limit).

@@ -1,8 +1,10 @@
-//! The controller's multifactor priority, for `drover sim`'s replays of a site's own jobs:
-//! fairshare usage credited as jobs end and decayed as the controller does
-//! ([`crate::fairshare::Usage`]), Fair Tree factors over accounting's associations
-//! ([`crate::fairshare::compute`]), and each job's priority from them and the configuration's
-//! weights (the controller's own function), so that a replay orders its queue as the live
+//! The controller's accounting policy, for `drover sim`'s replays of a site's own jobs
+//! ([`Site`]): the multifactor priority — fairshare usage credited as jobs end and decayed as
+//! the controller does ([`crate::fairshare::Usage`]), Fair Tree factors over accounting's
+//! associations ([`crate::fairshare::compute`]), each job's priority from them and the
+//! configuration's weights — and accounting's limits (`AccountingStorageEnforce=limits`: the
+//! association and QoS caps the scheduler holds jobs to, and the per-job limits), each through
+//! the controller's own functions, so that a replay orders and holds its queue as the live
 //! controller would. What the controller does every `PriorityCalcPeriod` a replay does at the
 //! first event after each period's end.
 
@@ -11,26 +13,32 @@ use crate::fairshare::Usage;
 use drover_model::conf::Config;
 use drover_model::job::JobSpec;
 use drover_proto::v1;
-use std::collections::HashMap;
+use drover_sched::{Event, SchedJob};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
-pub struct Priorities {
+pub struct Site {
     cfg: Config,
     admin: Option<Admin>,
     usage: Usage,
     factors: HashMap<(String, String), f64>,
+    /// The limit groups the scheduler was given.
+    keys: HashSet<Arc<str>>,
 }
 
-impl Priorities {
-    /// The priorities of `cfg`'s cluster with accounting's associations and QoS `st`; `None`
-    /// unless `cfg` has `PriorityType=priority/multifactor`.
-    pub fn new(cfg: &Config, st: Option<v1::AdminState>) -> Option<Priorities> {
-        if !cfg.priority.multifactor {
-            return None;
-        }
+impl Site {
+    /// The policy of `cfg`'s cluster with accounting's associations and QoS `st`.
+    pub fn new(cfg: &Config, st: Option<v1::AdminState>) -> Site {
         let admin = st.map(|st| Admin::new(&cfg.cluster_name, st));
-        let mut p = Priorities { cfg: cfg.clone(), admin, usage: Usage::default(), factors: HashMap::new() };
-        p.refresh();
-        Some(p)
+        let mut s =
+            Site { cfg: cfg.clone(), admin, usage: Usage::default(), factors: HashMap::new(), keys: HashSet::new() };
+        s.refresh();
+        s
+    }
+
+    /// The site orders its queue by the multifactor priority.
+    pub fn multifactor(&self) -> bool {
+        self.cfg.priority.multifactor
     }
 
     /// `PriorityCalcPeriod`, in seconds.
@@ -38,9 +46,31 @@ impl Priorities {
         self.cfg.priority.calc_period.max(1) as i64
     }
 
-    /// A job's run of `secs` seconds on `cpus` CPUs ended: its association is credited (its
-    /// billing is its CPUs, times its QoS's `UsageFactor`), as the controller credits it.
-    pub fn ended(&mut self, spec: &JobSpec, cpus: u32, secs: i64) {
+    /// The association and QoS caps the scheduler holds jobs to, where limits are enforced.
+    pub fn limits(&mut self) -> Option<Event> {
+        let (Some(st), true) = (self.admin.as_ref(), self.cfg.enforce.limits) else { return None };
+        let caps = crate::policy::caps(&self.cfg, st);
+        self.keys = caps.iter().map(|(k, _)| k.clone()).collect();
+        Some(Event::LimitsDefined(caps))
+    }
+
+    /// `GrpTRESMins` limits are set: usage moving may hold or free any waiting job.
+    pub fn minutes_limits(&self) -> bool {
+        self.cfg.enforce.limits
+            && self.admin.as_ref().is_some_and(|a| {
+                a.assocs.iter().any(|x| x.limits.as_ref().is_some_and(|l| !l.grp_tres_mins.is_empty()))
+            })
+    }
+
+    /// A waiting job's limit groups and per-job limit, as the controller gives them.
+    pub fn apply_limits(&self, sj: &mut SchedJob, spec: &JobSpec) {
+        let (Some(st), true) = (self.admin.as_ref(), self.cfg.enforce.limits) else { return };
+        crate::policy::apply_limits(&self.cfg, st, &self.keys, &self.usage, sj, spec);
+    }
+
+    /// A job's run of `secs` seconds ended, holding what `sj` asks for: its association is
+    /// credited (billing = its CPUs, times its QoS's `UsageFactor`), as the controller credits it.
+    pub fn ended(&mut self, spec: &JobSpec, sj: &SchedJob, secs: i64) {
         let w = crate::policy::JobPolicy::of(spec);
         let factor = self.admin.as_ref().and_then(|a| a.qos.iter().find(|q| q.name == w.qos)).map_or(1.0, |q| {
             if q.usage_factor >= 0.0 {
@@ -49,9 +79,10 @@ impl Priorities {
                 1.0
             }
         });
-        let c = f64::from(cpus);
+        let n = sj.need();
+        let held = [n.cpus as f64, n.mem_mb as f64, n.nodes as f64, n.cpus as f64, n.gpus as f64];
         let hl = self.cfg.priority.decay_half_life;
-        self.usage.credit(w.account, w.user, secs.max(0) as f64, [c, 0.0, 0.0, c, 0.0], factor, hl);
+        self.usage.credit(w.account, w.user, secs.max(0) as f64, held, factor, hl);
     }
 
     /// A calculation at `t`: usage decays to `t`, and the factors follow.
@@ -60,10 +91,10 @@ impl Priorities {
         self.refresh();
     }
 
-    /// The factors from the usage as it is (after a job's end). Which associations' factor
+    /// The factors from the usage as it is (after a job's end): the associations whose factor
     /// moved, as (account, user).
     pub fn refresh(&mut self) -> Vec<(String, String)> {
-        let Some(admin) = &self.admin else { return Vec::new() };
+        let Some(admin) = self.admin.as_ref().filter(|_| self.cfg.priority.multifactor) else { return Vec::new() };
         let (factors, _) = crate::fairshare::compute(admin, &self.cfg.cluster_name, &self.usage);
         let old = std::mem::replace(&mut self.factors, factors);
         let mut moved: Vec<(String, String)> = self
@@ -83,8 +114,10 @@ impl Priorities {
         (w.account.to_string(), w.user.to_string())
     }
 
-    /// A job's priority at `t`, eligible since `eligible`.
-    pub fn priority(&self, spec: &JobSpec, eligible: i64, t: i64) -> u32 {
-        crate::owner::priority::multifactor(&self.cfg, self.admin.as_ref(), &self.factors, spec, eligible, t).0
+    /// A job's multifactor priority at `t`, eligible since `eligible` (`None` without it).
+    pub fn priority(&self, spec: &JobSpec, eligible: i64, t: i64) -> Option<u32> {
+        self.cfg.priority.multifactor.then(|| {
+            crate::owner::priority::multifactor(&self.cfg, self.admin.as_ref(), &self.factors, spec, eligible, t).0
+        })
     }
 }

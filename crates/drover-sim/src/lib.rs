@@ -283,24 +283,30 @@ pub fn run(
         None => k as u32 + 1,
     };
     let ids: HashMap<u32, usize> = (0..jobs.len()).map(|k| (id_of(k), k)).collect();
-    // The controller's multifactor priority, for jobs read from accounting on a site whose
-    // slurm.conf has it: recomputed every PriorityCalcPeriod, and for the waiting jobs of the
-    // associations whose fairshare a job's end moved.
-    let mut prios = machine
+    // For jobs read from accounting on a site's slurm.conf, the controller's policy: its
+    // multifactor priority (recomputed every PriorityCalcPeriod, and for the waiting jobs of
+    // the associations whose fairshare a job's end moved) and accounting's limits.
+    use drover_controller::replay::Site;
+    let mut site = machine
         .conf
         .as_ref()
         .filter(|_| jobs.iter().any(|j| j.request.is_some()))
-        .and_then(|c| drover_controller::replay::Priorities::new(c, machine.admin.as_deref().cloned()));
+        .map(|c| Site::new(c, machine.admin.as_deref().cloned()));
+    if let Some(ev) = site.as_mut().and_then(Site::limits) {
+        core.handle(ev);
+    }
+    let minutes_limits = site.as_ref().is_some_and(Site::minutes_limits);
     let mut next_calc = i64::MIN;
+    // Waiting jobs read from accounting, by association.
     let mut waiting: std::collections::BTreeMap<(String, String), std::collections::BTreeSet<usize>> =
         Default::default();
-    let priority_of = |p: &Option<drover_controller::replay::Priorities>, k: usize, t: i64| {
-        let (p, spec) = (p.as_ref()?, jobs[k].request.as_ref()?);
-        Some(p.priority(spec, jobs[k].submit, t))
-    };
-    let update = |core: &mut Core, p: &Option<drover_controller::replay::Priorities>, k: usize, t: i64| {
-        let sj = sched_job(k, id_of(k), &jobs[k], &partition, &ids, priority_of(p, k, t));
-        core.handle(Event::Updated(sj));
+    let sched = |site: &Option<Site>, k: usize, t: i64| -> SchedJob {
+        let Some((s, spec)) = site.as_ref().zip(jobs[k].request.as_ref()) else {
+            return sched_job(k, id_of(k), &jobs[k], &partition, &ids, None);
+        };
+        let mut sj = sched_job(k, id_of(k), &jobs[k], &partition, &ids, s.priority(spec, jobs[k].submit, t));
+        s.apply_limits(&mut sj, spec);
+        sj
     };
     // (time, kind: 0 = end before 1 = submit before 2 = a pass the core asked for, index):
     // ends free resources before submits at the same second are considered.
@@ -314,13 +320,13 @@ pub fn run(
     let (mut passes, mut cpu) = (0u64, std::time::Duration::ZERO);
     let mut no_ids = || unreachable_id();
     while let Some(&Reverse((t, _, _))) = events.peek() {
-        if let Some(p) = prios.as_mut().filter(|_| t >= next_calc) {
+        if let Some(p) = site.as_mut().filter(|s| s.multifactor() && t >= next_calc) {
             p.calc(t);
             let first = next_calc == i64::MIN;
             next_calc = t + p.calc_period();
             if !first {
                 for &k in waiting.values().flatten() {
-                    update(&mut core, &prios, k, t);
+                    core.handle(Event::Updated(sched(&site, k, t)));
                 }
             }
         }
@@ -338,20 +344,25 @@ pub fn run(
                 core.handle(Event::Forgotten(id));
                 // What a live controller learns from accounting as each job ends.
                 core.handle(Event::Ran { uid: jobs[k].user, seconds: jobs[k].run });
-                if let (Some(p), Some(spec)) = (prios.as_mut(), jobs[k].request.as_ref()) {
-                    p.ended(spec, jobs[k].procs, jobs[k].run);
-                    for assoc in p.refresh() {
-                        for &w in waiting.get(&assoc).into_iter().flatten() {
-                            update(&mut core, &prios, w, t);
-                        }
+                if let (Some(p), Some(spec)) = (site.as_mut(), jobs[k].request.as_ref()) {
+                    let asked = sched_job(k, id_of(k), &jobs[k], &partition, &ids, None);
+                    p.ended(spec, &asked, jobs[k].run);
+                    let moved = p.refresh();
+                    // Usage moved: with GrpTRESMins any waiting job may be held or freed.
+                    let concerned: Vec<usize> = if minutes_limits {
+                        waiting.values().flatten().copied().collect()
+                    } else {
+                        moved.iter().filter_map(|a| waiting.get(a)).flatten().copied().collect()
+                    };
+                    for w in concerned {
+                        core.handle(Event::Updated(sched(&site, w, t)));
                     }
                 }
             } else {
-                let prio = priority_of(&prios, k, t);
-                if let (Some(_), Some(spec)) = (prio, jobs[k].request.as_ref()) {
-                    waiting.entry(drover_controller::replay::Priorities::assoc_of(spec)).or_default().insert(k);
+                if let (Some(_), Some(spec)) = (site.as_ref(), jobs[k].request.as_ref()) {
+                    waiting.entry(Site::assoc_of(spec)).or_default().insert(k);
                 }
-                core.handle(Event::Submitted(sched_job(k, id_of(k), &jobs[k], &partition, &ids, prio)));
+                core.handle(Event::Submitted(sched(&site, k, t)));
             }
         }
         let t0 = timing.then(std::time::Instant::now);
@@ -367,8 +378,8 @@ pub fn run(
         for d in decisions {
             if let Decision::Start { job, alloc, .. } = d {
                 let Some(&k) = ids.get(&job) else { continue };
-                if let Some(spec) = jobs[k].request.as_ref().filter(|_| prios.is_some()) {
-                    if let Some(w) = waiting.get_mut(&drover_controller::replay::Priorities::assoc_of(spec)) {
+                if let Some(spec) = jobs[k].request.as_ref().filter(|_| site.is_some()) {
+                    if let Some(w) = waiting.get_mut(&Site::assoc_of(spec)) {
                         w.remove(&k);
                     }
                 }

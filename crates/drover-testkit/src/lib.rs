@@ -798,11 +798,12 @@ impl Cluster {
         Ok(())
     }
 
-    /// Adds `accounts` under root with sacctmgr, root a user of each, and waits until the
-    /// controller has them (a job may charge the last).
-    pub fn root_in_accounts(&self, accounts: &[&str]) {
+    /// Adds `accounts` under root with sacctmgr (with `settings`, `GrpTRES=cpu=2` say), root
+    /// a user of each, and waits until the controller has them (a job may charge the last).
+    pub fn root_in_accounts(&self, accounts: &[&str], settings: &[&str]) {
         let mut args = vec!["-i", "add", "account"];
         args.extend(accounts);
+        args.extend(settings);
         self.ok("sacctmgr", &args);
         self.ok("sacctmgr", &["-i", "add", "user", "root", &format!("Account={}", accounts.join(","))]);
         let last = accounts.last().copied().unwrap_or("root");

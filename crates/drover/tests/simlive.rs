@@ -282,7 +282,7 @@ fn sim_replays_the_multifactor_priority_with_fairshare() {
             ..Default::default()
         },
     );
-    c.root_in_accounts(&["lab1", "lab2"]);
+    c.root_in_accounts(&["lab1", "lab2"], &[]);
     let first = c.submit(&["-A", "lab1", "-n2", "-t", "5", "-o", "/dev/null", "--wrap", "sleep 4"]);
     c.wait_state(first, &["RUNNING"], Duration::from_secs(30));
     let x = c.submit(&["-A", "lab1", "-n2", "-t", "5", "-o", "/dev/null", "--wrap", "sleep 1"]);
@@ -298,4 +298,51 @@ fn sim_replays_the_multifactor_priority_with_fairshare() {
     std::fs::write(&basic, text).unwrap();
     let (_, got) = replay(&c, &basic, &[]);
     assert!(got[&x].0 < got[&y].0, "in submit order, lab1's job goes first: {got:?}");
+}
+
+/// The most jobs of a replay running at once.
+fn most_at_once(got: &std::collections::HashMap<u32, (i64, i64, String)>) -> usize {
+    got.values().map(|(s, _, _)| got.values().filter(|(s2, e2, _)| s2 <= s && s < e2).count()).max().unwrap_or(0)
+}
+
+/// Accounting's limits hold the replay's jobs as they held the live ones: lab1 may use two
+/// CPUs at once (`GrpTRES=cpu=2`) on a cluster of four, so its four one-CPU jobs ran two at a
+/// time, live and replayed; on the same slurm.conf without `AccountingStorageEnforce=limits`
+/// all four would start together.
+#[test]
+fn sim_replays_accounting_limits() {
+    let c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 2,
+            accounting: true,
+            extra_conf: "AccountingStorageEnforce=limits\n".into(),
+            ..Default::default()
+        },
+    );
+    c.wait_until("the cluster to be registered", Duration::from_secs(20), || {
+        c.run("sacctmgr", &["-n", "-P", "show", "cluster", "format=cluster"]).stdout == b"test\n"
+    });
+    c.root_in_accounts(&["lab1"], &["GrpTRES=cpu=2"]);
+    let ids: Vec<u32> =
+        (0..4).map(|_| c.submit(&["-A", "lab1", "-n1", "-t", "5", "-o", "/dev/null", "--wrap", "sleep 2"])).collect();
+    wait_recorded(&c, &ids);
+    let live: std::collections::HashMap<u32, (i64, i64, String)> = ids
+        .iter()
+        .map(|&j| {
+            let out = c.ok("sacct", &["-X", "-n", "-P", "-j", &j.to_string(), "-o", "Start,End"]);
+            let (s, e) = out.trim().split_once('|').unwrap();
+            (j, (epoch(s), epoch(e), String::new()))
+        })
+        .collect();
+    assert_eq!(most_at_once(&live), 2, "live, two at a time: {live:?}");
+    let conf = c.path().join("slurm.conf");
+    let (_, got) = replay(&c, &conf, &[]);
+    assert_eq!(got.len(), 4, "{got:?}");
+    assert_eq!(most_at_once(&got), 2, "GrpTRES=cpu=2 holds the replay too: {got:?}");
+    let free = c.path().join("free.conf");
+    let text = std::fs::read_to_string(&conf).unwrap().replace("AccountingStorageEnforce=limits", "");
+    std::fs::write(&free, text).unwrap();
+    let (_, got) = replay(&c, &free, &[]);
+    assert_eq!(most_at_once(&got), 4, "without limits all four start together: {got:?}");
 }

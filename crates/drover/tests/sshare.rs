@@ -115,7 +115,7 @@ fn a_job_end_moves_only_the_priorities_its_usage_concerns() {
             ..Default::default()
         },
     );
-    c.root_in_accounts(&["lab1", "lab2"]);
+    c.root_in_accounts(&["lab1", "lab2"], &[]);
     // One node held for a while; two jobs that need both wait behind it.
     let blocker = c.submit(&["-N1", "--exclusive", "-t", "5", "-o", "/dev/null", "--wrap", "sleep 120"]);
     c.wait_state(blocker, &["RUNNING"], Duration::from_secs(30));

@@ -204,18 +204,7 @@ impl Owner {
     /// in and a per-job limit it exceeds, from its account, user, partition and QoS.
     pub(super) fn apply_limits(&self, sj: &mut SchedJob, spec: &JobSpec) {
         let (Some(st), true) = (self.acct_admin.as_deref(), self.cfg.enforce.limits) else { return };
-        let j = crate::policy::JobPolicy::of(spec);
-        let (groups, mut policy) = crate::policy::job_limits(&self.cfg, st, &self.limit_keys, &j, &sj.need());
-        if policy.is_none() && self.cfg.priority.multifactor {
-            // GrpTRESMins, against the usage fairshare keeps (as in Slurm, with multifactor
-            // priority only).
-            policy = crate::policy::over_minutes(&self.cfg, st, &j, &sj.need(), &self.fs.usage);
-        }
-        if !groups.is_empty() || policy.is_some() {
-            let m = sj.more_mut();
-            m.limits = groups;
-            m.policy = policy;
-        }
+        crate::policy::apply_limits(&self.cfg, st, &self.limit_keys, &self.fs.usage, sj, spec);
     }
 
     /// Accounting's associations or QoS changed (or were read): the scheduler gets the new
