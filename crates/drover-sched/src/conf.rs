@@ -59,3 +59,11 @@ pub fn events(cfg: &Config, gres: Option<&drover_model::gres::GresConf>) -> Vec<
     }
     out
 }
+
+/// Partitions of a higher `PriorityTier` come first in the scheduler's queue, whatever
+/// preempts: the tier of the job's first partition rides above its priority in the queue's key.
+pub fn apply_tier(cfg: &Config, sj: &mut crate::core::SchedJob) {
+    if let Some(p) = sj.partitions.first().and_then(|p| cfg.partition(p)) {
+        sj.priority |= u64::from(p.priority_tier.min(u32::from(u16::MAX))) << 32;
+    }
+}

@@ -306,6 +306,9 @@ pub fn run(
         };
         let mut sj = sched_job(k, id_of(k), &jobs[k], &partition, &ids, s.priority(spec, jobs[k].submit, t));
         s.apply_limits(&mut sj, spec);
+        if let Some(conf) = &machine.conf {
+            drover_sched::conf::apply_tier(conf, &mut sj);
+        }
         sj
     };
     // (time, kind: 0 = end before 1 = submit before 2 = a pass the core asked for, index):

@@ -346,3 +346,33 @@ fn sim_replays_accounting_limits() {
     let (_, got) = replay(&c, &free, &[]);
     assert_eq!(most_at_once(&got), 4, "without limits all four start together: {got:?}");
 }
+
+/// Partitions' `PriorityTier` orders the replay's queue as the live one: a job of the higher
+/// tier's partition goes before an earlier one of the lower's, live and replayed; on the
+/// same slurm.conf without tiers, in submit order.
+#[test]
+fn sim_replays_partition_priority_tiers() {
+    let c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 1,
+            accounting: true,
+            extra_conf: "PartitionName=urgent Nodes=node1 PriorityTier=2\n".into(),
+            ..Default::default()
+        },
+    );
+    let first = c.submit(&["-n2", "-t", "5", "-o", "/dev/null", "--wrap", "sleep 3"]);
+    c.wait_state(first, &["RUNNING"], Duration::from_secs(30));
+    let low = c.submit(&["-n2", "-t", "5", "-o", "/dev/null", "--wrap", "sleep 1"]);
+    let high = c.submit(&["-p", "urgent", "-n2", "-t", "5", "-o", "/dev/null", "--wrap", "sleep 1"]);
+    wait_recorded(&c, &[first, low, high]);
+    let start = |j: u32| epoch(c.ok("sacct", &["-X", "-n", "-P", "-j", &j.to_string(), "-o", "Start"]).trim());
+    assert!(start(high) < start(low), "live, the urgent partition's job went first");
+    let conf = c.path().join("slurm.conf");
+    let (_, got) = replay(&c, &conf, &[]);
+    assert!(got[&high].0 < got[&low].0, "replayed, the urgent partition's job goes first: {got:?}");
+    let flat = c.path().join("flat.conf");
+    std::fs::write(&flat, std::fs::read_to_string(&conf).unwrap().replace(" PriorityTier=2", "")).unwrap();
+    let (_, got) = replay(&c, &flat, &[]);
+    assert!(got[&low].0 < got[&high].0, "without tiers, in submit order: {got:?}");
+}

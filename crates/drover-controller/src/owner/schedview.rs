@@ -47,17 +47,9 @@ impl Owner {
 
         self.add_singleton(&mut sj, spec);
         self.apply_limits(&mut sj, spec);
-        self.apply_tier(&mut sj, spec);
+        drover_sched::conf::apply_tier(&self.cfg, &mut sj);
         self.apply_preempt(&mut sj, spec);
         sj
-    }
-
-    /// Partitions of a higher `PriorityTier` come first in the scheduler's queue, whatever
-    /// preempts: the tier rides above the priority in the queue's key.
-    pub(super) fn apply_tier(&self, sj: &mut SchedJob, spec: &JobSpec) {
-        if let Some(p) = spec.partitions.first().and_then(|p| self.cfg.partition(p)) {
-            sj.priority |= u64::from(p.priority_tier.min(u32::from(u16::MAX))) << 32;
-        }
     }
 
     /// QoS preemption (`PreemptType=preempt/qos`): the job's QoS, and the QoS whose running
