@@ -23,6 +23,7 @@ mod intern;
 mod jobtable;
 mod owner;
 mod policy;
+pub mod preemption;
 mod ratelimit;
 mod readers;
 pub mod replay;

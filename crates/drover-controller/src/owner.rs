@@ -8,6 +8,7 @@
 //! [`schedview`] (what the scheduler sees of a job: limits, preemption) and [`priority`].
 
 use crate::intern::intern;
+use crate::preemption::class_text;
 use crate::state::{decode_record, encode_record, Durable, HoldKind, Job, JobStatus, NodeAdmin, Record, Step};
 use crate::view::{NodeLiveView, View};
 use arc_swap::ArcSwap;
@@ -1154,21 +1155,5 @@ impl Owner {
         let relative = (i64::from(p) + i64::from(nice)).clamp(1, i64::from(TOP_PRIORITY)) as u32;
         self.lowest_basic = self.lowest_basic.min(relative);
         p
-    }
-}
-
-/// Preemption classes of partitions (`preempt/partition_prio`) are their names behind this,
-/// so they never meet a QoS's.
-const PARTITION_CLASS: &str = "partition:";
-
-fn partition_class(name: &str) -> String {
-    format!("{PARTITION_CLASS}{name}")
-}
-
-/// A preemption class as the log names it: `partition lowprio`, `QoS normal`.
-fn class_text(class: &str) -> String {
-    match class.strip_prefix(PARTITION_CLASS) {
-        Some(p) => format!("partition {p}"),
-        None => format!("QoS {class}"),
     }
 }

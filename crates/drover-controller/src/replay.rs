@@ -17,6 +17,13 @@ use drover_sched::{Event, SchedJob};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+/// What preempting a running job does ([`Site::preemption`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preemption {
+    Suspend,
+    End { grace: i64, requeue: bool },
+}
+
 pub struct Site {
     cfg: Config,
     admin: Option<Admin>,
@@ -66,6 +73,28 @@ impl Site {
     pub fn apply_limits(&self, sj: &mut SchedJob, spec: &JobSpec) {
         let (Some(st), true) = (self.admin.as_ref(), self.cfg.enforce.limits) else { return };
         crate::policy::apply_limits(&self.cfg, st, &self.keys, &self.usage, sj, spec);
+    }
+
+    /// A waiting job's part in preemption (its class, and those it may preempt).
+    pub fn apply_preempt(&self, sj: &mut SchedJob, spec: &JobSpec) {
+        if let Some(p) = crate::preemption::of_job(&self.cfg, self.admin.as_ref(), spec, &mut |s| Arc::from(s)) {
+            sj.more_mut().preempt = Some(p);
+        }
+    }
+
+    /// What preempting a running job of request `spec` in `partition` does: suspend it, or
+    /// end it after its grace time (seconds) and requeue it (`true`: a batch job that may be
+    /// requeued, under `PreemptMode=REQUEUE`) or not, as the controller does.
+    pub fn preemption(&self, spec: &JobSpec, partition: &str) -> Preemption {
+        use drover_model::conf::PreemptMode;
+        let class = crate::preemption::class_of(&self.cfg, spec, partition);
+        match crate::preemption::mode_of(&self.cfg, self.admin.as_ref(), &class) {
+            PreemptMode::Suspend => Preemption::Suspend,
+            mode => Preemption::End {
+                grace: crate::preemption::grace_of(&self.cfg, self.admin.as_ref(), &class),
+                requeue: mode == PreemptMode::Requeue && spec.batch && spec.requeue != Some(false),
+            },
+        }
     }
 
     /// A job's run of `secs` seconds ended, holding what `sj` asks for: its association is

@@ -286,7 +286,7 @@ pub fn run(
     // For jobs read from accounting on a site's slurm.conf, the controller's policy: its
     // multifactor priority (recomputed every PriorityCalcPeriod, and for the waiting jobs of
     // the associations whose fairshare a job's end moved) and accounting's limits.
-    use drover_controller::replay::Site;
+    use drover_controller::replay::{Preemption, Site};
     let mut site = machine
         .conf
         .as_ref()
@@ -306,6 +306,7 @@ pub fn run(
         };
         let mut sj = sched_job(k, id_of(k), &jobs[k], &partition, &ids, s.priority(spec, jobs[k].submit, t));
         s.apply_limits(&mut sj, spec);
+        s.apply_preempt(&mut sj, spec);
         if let Some(conf) = &machine.conf {
             drover_sched::conf::apply_tier(conf, &mut sj);
         }
@@ -318,6 +319,12 @@ pub fn run(
         events.push(Reverse((j.submit, 1, k)));
     }
     let mut rows: Vec<Option<JobRow>> = vec![None; jobs.len()];
+    // Each running job's expected end (an end event at another time is stale: the job was
+    // preempted, or suspended and resumed); preempted jobs' grace deadlines; suspended jobs'
+    // suspension and the end they had then.
+    let mut end_at: Vec<i64> = vec![i64::MIN; jobs.len()];
+    let mut preempting: HashMap<usize, i64> = HashMap::new();
+    let mut suspended: HashMap<usize, (i64, i64)> = HashMap::new();
     let mut started = 0usize;
     let mut wakes = std::collections::BTreeSet::new();
     let (mut passes, mut cpu) = (0u64, std::time::Duration::ZERO);
@@ -343,13 +350,43 @@ pub fn run(
                 wakes.remove(&et);
             } else if kind == 0 {
                 let id = id_of(k);
-                core.handle(Event::Ended { job: id, outcome: Outcome::Succeeded });
+                let preempted = preempting.get(&k) == Some(&et);
+                if !preempted && end_at[k] != et {
+                    continue;
+                }
+                end_at[k] = i64::MIN;
+                preempting.remove(&k);
+                let ran = rows[k].as_ref().map_or(0, |r| et - r.start);
+                // Preempted: requeued (waits again, to run its whole recorded time) or ended.
+                let requeue = preempted
+                    && site.as_ref().zip(jobs[k].request.as_ref()).is_some_and(|(s, spec)| {
+                        let run_in = spec.partitions.first().map_or(partition.as_str(), String::as_str);
+                        matches!(s.preemption(spec, run_in), Preemption::End { requeue: true, .. })
+                    });
+                core.handle(Event::Ended {
+                    job: id,
+                    outcome: if preempted { Outcome::Failed } else { Outcome::Succeeded },
+                });
                 core.handle(Event::Forgotten(id));
-                // What a live controller learns from accounting as each job ends.
-                core.handle(Event::Ran { uid: jobs[k].user, seconds: jobs[k].run });
+                if preempted {
+                    if let Some(r) = rows[k].as_mut() {
+                        (r.end, r.run) = (et, ran);
+                    }
+                } else {
+                    // What a live controller learns from accounting as each job ends.
+                    core.handle(Event::Ran { uid: jobs[k].user, seconds: jobs[k].run });
+                }
+                if requeue {
+                    rows[k] = None;
+                    started -= 1;
+                    if let Some(spec) = jobs[k].request.as_ref() {
+                        waiting.entry(Site::assoc_of(spec)).or_default().insert(k);
+                    }
+                    core.handle(Event::Submitted(sched(&site, k, t)));
+                }
                 if let (Some(p), Some(spec)) = (site.as_mut(), jobs[k].request.as_ref()) {
                     let asked = sched_job(k, id_of(k), &jobs[k], &partition, &ids, None);
-                    p.ended(spec, &asked, jobs[k].run);
+                    p.ended(spec, &asked, ran);
                     let moved = p.refresh();
                     // Usage moved: with GrpTRESMins any waiting job may be held or freed.
                     let concerned: Vec<usize> = if minutes_limits {
@@ -379,6 +416,41 @@ pub fn run(
             events.push(Reverse((w, 2, usize::MAX)));
         }
         for d in decisions {
+            if let Decision::Preempt { job, .. } = d {
+                let Some(&k) = ids.get(&job) else { continue };
+                let (Some(s), Some(spec)) = (site.as_ref(), jobs[k].request.as_ref()) else { continue };
+                if end_at[k] == i64::MIN || preempting.contains_key(&k) || suspended.contains_key(&k) {
+                    continue;
+                }
+                let run_in = spec.partitions.first().map_or(partition.as_str(), String::as_str);
+                match s.preemption(spec, run_in) {
+                    Preemption::Suspend => {
+                        // Its resources lent to the preempting job until the core resumes it.
+                        suspended.insert(k, (t, end_at[k]));
+                        end_at[k] = i64::MAX;
+                        core.handle(Event::Suspended { job, alloc: None });
+                    }
+                    Preemption::End { grace, .. } => {
+                        let deadline = t + grace.max(0);
+                        preempting.insert(k, deadline);
+                        core.handle(Event::Preempting { job, end: deadline });
+                        events.push(Reverse((deadline, 0, k)));
+                    }
+                }
+                continue;
+            }
+            if let Decision::Resume { job } = d {
+                let Some(&k) = ids.get(&job) else { continue };
+                if let Some((since, end)) = suspended.remove(&k) {
+                    // It ends as much later as it was suspended.
+                    end_at[k] = end + (t - since);
+                    if let Some(r) = rows[k].as_mut() {
+                        r.end = end_at[k];
+                    }
+                    events.push(Reverse((end_at[k], 0, k)));
+                }
+                continue;
+            }
             if let Decision::Start { job, alloc, .. } = d {
                 let Some(&k) = ids.get(&job) else { continue };
                 if let Some(spec) = jobs[k].request.as_ref().filter(|_| site.is_some()) {
@@ -401,6 +473,7 @@ pub fn run(
                     run: j.run,
                     nodes,
                 });
+                end_at[k] = t + j.run;
                 events.push(Reverse((t + j.run, 0, k)));
                 started += 1;
                 if started.is_multiple_of(1000) {

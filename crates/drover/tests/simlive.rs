@@ -376,3 +376,44 @@ fn sim_replays_partition_priority_tiers() {
     let (_, got) = replay(&c, &flat, &[]);
     assert!(got[&low].0 < got[&high].0, "without tiers, in submit order: {got:?}");
 }
+
+/// QoS preemption replays as it ran: a `high` job (which also outranks it) preempts the running
+/// `low` one (requeued at once, `PreemptMode=REQUEUE`, no grace time), which runs again after it — live, and
+/// replayed from accounting (the low job's last run is what it recorded); on the same
+/// slurm.conf without preemption, the high job would wait for the low one.
+#[test]
+fn sim_replays_qos_preemption() {
+    let c = Cluster::start(
+        EXE,
+        Options {
+            nodes: 1,
+            accounting: true,
+            // The high QoS also outranks the low one, so that the requeued job does not take
+            // the node back from the job that preempted it.
+            extra_conf: "PreemptType=preempt/qos\nPreemptMode=REQUEUE\nPriorityType=priority/multifactor\n\
+                         PriorityWeightQOS=10000\n"
+                .into(),
+            ..Default::default()
+        },
+    );
+    c.ok("sacctmgr", &["-i", "add", "qos", "low"]);
+    c.ok("sacctmgr", &["-i", "add", "qos", "high", "Preempt=low", "Priority=100"]);
+    c.wait_until("the QoS to reach the controller", Duration::from_secs(20), || {
+        c.run("sbatch", &["--test-only", "--qos=high", "--wrap", "true"]).status.success()
+    });
+    let low = c.submit(&["--qos=low", "-n2", "--requeue", "-t", "5", "-o", "/dev/null", "--wrap", "sleep 6"]);
+    c.wait_state(low, &["RUNNING"], Duration::from_secs(30));
+    std::thread::sleep(Duration::from_secs(1));
+    let high = c.submit(&["--qos=high", "-n2", "-t", "5", "-o", "/dev/null", "--wrap", "sleep 2"]);
+    wait_recorded(&c, &[high, low]);
+    let start = |j: u32| epoch(c.ok("sacct", &["-X", "-n", "-P", "-j", &j.to_string(), "-o", "Start"]).trim());
+    assert!(start(low) > start(high), "live, the low job ran again after the high one");
+    let conf = c.path().join("slurm.conf");
+    let (_, got) = replay(&c, &conf, &[]);
+    assert!(got[&high].0 < got[&low].0, "replayed, the high job preempts the low one: {got:?}");
+    assert!(got[&low].0 >= got[&high].1, "and the low one runs again after it: {got:?}");
+    let none = c.path().join("nopreempt.conf");
+    std::fs::write(&none, std::fs::read_to_string(&conf).unwrap().replace("PreemptType=preempt/qos", "")).unwrap();
+    let (_, got) = replay(&c, &none, &[]);
+    assert!(got[&low].1 <= got[&high].0, "without preemption the high job waits for the low one: {got:?}");
+}

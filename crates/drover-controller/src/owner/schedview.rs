@@ -52,61 +52,16 @@ impl Owner {
         sj
     }
 
-    /// QoS preemption (`PreemptType=preempt/qos`): the job's QoS, and the QoS whose running
-    /// jobs it may preempt (its QoS's `Preempt`, less those whose mode is off).
+    /// Preemption: the job's class and the classes it may preempt ([`crate::preemption`]).
     pub(super) fn apply_preempt(&self, sj: &mut SchedJob, spec: &JobSpec) {
-        if self.cfg.preempt_partition {
-            // Partition preemption (`preempt/partition_prio`): the job's class is its
-            // partition; it may preempt those of a lower tier whose mode is not off.
-            let Some(mine) = spec.partitions.first().and_then(|p| self.cfg.partition(p)) else { return };
-            let can_preempt = self
-                .cfg
-                .partitions
-                .iter()
-                .filter(|p| p.priority_tier < mine.priority_tier)
-                .filter(|p| self.preempt_mode_of(&partition_class(&p.name)) != drover_model::conf::PreemptMode::Off)
-                .map(|p| intern(&partition_class(&p.name)))
-                .collect();
-            sj.more_mut().preempt =
-                Some(drover_sched::Preempt { qos: intern(&partition_class(&mine.name)), can_preempt });
-            return;
+        if let Some(p) = crate::preemption::of_job(&self.cfg, self.acct_admin.as_deref(), spec, &mut |s| intern(s)) {
+            sj.more_mut().preempt = Some(p);
         }
-        if !self.cfg.preempt_qos {
-            return;
-        }
-        let qos = crate::policy::JobPolicy::of(spec).qos;
-        let admin = self.acct_admin.as_deref();
-        let can_preempt = admin
-            .and_then(|a| a.qos.iter().find(|q| q.name == qos))
-            .map(|q| {
-                q.preempt
-                    .iter()
-                    .filter(|victim| self.preempt_mode_of(victim) != drover_model::conf::PreemptMode::Off)
-                    .map(|v| intern(v))
-                    .collect()
-            })
-            .unwrap_or_default();
-        sj.more_mut().preempt = Some(drover_sched::Preempt { qos: intern(qos), can_preempt });
     }
 
-    /// What preemption does to a job of QoS `qos`: its own `PreemptMode`, else the cluster's.
+    /// What preemption does to a job of class `qos`: its own `PreemptMode`, else the cluster's.
     pub(super) fn preempt_mode_of(&self, qos: &str) -> drover_model::conf::PreemptMode {
-        use drover_model::conf::PreemptMode;
-        if let Some(part) = qos.strip_prefix(PARTITION_CLASS) {
-            return self.cfg.partition(part).and_then(|p| p.preempt_mode).unwrap_or(self.cfg.preempt_mode);
-        }
-        let own = self
-            .acct_admin
-            .as_deref()
-            .and_then(|a| a.qos.iter().find(|q| q.name == qos))
-            .map(|q| q.preempt_mode.clone());
-        match own.as_deref().map(str::to_ascii_lowercase).as_deref() {
-            Some("cancel") => PreemptMode::Cancel,
-            Some("requeue") => PreemptMode::Requeue,
-            Some("suspend") => PreemptMode::Suspend,
-            Some("off") => PreemptMode::Off,
-            _ => self.cfg.preempt_mode,
-        }
+        crate::preemption::mode_of(&self.cfg, self.acct_admin.as_deref(), qos)
     }
 
     /// The scheduler chose running `victim` to make room for waiting `by`: its processes get
@@ -119,11 +74,7 @@ impl Owner {
             return;
         }
         // Its class: its partition (partition_prio) or its QoS.
-        let qos = if self.cfg.preempt_partition {
-            partition_class(&j.status.partition)
-        } else {
-            crate::policy::JobPolicy::of(&j.spec.unpack()).qos.to_string()
-        };
+        let qos = crate::preemption::class_of(&self.cfg, &j.spec.unpack(), &j.status.partition);
         let mode = self.preempt_mode_of(&qos);
         if mode == PreemptMode::Suspend {
             // Stopped now, its resources lent to the preempting job; the scheduler resumes it
@@ -139,14 +90,7 @@ impl Owner {
             }
             return;
         }
-        let grace = match qos.strip_prefix(PARTITION_CLASS) {
-            Some(part) => self.cfg.partition(part).map_or(0, |p| i64::from(p.grace_time)),
-            None => self
-                .acct_admin
-                .as_deref()
-                .and_then(|a| a.qos.iter().find(|q| q.name == qos))
-                .map_or(0, |q| q.grace_time_secs as i64),
-        };
+        let grace = crate::preemption::grace_of(&self.cfg, self.acct_admin.as_deref(), &qos);
         let deadline = t + grace;
         self.preempting.insert(victim, (deadline, mode));
         self.core.handle(Event::Preempting { job: victim, end: deadline });
