@@ -7,7 +7,10 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
-#[command(name = "drover sim", about = "Replay a workload trace (SWF) through Drover's scheduler in virtual time")]
+#[command(
+    name = "drover sim",
+    about = "Replay a workload (an SWF trace, or a site's own jobs from its accounting) through Drover's scheduler in virtual time, or forecast the live queue (--now)"
+)]
 pub struct SimArgs {
     /// The trace: Standard Workload Format, optionally gzipped (.gz).
     #[arg(required_unless_present_any = ["now", "from_accounting"], conflicts_with = "from_accounting")]

@@ -171,6 +171,15 @@ fn drover_up_restarts_only_what_is_missing_and_down_stops_everything() {
     assert_eq!(before.len(), 4, "controller, accounting and two agents: {before:?}");
     let ctl: i32 = std::fs::read_to_string(state.join("run/controller.pid")).unwrap().trim().parse().unwrap();
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(ctl), nix::sys::signal::Signal::SIGKILL).unwrap();
+    // A killed process takes a moment to go (longer on a loaded machine): until then it runs,
+    // and drover up rightly finds the cluster whole.
+    let t = Instant::now();
+    while std::fs::read_to_string(format!("/proc/{ctl}/stat"))
+        .is_ok_and(|st| st.rsplit_once(')').is_some_and(|(_, r)| !r.trim_start().starts_with('Z')))
+    {
+        assert!(t.elapsed() < Duration::from_secs(10), "the killed controller did not go");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let again = Command::new(EXE).args(["up", "--detach", "--state-dir", &s]).output().unwrap();
     let err = String::from_utf8_lossy(&again.stderr).to_string();
     assert!(again.status.success(), "{err}");
