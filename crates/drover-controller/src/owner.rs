@@ -235,6 +235,8 @@ pub struct Owner {
     /// Run times of jobs that ended since start, kept until accounting's history of the
     /// jobs before them has come (predictions learn in order); `None` once it has.
     runs_since_start: Option<Vec<(u32, i64)>>,
+    /// Forecasts (`drover sim --now`) under way, each on a thread with a copy of the core.
+    forecasts: Arc<std::sync::atomic::AtomicUsize>,
     /// `SlurmUser`'s uid (with root, an administrator of the cluster).
     slurm_user_uid: Option<u32>,
     /// What srun's I/O keys are derived from (`StateSaveLocation/io.key`).
@@ -356,6 +358,9 @@ impl NameCache {
 /// The most scheduling passes a forecast (`drover sim --now`) runs: one per moment a job
 /// ends or a wait runs out, so a day of a busy queue fits; more is cut, and says so.
 const FORECAST_PASSES: u32 = 20_000;
+
+/// Forecasts run at once; more are refused until one ends.
+const FORECASTS_AT_ONCE: usize = 2;
 
 fn forecast_reply(now: i64, f: drover_sched::Forecast) -> v1::ForecastReply {
     v1::ForecastReply {
@@ -483,6 +488,7 @@ impl Owner {
             resv_active: Vec::new(),
             resv_view: Arc::default(),
             runs_since_start: Some(Vec::new()),
+            forecasts: Arc::default(),
             fs: crate::fairshare::State {
                 usage: crate::fairshare::Usage::load(&usage_path),
                 path: usage_path,
@@ -642,7 +648,7 @@ impl Owner {
             if self.cfg.priority.multifactor && !self.fs.touched.is_empty() {
                 // A job's end moved its association's usage: the priorities it concerns
                 // follow before the pass that may start a job in its place (incremental).
-                self.refresh_priorities(t);
+                self.refresh_after_end(t);
             }
             let (before, started) = (self.core.pass_stats(), std::time::Instant::now());
             self.schedule(t);
@@ -773,13 +779,24 @@ impl Owner {
             }
             Msg::Forecast { horizon, reply } => {
                 // A copy of the core runs forward on a thread of its own: the owner goes on.
+                // Two at most at once (each holds a copy of the queue).
+                use std::sync::atomic::Ordering;
+                if self.forecasts.fetch_add(1, Ordering::SeqCst) >= FORECASTS_AT_ONCE {
+                    self.forecasts.fetch_sub(1, Ordering::SeqCst);
+                    let busy = Status::resource_exhausted("forecasts are already under way: try again in a moment");
+                    let _ = reply.send(Err(busy));
+                    return;
+                }
                 let core = self.core.clone();
                 let t = now();
+                let running = self.forecasts.clone();
                 let spawned = std::thread::Builder::new().name("forecast".into()).spawn(move || {
                     let f = core.forecast(t, horizon, FORECAST_PASSES);
+                    running.fetch_sub(1, Ordering::SeqCst);
                     let _ = reply.send(Ok(forecast_reply(t, f)));
                 });
                 if let Err(e) = spawned {
+                    self.forecasts.fetch_sub(1, Ordering::SeqCst);
                     eprintln!("drover controller: error: cannot start a forecast: {e}");
                 }
             }

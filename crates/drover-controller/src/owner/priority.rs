@@ -100,27 +100,43 @@ impl Owner {
     /// jobs it concerns, not the queue.
     pub(super) fn refresh_priorities(&mut self, t: i64) {
         self.fs.stale = false;
+        self.refresh(t, true);
+    }
+
+    /// A job's end moved its association's usage: the factors and the priorities they move,
+    /// before the pass that may start another job in its place. sshare's rows (with the
+    /// TRES-minutes every running job still holds, a pass over them) wait for the next
+    /// second's refresh.
+    pub(super) fn refresh_after_end(&mut self, t: i64) {
+        self.refresh(t, false);
+    }
+
+    fn refresh(&mut self, t: i64, with_rows: bool) {
         let full = std::mem::take(&mut self.fs.full);
         let touched = std::mem::take(&mut self.fs.touched);
-        let old_factors = if let Some(st) = self.acct_admin.as_deref() {
-            // TRES-minutes running jobs still hold (their time limit less the time they ran).
-            let mut run_mins: std::collections::HashMap<(String, String), [f64; 5]> = Default::default();
-            for j in self.durable.jobs.values().filter(|j| j.status.state == JobState::Running) {
-                let Some(limit) = j.status.time_limit else { continue };
-                let left = (j.status.start_time + limit as i64 + j.status.suspended_secs - t).max(0) as f64 / 60.0;
-                let (account, user, held, _) = self.fairshare_of(j);
-                let e = run_mins.entry((account, user)).or_default();
-                for (k, n) in held.iter().enumerate() {
-                    e[k] += n * left;
+        let old_factors = match self.acct_admin.as_deref() {
+            None => Default::default(),
+            Some(st) => {
+                let (factors, mut rows) = crate::fairshare::compute(st, &self.cfg.cluster_name, &self.fs.usage);
+                if with_rows {
+                    // TRES-minutes running jobs still hold (their time limit less the time they ran).
+                    let mut run_mins: std::collections::HashMap<(String, String), [f64; 5]> = Default::default();
+                    for j in self.durable.jobs.values().filter(|j| j.status.state == JobState::Running) {
+                        let Some(limit) = j.status.time_limit else { continue };
+                        let left =
+                            (j.status.start_time + limit as i64 + j.status.suspended_secs - t).max(0) as f64 / 60.0;
+                        let (account, user, held, _) = self.fairshare_of(j);
+                        let e = run_mins.entry((account, user)).or_default();
+                        for (k, n) in held.iter().enumerate() {
+                            e[k] += n * left;
+                        }
+                    }
+                    crate::fairshare::add_run_mins(&mut rows, &run_mins);
+                    self.fs.rows = Arc::new(rows);
+                    self.dirty = true;
                 }
+                std::mem::replace(&mut self.fs.factors, factors)
             }
-            let (factors, mut rows) = crate::fairshare::compute(st, &self.cfg.cluster_name, &self.fs.usage);
-            crate::fairshare::add_run_mins(&mut rows, &run_mins);
-            self.fs.rows = Arc::new(rows);
-            self.dirty = true;
-            std::mem::replace(&mut self.fs.factors, factors)
-        } else {
-            Default::default()
         };
         // Usage moved: GrpTRESMins may now hold (or free) waiting jobs.
         let minutes_limits = self.cfg.enforce.limits
