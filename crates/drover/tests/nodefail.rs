@@ -81,8 +81,13 @@ fn a_requeued_job_waits_for_its_failed_node_to_stop_it() {
     assert_eq!(r.lines().count(), 2, "{r}");
     assert!(r.lines().nth(1).unwrap().starts_with("1 "), "{r}");
 
-    // Accounting: the first run NODE_FAIL, the second COMPLETED.
-    let out = c.ok("sacct", &["-D", "-X", "-n", "-P", "-j", &id.to_string(), "-o", "State"]);
+    // Accounting: the first run NODE_FAIL, the second COMPLETED (once its end has reached
+    // accounting, which trails the controller by a moment, longer on a loaded machine).
+    let sacct = || c.ok("sacct", &["-D", "-X", "-n", "-P", "-j", &id.to_string(), "-o", "State"]);
+    c.wait_until("the second run's end in accounting", Duration::from_secs(10), || {
+        !sacct().lines().any(|l| l == "RUNNING" || l == "COMPLETING")
+    });
+    let out = sacct();
     assert_eq!(out.lines().collect::<Vec<_>>(), ["NODE_FAIL", "COMPLETED"], "{out}");
     assert!(c.logs().contains(&format!("requeue job {id} due to failure of node {node}")));
 }
