@@ -721,21 +721,29 @@ async fn acct_outage(c: &BenchCluster, runs: usize, n: usize, outage_secs: u64, 
 }
 
 pub(crate) async fn submit_held(cl: &common::Client, s: &v1::JobSpec, n: usize) -> Result<(), String> {
+    submit_many(cl, s, n, 256).await.map(|_| ())
+}
+
+/// `n` submissions of `s`, `at_once` in flight at a time: their job ids.
+pub(crate) async fn submit_many(
+    cl: &common::Client,
+    s: &v1::JobSpec,
+    n: usize,
+    at_once: usize,
+) -> Result<Vec<u32>, String> {
+    let mut ids = Vec::with_capacity(n);
     let mut pending = Vec::new();
-    for _ in 0..n {
+    for k in 0..n {
         let mut cl2 = cl.clone();
         let req = v1::SubmitRequest { spec: Some(s.clone()), test_only: false };
-        pending.push(tokio::spawn(async move { cl2.submit(req).await.map(|_| ()) }));
-        if pending.len() >= 256 {
+        pending.push(tokio::spawn(async move { cl2.submit(req).await.map(|r| r.into_inner().job_id) }));
+        if pending.len() >= at_once || k + 1 == n {
             for p in pending.drain(..) {
-                p.await.map_err(|e| e.to_string())?.map_err(|s| s.to_string())?;
+                ids.push(p.await.map_err(|e| e.to_string())?.map_err(|s| s.to_string())?);
             }
         }
     }
-    for p in pending.drain(..) {
-        p.await.map_err(|e| e.to_string())?.map_err(|s| s.to_string())?;
-    }
-    Ok(())
+    Ok(ids)
 }
 
 fn rss_kb(pid: u32) -> u64 {

@@ -186,6 +186,30 @@ pub struct State {
     pub reset_now_done: bool,
 }
 
+/// The associations whose factor differs between two calculations (moved, appeared or
+/// went), in order.
+pub fn moved(old: &HashMap<(String, String), f64>, new: &HashMap<(String, String), f64>) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = new
+        .iter()
+        .filter(|(k, v)| old.get(*k) != Some(*v))
+        .map(|(k, _)| k.clone())
+        .chain(old.keys().filter(|k| !new.contains_key(*k)).cloned())
+        .collect();
+    out.sort();
+    out
+}
+
+/// What a run of QoS `qos` counts for: its `UsageFactor` (1 where none is set).
+pub fn usage_factor(admin: Option<&v1::AdminState>, qos: &str) -> f64 {
+    admin.and_then(|a| a.qos.iter().find(|q| q.name == qos)).map_or(1.0, |q| {
+        if q.usage_factor >= 0.0 {
+            q.usage_factor
+        } else {
+            1.0
+        }
+    })
+}
+
 /// Fair Tree over this cluster's associations: each (account, user)'s factor, and the rows
 /// sshare shows, in the tree's order.
 pub fn compute(

@@ -206,6 +206,12 @@ fn over_per_node(limit: &HashMap<String, u64>, need: &Usage, reasons: [R; 3]) ->
         .map(|(_, r)| r)
 }
 
+/// `GrpTRESMins` limits are enforced: usage moving may hold or free waiting jobs.
+pub fn minutes_limits(cfg: &Config, st: Option<&Admin>) -> bool {
+    cfg.enforce.limits
+        && st.is_some_and(|a| a.assocs.iter().any(|x| x.limits.as_ref().is_some_and(|l| !l.grp_tres_mins.is_empty())))
+}
+
 /// A waiting job's accounting limits as the scheduler holds them: the limit groups (of
 /// [`caps`], named in `keys`) it counts in, and a per-job limit it exceeds by itself — with the
 /// multifactor priority, `GrpTRESMins` against the `usage` fairshare keeps too (as in Slurm).

@@ -63,10 +63,7 @@ impl Site {
 
     /// `GrpTRESMins` limits are set: usage moving may hold or free any waiting job.
     pub fn minutes_limits(&self) -> bool {
-        self.cfg.enforce.limits
-            && self.admin.as_ref().is_some_and(|a| {
-                a.assocs.iter().any(|x| x.limits.as_ref().is_some_and(|l| !l.grp_tres_mins.is_empty()))
-            })
+        crate::policy::minutes_limits(&self.cfg, self.admin.as_ref())
     }
 
     /// A waiting job's limit groups and per-job limit, as the controller gives them.
@@ -101,13 +98,7 @@ impl Site {
     /// credited (billing = its CPUs, times its QoS's `UsageFactor`), as the controller credits it.
     pub fn ended(&mut self, spec: &JobSpec, sj: &SchedJob, secs: i64) {
         let w = crate::policy::JobPolicy::of(spec);
-        let factor = self.admin.as_ref().and_then(|a| a.qos.iter().find(|q| q.name == w.qos)).map_or(1.0, |q| {
-            if q.usage_factor >= 0.0 {
-                q.usage_factor
-            } else {
-                1.0
-            }
-        });
+        let factor = crate::fairshare::usage_factor(self.admin.as_ref().map(|a| &a.st), w.qos);
         let n = sj.need();
         let held = [n.cpus as f64, n.mem_mb as f64, n.nodes as f64, n.cpus as f64, n.gpus as f64];
         let hl = self.cfg.priority.decay_half_life;
@@ -126,15 +117,7 @@ impl Site {
         let Some(admin) = self.admin.as_ref().filter(|_| self.cfg.priority.multifactor) else { return Vec::new() };
         let (factors, _) = crate::fairshare::compute(admin, &self.cfg.cluster_name, &self.usage);
         let old = std::mem::replace(&mut self.factors, factors);
-        let mut moved: Vec<(String, String)> = self
-            .factors
-            .iter()
-            .filter(|(k, v)| old.get(*k) != Some(*v))
-            .map(|(k, _)| k.clone())
-            .chain(old.keys().filter(|k| !self.factors.contains_key(*k)).cloned())
-            .collect();
-        moved.sort();
-        moved
+        crate::fairshare::moved(&old, &self.factors)
     }
 
     /// The (account, user) a request charges.

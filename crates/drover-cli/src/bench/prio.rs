@@ -4,7 +4,7 @@
 //! associations whose fairshare factor moved), so the stream should keep its rate. The
 //! figure is the stream's rate beside the queue as a share of its rate alone.
 
-use super::{median, report, spec, submit_held, BenchArgs, BenchCluster};
+use super::{median, report, spec, submit_held, submit_many, BenchArgs, BenchCluster};
 use drover_proto::v1;
 use std::time::{Duration, Instant};
 
@@ -15,21 +15,8 @@ async fn stream(c: &BenchCluster, n: usize) -> Result<f64, String> {
     let cl = c.client().await?;
     let s = drover_proto::spec_to_wire(&spec(c.dir.path(), false));
     let t = Instant::now();
-    let mut ids = Vec::with_capacity(n);
-    let mut pending = Vec::new();
-    for _ in 0..n {
-        let mut cl2 = cl.clone();
-        let req = v1::SubmitRequest { spec: Some(s.clone()), test_only: false };
-        pending.push(tokio::spawn(async move { cl2.submit(req).await.map(|r| r.into_inner().job_id) }));
-        if pending.len() >= 8 {
-            for p in pending.drain(..) {
-                ids.push(p.await.map_err(|e| e.to_string())?.map_err(|s| s.to_string())?);
-            }
-        }
-    }
-    for p in pending.drain(..) {
-        ids.push(p.await.map_err(|e| e.to_string())?.map_err(|s| s.to_string())?);
-    }
+    // 8 clients' worth in flight at a time.
+    let ids = submit_many(&cl, &s, n, 8).await?;
     let mut cl = cl;
     loop {
         let r = cl
@@ -37,8 +24,8 @@ async fn stream(c: &BenchCluster, n: usize) -> Result<f64, String> {
             .await
             .map_err(|s| s.to_string())?
             .into_inner();
-        let live = r
-            .jobs
+        // (Jobs come as messages or encoded: both count.)
+        let live = crate::common::jobs_in(r)
             .iter()
             .filter(|j| drover_model::state::JobState::parse(&j.state).is_none_or(|s| !s.is_finished()))
             .count();

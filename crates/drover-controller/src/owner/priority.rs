@@ -13,13 +13,7 @@ impl Owner {
         let cpus = nodes.iter().map(|n| n.cpu_ids.len()).sum::<usize>() as f64;
         let mem = nodes.iter().map(|n| n.mem_mb).sum::<u64>() as f64;
         let gpus = nodes.iter().map(|n| n.gpus().len()).sum::<usize>() as f64;
-        let factor = self.acct_admin.as_deref().and_then(|a| a.qos.iter().find(|q| q.name == qos)).map_or(1.0, |q| {
-            if q.usage_factor >= 0.0 {
-                q.usage_factor
-            } else {
-                1.0
-            }
-        });
+        let factor = crate::fairshare::usage_factor(self.acct_admin.as_deref().map(|a| &a.st), qos);
         (account, w.user.clone(), [cpus, mem, nodes.len() as f64, cpus, gpus], factor)
     }
 
@@ -139,22 +133,14 @@ impl Owner {
             }
         };
         // Usage moved: GrpTRESMins may now hold (or free) waiting jobs.
-        let minutes_limits = self.cfg.enforce.limits
-            && self.acct_admin.as_deref().is_some_and(|a| {
-                a.assocs.iter().any(|x| x.limits.as_ref().is_some_and(|l| !l.grp_tres_mins.is_empty()))
-            });
+        let minutes_limits = crate::policy::minutes_limits(&self.cfg, self.acct_admin.as_deref());
         if full {
             self.reprioritize_all(t, minutes_limits);
             return;
         }
         // Associations whose factor moved (or appeared, or went).
-        let f = &self.fs.factors;
-        let mut concerned: BTreeSet<(String, String)> = f
-            .iter()
-            .filter(|(k, v)| old_factors.get(*k) != Some(*v))
-            .map(|(k, _)| k.clone())
-            .chain(old_factors.keys().filter(|k| !f.contains_key(*k)).cloned())
-            .collect();
+        let mut concerned: BTreeSet<(String, String)> =
+            crate::fairshare::moved(&old_factors, &self.fs.factors).into_iter().collect();
         // Those whose usage moved, and every association under a limited account above one.
         let mut resend: HashSet<(String, String)> = HashSet::new();
         if minutes_limits && !touched.is_empty() {
