@@ -417,8 +417,51 @@ fn job_alternatives(sels: &[v1::AcctJobSelector]) -> Vec<Cond> {
     any
 }
 
+/// Whether connecting failed because the URL's database does not exist (MySQL/MariaDB 1049,
+/// PostgreSQL 3D000).
+fn missing_database(e: &sqlx::Error) -> bool {
+    let Some(d) = e.as_database_error() else { return false };
+    d.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().is_some_and(|m| m.number() == 1049)
+        || d.code().is_some_and(|c| c == "3D000")
+}
+
+/// `url` without its database: (the server's URL, with PostgreSQL's maintenance database
+/// `postgres`; the database's name).
+fn server_and_database(url: &str) -> Option<(String, String)> {
+    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
+    let after_scheme = base.find("://")? + 3;
+    let slash = after_scheme + base[after_scheme..].find('/')?;
+    let name = &base[slash + 1..];
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '$') {
+        return None;
+    }
+    let admin = if base.starts_with("postgres") { "postgres" } else { "" };
+    let server = format!("{}/{admin}{}", &base[..slash], query.map(|q| format!("?{q}")).unwrap_or_default());
+    Some((server, name.to_string()))
+}
+
+async fn create_database(url: &str, dialect: Dialect) -> Result<(), sqlx::Error> {
+    use sqlx::{Connection, Executor};
+    let Some((server, name)) = server_and_database(url) else {
+        return Err(sqlx::Error::Configuration(
+            "the database's name is not a plain identifier: create it first".into(),
+        ));
+    };
+    let mut c = sqlx::AnyConnection::connect(&server).await?;
+    let q = match dialect {
+        Dialect::Postgres => format!("CREATE DATABASE \"{name}\""),
+        _ => format!("CREATE DATABASE IF NOT EXISTS `{name}`"),
+    };
+    match c.execute(q.as_str()).await {
+        // Another server made it meanwhile.
+        Err(e) if e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c == "42P04") => Ok(()),
+        r => r.map(|_| ()),
+    }
+}
+
 impl Store {
-    /// Opens (creating a SQLite file where asked) and brings the schema up to date.
+    /// Opens (creating a SQLite file, or the server's database, where missing) and brings the
+    /// schema up to date.
     pub async fn open(url: &str) -> Result<Store, StoreError> {
         sqlx::any::install_default_drivers();
         let dialect = if url.starts_with("sqlite:") {
@@ -445,7 +488,18 @@ impl Store {
                 })
             });
         }
-        let pool = opts.connect(url).await.map_err(|source| StoreError::Connect { url: shown, source })?;
+        let pool = match opts.clone().connect(url).await {
+            // The database is not there yet: made, as slurmdbd makes its own on first start
+            // (the user needs the right to create it: `GRANT ALL ON slurm_acct_db.*`).
+            Err(e) if missing_database(&e) && dialect != Dialect::Sqlite => {
+                create_database(url, dialect)
+                    .await
+                    .map_err(|source| StoreError::Connect { url: shown.clone(), source })?;
+                opts.connect(url).await
+            }
+            r => r,
+        };
+        let pool = pool.map_err(|source| StoreError::Connect { url: shown, source })?;
         let s = Store {
             pool,
             dialect,

@@ -493,3 +493,31 @@ async fn mariadb_keeps_records_that_land_mid_rollup() {
         records_mid_rollup(&db.url).await;
     }
 }
+
+/// A server database that is not there yet is made on first start, as slurmdbd makes
+/// `slurm_acct_db`; a second start finds it.
+async fn missing_database_is_made(var: &str, name: &str) {
+    let Some(db) = server_db(var, name).await else { return };
+    // Its name, unused: the guard's database is dropped and this one made by the store.
+    let (base, made) = db.url.rsplit_once('/').map(|(b, d)| (b.to_string(), format!("{d}_new"))).unwrap();
+    let url = format!("{base}/{made}");
+    let admin = std::env::var(var).unwrap();
+    let _cleanup = TestDb { url: url.clone(), drop_sql: Some((admin, format!("DROP DATABASE {made}"))), _dir: None };
+    let s = Store::open(&url).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+    s.record(&v1::AcctRecords { jobs: vec![job(7, 1000, "COMPLETED", 100, 110, 120)], ..Default::default() })
+        .await
+        .unwrap();
+    drop(s);
+    let s = Store::open(&url).await.unwrap();
+    assert_eq!(ids(&s.jobs(&v1::AcctQuery::default()).await.unwrap()), [7], "{name}");
+}
+
+#[tokio::test]
+async fn postgres_database_is_made_on_first_start() {
+    missing_database_is_made("DROVER_TEST_POSTGRES", "PostgreSQL").await;
+}
+
+#[tokio::test]
+async fn mariadb_database_is_made_on_first_start() {
+    missing_database_is_made("DROVER_TEST_MARIADB", "MariaDB").await;
+}

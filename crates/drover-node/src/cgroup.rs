@@ -268,13 +268,91 @@ impl Cgroups {
                 }
             }
         }
-        if ctrl == "devices" {
+        if ctrl == "devices" && !l.deny.is_empty() {
+            // Under a whitelist (a container's, a systemd slice's) whose wildcard covers a
+            // device to deny, the kernel ignores the denial: the whitelist is rewritten.
+            if let Some(rules) = v1_device_rules(&read(&dir.join("devices.list")), &l.deny, &char_devices()) {
+                write(&dir.join("devices.deny"), "a")?;
+                for r in rules {
+                    write(&dir.join("devices.allow"), &r)?;
+                }
+            }
             for (maj, min) in &l.deny {
                 write(&dir.join("devices.deny"), &format!("c {maj}:{min} rwm"))?;
             }
         }
         Ok(())
     }
+}
+
+/// One line of a v1 `devices.list`: type (`a`, `b`, `c`), major, minor (`None`: `*`), access.
+fn device_rule(line: &str) -> Option<(char, Option<u64>, Option<u64>, &str)> {
+    let mut w = line.split_whitespace();
+    let kind = w.next()?.chars().next()?;
+    let (maj, min) = w.next()?.split_once(':')?;
+    let num = |s: &str| if s == "*" { Some(None) } else { s.parse().ok().map(Some) };
+    Some((kind, num(maj)?, num(min)?, w.next()?))
+}
+
+/// The v1 device exceptions that deny `deny` (character devices) and allow the rest of
+/// `list` (the job group's `devices.list`, inherited from its parent), to be written after
+/// `a` is denied; `None` where a plain `devices.deny` suffices (the default `a *:* rwm`, or no
+/// wildcard covers a denied device). The kernel removes only an exception that matches a
+/// denial exactly, so under `c 195:* rwm` (Docker's rule for GPUs) denying `c 195:1` alone
+/// changes nothing: such a wildcard is expanded to the character devices of `devices` (those
+/// under /dev: type, major, minor) it covers, less the denied ones. Rules that only allow
+/// `mknod` are kept: they open nothing.
+pub(crate) fn v1_device_rules(list: &str, deny: &[(u64, u64)], devices: &[(char, u64, u64)]) -> Option<Vec<String>> {
+    let rules: Vec<_> = list.lines().filter_map(device_rule).collect();
+    if rules.iter().any(|r| r.0 == 'a') {
+        return None;
+    }
+    let opens = |access: &str| access.contains('r') || access.contains('w');
+    let covers = |r: &(char, Option<u64>, Option<u64>, &str), maj: u64, min: u64| {
+        r.0 == 'c' && r.1.is_none_or(|m| m == maj) && r.2.is_none_or(|m| m == min) && opens(r.3)
+    };
+    let wildcard = |r: &(char, Option<u64>, Option<u64>, &str)| r.1.is_none() || r.2.is_none();
+    if !rules.iter().any(|r| wildcard(r) && deny.iter().any(|&(a, b)| covers(r, a, b))) {
+        return None;
+    }
+    let mut out = Vec::new();
+    for r in &rules {
+        if !deny.iter().any(|&(a, b)| covers(r, a, b)) {
+            let num = |n: Option<u64>| n.map_or("*".to_string(), |n| n.to_string());
+            out.push(format!("{} {}:{} {}", r.0, num(r.1), num(r.2), r.3));
+        } else if wildcard(r) {
+            for &(kind, maj, min) in devices {
+                if kind == 'c' && covers(r, maj, min) && !deny.contains(&(maj, min)) {
+                    let line = format!("c {maj}:{min} {}", r.3);
+                    if !out.contains(&line) {
+                        out.push(line);
+                    }
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+/// The character devices under /dev: (type, major, minor).
+fn char_devices() -> Vec<(char, u64, u64)> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::from("/dev")];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let Ok(m) = std::fs::symlink_metadata(e.path()) else { continue };
+            if m.is_dir() {
+                stack.push(e.path());
+            } else if m.file_type().is_char_device() {
+                out.push(('c', nix::sys::stat::major(m.rdev()), nix::sys::stat::minor(m.rdev())));
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// A step's cgroup (and its job's), in every hierarchy used.
@@ -485,5 +563,33 @@ pub fn remove_node_dirs(mountpoint: &Path, node_dir: &str) {
         if let Some(cluster) = top.parent() {
             let _ = std::fs::remove_dir(cluster);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::v1_device_rules;
+
+    /// Docker's whitelist for a container given `c 195:* rmw`: denying GPU 1 rewrites it, with
+    /// the wildcard expanded to the GPUs and nvidiactl it covers, less GPU 1.
+    #[test]
+    fn a_wildcard_whitelist_is_expanded_less_the_denied_devices() {
+        let list = "c *:* m\nb *:* m\nc 1:3 rwm\nc 136:* rwm\nc 195:* rwm\n";
+        let devs = [('c', 1, 3), ('c', 136, 0), ('c', 195, 0), ('c', 195, 1), ('c', 195, 255)];
+        let rules = v1_device_rules(list, &[(195, 1)], &devs).unwrap();
+        assert_eq!(
+            rules,
+            ["c *:* m", "b *:* m", "c 1:3 rwm", "c 136:* rwm", "c 195:0 rwm", "c 195:255 rwm"],
+            "mknod-only rules and unrelated wildcards stay; the denied device is gone"
+        );
+    }
+
+    /// Where a plain `devices.deny` works, nothing is rewritten: the default (everything
+    /// allowed, exceptions denied) and a whitelist that lists the devices one by one.
+    #[test]
+    fn a_plain_denial_is_left_to_the_kernel_where_it_works() {
+        assert_eq!(v1_device_rules("a *:* rwm\n", &[(195, 1)], &[('c', 195, 1)]), None);
+        assert_eq!(v1_device_rules("c 195:0 rwm\nc 195:1 rwm\n", &[(195, 1)], &[('c', 195, 1)]), None);
+        assert_eq!(v1_device_rules("c 195:* rwm\n", &[], &[('c', 195, 1)]), None);
     }
 }
