@@ -350,6 +350,14 @@ impl Agent {
         (self.spool.clone(), self.name.clone(), self.cfg.cluster_name.clone(), self.cfg.path.clone())
     }
 
+    /// Leaves a request to end for the supervisor of `dir` if one was launched there and has
+    /// not ended: read when it starts listening, should it not be listening yet.
+    fn leave_term(dir: &Path, line: &str) {
+        if dir.join(spool::LAUNCH).exists() && !dir.join(spool::STATUS).exists() {
+            let _ = std::fs::write(dir.join(spool::TERM), line);
+        }
+    }
+
     /// Sends a request line to the supervisor of `dir`; false when none listens there.
     fn tell(dir: &Path, line: &str) -> bool {
         match std::os::unix::net::UnixStream::connect(dir.join(spool::SV_SOCK)) {
@@ -435,6 +443,9 @@ impl Agent {
                         (false, sig) => format!("sig {sig} all"),
                     };
                     let dir = spool::step_dir(&self.spool, s.job_id, step);
+                    if s.terminate {
+                        Self::leave_term(&dir, &line);
+                    }
                     if !Self::tell(&dir, &line) {
                         self.reported.remove(&(s.job_id, Some(step)));
                         self.report_if_ended((s.job_id, Some(step)), tx);
@@ -455,15 +466,25 @@ impl Agent {
                     return;
                 }
                 let dir = spool::job_dir(&self.spool, s.job_id);
+                if s.terminate {
+                    Self::leave_term(&dir, &line);
+                }
                 let told_job = Self::tell(&dir, &line);
                 let mut told_steps = false;
                 if !s.batch_only {
                     for d in spool::step_dirs_of(&self.spool, s.job_id) {
+                        if s.terminate {
+                            Self::leave_term(&d, &line);
+                        }
                         told_steps |= Self::tell(&d, &line);
                     }
                 }
                 if !told_job {
-                    if s.terminate && !told_steps && !dir.join(spool::STATUS).exists() {
+                    // A supervisor still starting (launched, not yet listening) reads the
+                    // request left for it and ends the job itself: no status is written for
+                    // it here, or the job would be reported over while its script starts.
+                    let starting = spool::supervisor_starting_or_alive(&dir);
+                    if s.terminate && !told_steps && !starting && !dir.join(spool::STATUS).exists() {
                         // Nothing runs here for that job: say it is over.
                         let _ = std::fs::create_dir_all(&dir);
                         let st = spool::EndStatus {
@@ -680,7 +701,13 @@ fn scan_spool_with(
                 continue;
             }
             between(&dir);
-            if spool::supervisor_alive(&dir) || !dir.join(spool::PID).exists() && dir.join(spool::LAUNCH).exists() {
+            // A supervisor records its pid first thing (whole: written and renamed).
+            let recorded = spool::recorded_pid(&dir).is_some();
+            if !recorded && !dir.join(spool::LAUNCH).exists() {
+                // Being made by the agent's launch, this moment: neither running nor ended yet.
+                continue;
+            }
+            if !recorded || spool::supervisor_alive(&dir) {
                 running.push(v1::RunningJob { job_id: id, step_id });
             } else if let Some(st) = spool::read_status(&dir) {
                 // It ended between the two looks: a supervisor records its end before it
@@ -795,5 +822,39 @@ mod tests {
         assert_eq!(ended.len(), 1);
         assert_eq!(ended[0].how, "OUT_OF_MEMORY");
         assert_eq!(spool::read_status(&dir).unwrap().how, "OUT_OF_MEMORY");
+    }
+
+    /// A unit the agent is launching (its directory made, the launch not yet in place), one
+    /// whose supervisor has not recorded its pid yet (or is writing it) are running, not
+    /// dead: before, the scan every 2 s took such a job for one whose supervisor had died,
+    /// ended it NODE_FAIL and had its spool removed under the starting supervisor (seen in
+    /// the 10,000-task array and Snakemake tests). A supervisor that recorded itself and is
+    /// gone is dead.
+    #[test]
+    fn a_starting_unit_is_never_taken_for_a_dead_one() {
+        let spool = tempfile::tempdir().unwrap();
+        let making = spool::job_dir(spool.path(), 1);
+        std::fs::create_dir_all(&making).unwrap();
+        std::fs::write(making.join("launch.tmp"), b"").unwrap();
+        let starting = spool::job_dir(spool.path(), 2);
+        std::fs::create_dir_all(&starting).unwrap();
+        std::fs::write(starting.join(spool::LAUNCH), b"").unwrap();
+        let writing = spool::step_dir(spool.path(), 2, 0);
+        std::fs::create_dir_all(&writing).unwrap();
+        std::fs::write(writing.join(spool::LAUNCH), b"").unwrap();
+        std::fs::write(writing.join(spool::PID), b"").unwrap();
+        let dead = spool::job_dir(spool.path(), 3);
+        std::fs::create_dir_all(&dead).unwrap();
+        std::fs::write(dead.join(spool::LAUNCH), b"").unwrap();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        gone.wait().unwrap();
+        std::fs::write(dead.join(spool::PID), gone.id().to_string()).unwrap();
+
+        let (running, ended) = scan_spool(spool.path(), None, "n1");
+        let mut running: Vec<(u32, Option<u32>)> = running.iter().map(|r| (r.job_id, r.step_id)).collect();
+        running.sort();
+        assert_eq!(running, [(2, None), (2, Some(0))]);
+        assert_eq!(ended.iter().map(|e| (e.job_id, e.how.as_str())).collect::<Vec<_>>(), [(3, "NODE_FAIL")]);
+        assert!(spool::read_status(&making).is_none() && spool::read_status(&writing).is_none());
     }
 }

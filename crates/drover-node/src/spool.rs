@@ -10,6 +10,10 @@ pub const STATUS: &str = "status";
 pub const SV_SOCK: &str = "sv.sock";
 pub const AGENT_SOCK: &str = "agent.sock";
 pub const NODE_NAME: &str = "node-name";
+/// A request to end (`term`, `term requeue`, `kill`) the agent left for a supervisor it could
+/// not reach yet: written before the agent tries the socket, read by the supervisor once it
+/// listens, so that one of the two always sees it.
+pub const TERM: &str = "term";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndStatus {
@@ -73,6 +77,26 @@ pub fn write_status(dir: &Path, s: &EndStatus) -> std::io::Result<()> {
     std::fs::rename(tmp, dir.join(STATUS))
 }
 
+/// Records this process as the supervisor of `dir`, whole or not at all (a scan that found
+/// the file empty took a starting supervisor for a dead one).
+pub fn write_pid(dir: &Path) -> std::io::Result<()> {
+    let tmp = dir.join("pid.tmp");
+    std::fs::write(&tmp, std::process::id().to_string())?;
+    std::fs::rename(tmp, dir.join(PID))
+}
+
+/// The pid the supervisor of `dir` recorded, once it has (an empty or partial file is one an
+/// older supervisor is still writing).
+pub fn recorded_pid(dir: &Path) -> Option<i32> {
+    std::fs::read_to_string(dir.join(PID)).ok().and_then(|p| p.trim().parse::<i32>().ok())
+}
+
+/// Whether the supervisor of `dir` was launched and may still start: not yet recorded, or
+/// recorded and alive.
+pub fn supervisor_starting_or_alive(dir: &Path) -> bool {
+    dir.join(LAUNCH).exists() && (recorded_pid(dir).is_none() || supervisor_alive(dir))
+}
+
 pub const USAGE: &str = "usage.pb";
 
 /// What the tasks of a job or step used (an encoded `StatReply`), kept for accounting.
@@ -105,7 +129,7 @@ pub fn read_status(dir: &Path) -> Option<EndStatus> {
 
 /// Whether the supervisor recorded in `dir` is still alive.
 pub fn supervisor_alive(dir: &Path) -> bool {
-    let Some(pid) = std::fs::read_to_string(dir.join(PID)).ok().and_then(|p| p.trim().parse::<i32>().ok()) else {
+    let Some(pid) = recorded_pid(dir) else {
         return false;
     };
     // A zombie counts as gone.

@@ -141,7 +141,7 @@ fn run(dir: &Path) -> Result<(), Failure> {
     let launch = v1::Launch::decode(&bytes[..]).map_err(|e| format!("decoding launch: {e}"))?;
     let job = launch.job.clone().ok_or("launch without job")?;
     let spec = job.spec.clone().ok_or("launch without spec")?;
-    std::fs::write(dir.join(spool::PID), std::process::id().to_string()).map_err(|e| format!("writing pid: {e}"))?;
+    spool::write_pid(dir).map_err(|e| format!("writing pid: {e}"))?;
     let _ = nix::sys::prctl::set_child_subreaper(true);
 
     let (rpipe, wpipe) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
@@ -162,10 +162,24 @@ fn run(dir: &Path) -> Result<(), Failure> {
         let _ = nix::sys::signal::signal(Signal::SIGINT, nix::sys::signal::SigHandler::SigIgn);
     }
 
+    // For tests only: widens the moment before this supervisor listens, in which the agent
+    // cannot reach it (tests/supervisor_start.rs).
+    if let Some(ms) = std::env::var("DROVER_TEST_SUPERVISOR_LISTEN_DELAY_MS").ok().and_then(|v| v.parse::<u64>().ok()) {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
     let sock_path = dir.join(spool::SV_SOCK);
     let _ = std::fs::remove_file(&sock_path);
     let listener = UnixListener::bind(&sock_path).map_err(|e| format!("binding {}: {e}", sock_path.display()))?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    // Ended before it listened (the agent could not reach the socket): nothing of it starts.
+    if let Ok(line) = std::fs::read_to_string(dir.join(spool::TERM)) {
+        let how = if line.split_whitespace().nth(1) == Some("requeue") { "REQUEUE" } else { "CANCELLED" };
+        let end = EndStatus { exit_status: 0, how: how.into(), end_time: now(), message: String::new() };
+        spool::write_status(dir, &end).map_err(|e| format!("writing status: {e}"))?;
+        let _ = std::fs::remove_file(&sock_path);
+        notify_agent(dir);
+        return Ok(());
+    }
 
     // As the node agent resolved the user, or (an agent not running as root, an older one)
     // looked up here.
