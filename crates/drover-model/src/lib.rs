@@ -15,6 +15,7 @@ pub mod bytes;
 pub mod cgroup_conf;
 pub mod conf;
 pub mod cpubind;
+pub mod cron;
 pub mod dbd_conf;
 pub mod duration;
 pub mod gres;
