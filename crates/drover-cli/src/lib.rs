@@ -26,6 +26,7 @@ pub mod sattach;
 pub mod sbatch;
 pub mod scancel;
 pub mod scontrol;
+pub mod scrontab;
 pub mod sdiag;
 pub mod sinfo;
 pub mod sprio;
@@ -59,6 +60,7 @@ pub const COMMANDS: &[(&str, CommandMain)] = &[
     ("sshare", sshare::main),
     ("sprio", sprio::main),
     ("sdiag", sdiag::main),
+    ("scrontab", scrontab::main),
 ];
 
 /// Runs command `prog` with its arguments (without argv[0]); returns the exit status.

@@ -43,6 +43,9 @@ struct Args {
     qos: Option<String>,
     #[arg(short = 'M', long = "clusters")]
     clusters: Option<String>,
+    /// Confirms the cancel of a scrontab job (its entry is disabled).
+    #[arg(short = 'c', long = "cron")]
+    cron: bool,
     #[command(flatten)]
     std: common::StdFlags,
     jobs: Vec<String>,
@@ -115,6 +118,7 @@ pub fn main(args: Vec<String>) -> i32 {
         state: a.state.clone().unwrap_or_default(),
         partition: a.partition.clone().unwrap_or_default(),
         nodelist: a.nodelist.clone().unwrap_or_default(),
+        cron: a.cron,
         ..Default::default()
     };
     let rt = common::runtime();

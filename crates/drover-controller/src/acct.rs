@@ -166,11 +166,10 @@ pub fn records(cfg: &Config, b: &Batch) -> v1::AcctRecords {
             Gone::Requeued { job: j, end_time } => {
                 let mut rec = job_record(cfg, j);
                 if let Some(i) = rec.info.as_mut() {
-                    // A run that preemption ended, or a requeue.
                     // A run that preemption ended, that its node's failure ended, or a requeue.
+                    // A scrontab job's run: the state it ended in (cron::cron_again).
                     i.state = match j.status.state_desc.as_str() {
-                        "PREEMPTED" => "PREEMPTED",
-                        "NODE_FAIL" => "NODE_FAIL",
+                        s @ ("PREEMPTED" | "NODE_FAIL" | "COMPLETED" | "FAILED" | "TIMEOUT" | "OUT_OF_MEMORY") => s,
                         _ => "REQUEUED",
                     }
                     .into();

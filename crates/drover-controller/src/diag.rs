@@ -28,6 +28,8 @@ pub mod msg {
     pub const RESERVATION_INFO: (&str, u32) = ("REQUEST_RESERVATION_INFO", 2024);
     pub const PRIORITY_FACTORS: (&str, u32) = ("REQUEST_PRIORITY_FACTORS", 2026);
     pub const STATS_INFO: (&str, u32) = ("REQUEST_STATS_INFO", 2035);
+    pub const REQUEST_CRONTAB: (&str, u32) = ("REQUEST_CRONTAB", 2200);
+    pub const UPDATE_CRONTAB: (&str, u32) = ("REQUEST_UPDATE_CRONTAB", 2202);
     pub const UPDATE_JOB: (&str, u32) = ("REQUEST_UPDATE_JOB", 3001);
     pub const UPDATE_NODE: (&str, u32) = ("REQUEST_UPDATE_NODE", 3002);
     pub const UPDATE_RESERVATION: (&str, u32) = ("REQUEST_UPDATE_RESERVATION", 3009);

@@ -29,6 +29,7 @@ use tokio::sync::{mpsc, oneshot};
 use tonic::Status;
 
 mod control;
+mod cron;
 mod jobs;
 mod nodes;
 mod predict;
@@ -78,6 +79,16 @@ pub enum Msg {
     Explain {
         job: JobId,
         reply: Reply<v1::ExplainReply>,
+    },
+    GetCrontab {
+        uid: u32,
+        caller: Caller,
+        reply: Reply<v1::CrontabReply>,
+    },
+    UpdateCrontab {
+        req: v1::CrontabUpdate,
+        caller: Caller,
+        reply: Reply<v1::CrontabUpdateReply>,
     },
     Forecast {
         horizon: i64,
@@ -768,6 +779,17 @@ impl Owner {
             }
             Msg::UpdateNode { req, caller, reply } => {
                 let r = self.update_node(req, caller);
+                self.reply(reply, r);
+            }
+            Msg::GetCrontab { uid, caller, reply } => {
+                let r = self.get_crontab(uid, caller);
+                self.reply(reply, r);
+            }
+            Msg::UpdateCrontab { req, caller, reply } => {
+                let r = match self.storage.refusal(&self.journal) {
+                    Some(no) => Err(no),
+                    None => self.update_crontab(req, caller),
+                };
                 self.reply(reply, r);
             }
             Msg::Reservation { req, caller, reply } => {

@@ -197,6 +197,25 @@ impl Controller for Handlers {
         self.ask(|reply| Msg::UpdateNode { req, caller, reply }).await.map(Response::new)
     }
 
+    async fn get_crontab(&self, req: Request<v1::CrontabRequest>) -> Result<Response<v1::CrontabReply>, Status> {
+        self.admit(msg::REQUEST_CRONTAB, uid_of(&req)).await?;
+        let _t = self.stats.time(msg::REQUEST_CRONTAB, uid_of(&req));
+        let caller = who(&req)?;
+        let uid = req.into_inner().uid;
+        self.ask(|reply| Msg::GetCrontab { uid, caller, reply }).await.map(Response::new)
+    }
+
+    async fn update_crontab(
+        &self,
+        req: Request<v1::CrontabUpdate>,
+    ) -> Result<Response<v1::CrontabUpdateReply>, Status> {
+        self.admit(msg::UPDATE_CRONTAB, uid_of(&req)).await?;
+        let _t = self.stats.time(msg::UPDATE_CRONTAB, uid_of(&req));
+        let caller = who(&req)?;
+        let req = req.into_inner();
+        self.ask(|reply| Msg::UpdateCrontab { req, caller, reply }).await.map(Response::new)
+    }
+
     async fn explain(&self, req: Request<v1::ExplainRequest>) -> Result<Response<v1::ExplainReply>, Status> {
         self.admit(msg::JOB_INFO, uid_of(&req)).await?;
         let _t = self.stats.time(msg::JOB_INFO, uid_of(&req));

@@ -130,6 +130,17 @@ impl PackedSpec {
     pub fn unpack(&self) -> JobSpec {
         drover_proto::spec_from_wire(self.wire()).expect("invariant: a packed spec converts back")
     }
+    /// The scrontab schedule alone, without decoding the rest (asked at every job's end).
+    pub fn cron(&self) -> Option<String> {
+        /// `JobSpec`'s `cron` field; the others are skipped unread.
+        #[derive(Clone, PartialEq, prost::Message)]
+        struct CronOnly {
+            #[prost(string, optional, tag = "77")]
+            cron: Option<String>,
+        }
+        use prost::Message;
+        CronOnly::decode(&self.0[..]).ok().and_then(|c| c.cron)
+    }
     /// The encoded `JobSpec` message.
     pub fn bytes(&self) -> &[u8] {
         &self.0
@@ -659,6 +670,18 @@ mod wire_spec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A packed request's scrontab schedule reads without the rest of it.
+    #[test]
+    fn a_packed_specs_cron_reads_alone() {
+        let mut spec = JobSpec { name: "x".into(), mem_per_node_mb: Some(618), ..Default::default() };
+        assert_eq!(PackedSpec::pack(&spec).cron(), None);
+        spec.cron = Some("*/5 * * * *".into());
+        spec.cron_lines = (3, 4);
+        let p = PackedSpec::pack(&spec);
+        assert_eq!(p.cron().as_deref(), Some("*/5 * * * *"));
+        assert_eq!(p.unpack().cron_lines, (3, 4));
+    }
 
     /// Version 2 puts the fences after the rest: a version-1 snapshot (nothing after it)
     /// reads as none, and version 2 reads back whole.

@@ -141,6 +141,8 @@ pub struct Config {
     /// `--no-requeue` (default 1).
     pub job_requeue: bool,
     pub min_job_age: u32,
+    /// `ScronParameters=enable`: users may keep a crontab of recurring jobs (scrontab).
+    pub scron_enabled: bool,
     pub return_to_service: u32,
     pub enforce_part_limits: EnforcePartLimits,
     /// `SchedulerParameters` as written (the options Drover honours are parsed below).
@@ -363,6 +365,7 @@ impl Default for Config {
             slurmctld_timeout: None,
             job_requeue: true,
             min_job_age: 300,
+            scron_enabled: false,
             return_to_service: 0,
             enforce_part_limits: EnforcePartLimits::No,
             gres_types: Vec::new(),
@@ -470,6 +473,7 @@ const SUPPORTED: &[&str] = &[
     "slurmctldtimeout",
     "jobrequeue",
     "minjobage",
+    "scronparameters",
     "returntoservice",
     "enforcepartlimits",
     "schedulerparameters",
@@ -1033,6 +1037,7 @@ fn parse_lines(lines: &[Line]) -> Result<Config, ConfError> {
                 "slurmctldtimeout" => cfg.slurmctld_timeout = Some(num(v)?.max(1)),
                 "jobrequeue" => cfg.job_requeue = num(v)? != 0,
                 "minjobage" => cfg.min_job_age = num(v)?,
+                "scronparameters" => cfg.scron_enabled = v.split(',').any(|p| p.trim().eq_ignore_ascii_case("enable")),
                 "returntoservice" => cfg.return_to_service = num(v)?,
                 "enforcepartlimits" => {
                     cfg.enforce_part_limits = match v.to_ascii_uppercase().as_str() {

@@ -124,6 +124,18 @@ impl Schedule {
         Ok((s, command))
     }
 
+    /// Parses the time part alone: five fields or an `@` name (as a job's `cron` keeps it).
+    pub fn parse(spec: &str) -> Result<Schedule, String> {
+        Schedule::parse_line(&format!("{spec} :")).map(|(s, _)| s)
+    }
+
+    /// The time part of an entry line: its five fields, or its `@` name.
+    pub fn time_part(line: &str) -> String {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let n = if words.first().is_some_and(|w| w.starts_with('@')) { 1 } else { 5 };
+        words.iter().take(n).copied().collect::<Vec<_>>().join(" ")
+    }
+
     fn day_matches(&self, year: i32, month: u32, day: u32) -> bool {
         let dom = self.days & (1 << day) != 0;
         let dow = self.weekdays & (1 << weekday(year, month, day)) != 0;

@@ -470,6 +470,10 @@ pub struct JobSpec {
     /// `--profile` and `--acctg-freq` as given (checked as Slurm checks them).
     pub profile: Option<String>,
     pub acctg_freq: Option<String>,
+    /// scrontab: the schedule this job recurs on, and its entry's lines in the crontab
+    /// (first, last; counted from 1), its `#SCRON` lines with it.
+    pub cron: Option<String>,
+    pub cron_lines: (u32, u32),
 }
 
 /// Licenses as `-L` and `Licenses=` write them: `name[:count]` (or `name*count`), comma

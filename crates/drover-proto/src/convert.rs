@@ -84,6 +84,9 @@ pub fn spec_to_wire(s: &JobSpec) -> v1::JobSpec {
         deadline: s.deadline,
         profile: s.profile.clone(),
         acctg_freq: s.acctg_freq.clone(),
+        cron: s.cron.clone(),
+        cron_line_start: s.cron_lines.0,
+        cron_line_end: s.cron_lines.1,
     }
 }
 
@@ -186,6 +189,8 @@ pub fn spec_from_wire(w: v1::JobSpec) -> Result<JobSpec, String> {
         deadline: w.deadline,
         profile: w.profile,
         acctg_freq: w.acctg_freq,
+        cron: w.cron,
+        cron_lines: (w.cron_line_start, w.cron_line_end),
     })
 }
 

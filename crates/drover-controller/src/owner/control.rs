@@ -149,6 +149,13 @@ impl Owner {
                 results.push(err("Access/permission denied"));
                 continue;
             }
+            if !j.status.state.is_finished() && j.spec.cron().is_some() {
+                if !req.cron {
+                    results.push(err(cron::CANCEL_NEEDS_CRON));
+                    continue;
+                }
+                self.disable_cron_entry(id);
+            }
             match j.status.state {
                 s if s.is_finished() => results.push(err("Job/step already completing or completed")),
                 JobState::Pending => {
@@ -355,6 +362,9 @@ impl Owner {
         let j = self.durable.jobs.get(&id).cloned().ok_or("Invalid job id specified")?;
         if !self.can_modify(&j, caller) {
             return Err("Access/permission denied".into());
+        }
+        if j.spec.cron().is_some() {
+            return Err(cron::NO_SCONTROL.into());
         }
         let mut st = j.status.clone();
         match req.action.as_str() {

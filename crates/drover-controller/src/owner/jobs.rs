@@ -693,13 +693,18 @@ impl Owner {
 
     /// Moves a job to its final state (or back to pending when it is being requeued).
     pub(super) fn finish(&mut self, id: JobId, mut st: JobStatus, how: &str, end: i64) {
-        let requeue = st.state_desc == "REQUEUE" || how == "REQUEUE";
+        let mut requeue = st.state_desc == "REQUEUE" || how == "REQUEUE";
         match how {
             "FAILED_LAUNCH" | "NODE_FAIL" => self.diag.failed += 1,
             _ if !requeue => self.diag.completed += 1,
             _ => {}
         }
         let preempted = self.preempting.remove(&id).is_some() && st.state_desc == "PREEMPTED";
+        // A scrontab job goes back to the queue for its next time, whatever its end.
+        let ended_as = end_state(&st, how, preempted);
+        if !requeue && self.cron_again(id, &mut st, ended_as, end) {
+            requeue = true;
+        }
         if let Some(j) = self.durable.jobs.get(&id).cloned() {
             // Its run since it was last credited counts now (not time it spent suspended).
             if j.status.state != JobState::Suspended {
@@ -757,21 +762,7 @@ impl Owner {
             }
             return;
         }
-        let state = if preempted {
-            JobState::Preempted
-        } else if st.cancelled_by.is_some() || how == "CANCELLED" {
-            JobState::Cancelled
-        } else if how == "TIMEOUT" {
-            JobState::Timeout
-        } else if how == "NODE_FAIL" {
-            JobState::NodeFail
-        } else if how == "OUT_OF_MEMORY" {
-            JobState::OutOfMemory
-        } else if st.exit_status == 0 && how.is_empty() {
-            JobState::Completed
-        } else {
-            JobState::Failed
-        };
+        let state = end_state(&st, how, preempted);
         if how.is_empty() {
             // A normal end needs no description; a failed launch keeps its reason.
             st.state_desc.clear();
@@ -802,6 +793,26 @@ impl Owner {
         }
         let job = self.durable.jobs.get(&id).cloned().expect("invariant: exists");
         self.notify(&job);
+    }
+}
+
+/// The state a job's run ended in: how its node said it ended, and whether it was cancelled
+/// or preempted.
+fn end_state(st: &JobStatus, how: &str, preempted: bool) -> JobState {
+    if preempted {
+        JobState::Preempted
+    } else if st.cancelled_by.is_some() || how == "CANCELLED" {
+        JobState::Cancelled
+    } else if how == "TIMEOUT" {
+        JobState::Timeout
+    } else if how == "NODE_FAIL" {
+        JobState::NodeFail
+    } else if how == "OUT_OF_MEMORY" {
+        JobState::OutOfMemory
+    } else if st.exit_status == 0 && how.is_empty() {
+        JobState::Completed
+    } else {
+        JobState::Failed
     }
 }
 

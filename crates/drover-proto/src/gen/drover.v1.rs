@@ -185,6 +185,49 @@ pub struct JobSpec {
     pub profile: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(string, optional, tag = "76")]
     pub acctg_freq: ::core::option::Option<::prost::alloc::string::String>,
+    /// scrontab: the schedule (crontab(5) time fields) this job recurs on, and the lines of its
+    /// entry in its user's crontab.
+    #[prost(string, optional, tag = "77")]
+    pub cron: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(uint32, tag = "78")]
+    pub cron_line_start: u32,
+    #[prost(uint32, tag = "79")]
+    pub cron_line_end: u32,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CrontabRequest {
+    #[prost(uint32, tag = "1")]
+    pub uid: u32,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CrontabReply {
+    #[prost(bool, tag = "1")]
+    pub found: bool,
+    #[prost(string, tag = "2")]
+    pub text: ::prost::alloc::string::String,
+}
+/// A user's crontab as written, and a job for each of its entries (the job's cron field set);
+/// remove: the crontab and its jobs go.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct CrontabUpdate {
+    #[prost(uint32, tag = "1")]
+    pub uid: u32,
+    #[prost(string, tag = "2")]
+    pub text: ::prost::alloc::string::String,
+    #[prost(message, repeated, tag = "3")]
+    pub jobs: ::prost::alloc::vec::Vec<JobSpec>,
+    #[prost(bool, tag = "4")]
+    pub remove: bool,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CrontabUpdateReply {
+    #[prost(uint32, repeated, tag = "1")]
+    pub job_ids: ::prost::alloc::vec::Vec<u32>,
+    /// Refused: the entry's lines ("3-5") and why.
+    #[prost(string, tag = "2")]
+    pub failed_lines: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub error: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SubmitRequest {
@@ -935,6 +978,9 @@ pub struct CancelRequest {
     /// SIGTERM, then SIGKILL after KillWait. Otherwise a cancelled step is killed at once.
     #[prost(bool, tag = "12")]
     pub step_terminate: bool,
+    /// scancel --cron: a scrontab job may be cancelled (its entry is disabled).
+    #[prost(bool, tag = "13")]
+    pub cron: bool,
 }
 /// A job, or some tasks of an array: `tasks` is an array expression (`3`, `1-3`).
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -2301,6 +2347,52 @@ pub mod controller_client {
                 .insert(GrpcMethod::new("drover.v1.Controller", "Shutdown"));
             self.inner.unary(req, path, codec).await
         }
+        /// scrontab: a user's crontab, and replacing (or removing) it with its entries' jobs.
+        pub async fn get_crontab(
+            &mut self,
+            request: impl tonic::IntoRequest<super::CrontabRequest>,
+        ) -> std::result::Result<tonic::Response<super::CrontabReply>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/drover.v1.Controller/GetCrontab",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("drover.v1.Controller", "GetCrontab"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn update_crontab(
+            &mut self,
+            request: impl tonic::IntoRequest<super::CrontabUpdate>,
+        ) -> std::result::Result<
+            tonic::Response<super::CrontabUpdateReply>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/drover.v1.Controller/UpdateCrontab",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("drover.v1.Controller", "UpdateCrontab"));
+            self.inner.unary(req, path, codec).await
+        }
         /// Creates, changes or deletes an advance reservation (root); answers its name.
         pub async fn reservation(
             &mut self,
@@ -2499,6 +2591,18 @@ pub mod controller_server {
             &self,
             request: tonic::Request<super::Empty>,
         ) -> std::result::Result<tonic::Response<super::Empty>, tonic::Status>;
+        /// scrontab: a user's crontab, and replacing (or removing) it with its entries' jobs.
+        async fn get_crontab(
+            &self,
+            request: tonic::Request<super::CrontabRequest>,
+        ) -> std::result::Result<tonic::Response<super::CrontabReply>, tonic::Status>;
+        async fn update_crontab(
+            &self,
+            request: tonic::Request<super::CrontabUpdate>,
+        ) -> std::result::Result<
+            tonic::Response<super::CrontabUpdateReply>,
+            tonic::Status,
+        >;
         /// Creates, changes or deletes an advance reservation (root); answers its name.
         async fn reservation(
             &self,
@@ -3204,6 +3308,94 @@ pub mod controller_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ShutdownSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/drover.v1.Controller/GetCrontab" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetCrontabSvc<T: Controller>(pub Arc<T>);
+                    impl<
+                        T: Controller,
+                    > tonic::server::UnaryService<super::CrontabRequest>
+                    for GetCrontabSvc<T> {
+                        type Response = super::CrontabReply;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::CrontabRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Controller>::get_crontab(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetCrontabSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/drover.v1.Controller/UpdateCrontab" => {
+                    #[allow(non_camel_case_types)]
+                    struct UpdateCrontabSvc<T: Controller>(pub Arc<T>);
+                    impl<T: Controller> tonic::server::UnaryService<super::CrontabUpdate>
+                    for UpdateCrontabSvc<T> {
+                        type Response = super::CrontabUpdateReply;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::CrontabUpdate>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Controller>::update_crontab(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = UpdateCrontabSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
