@@ -271,7 +271,7 @@ impl Cgroups {
         if ctrl == "devices" && !l.deny.is_empty() {
             // Under a whitelist (a container's, a systemd slice's) whose wildcard covers a
             // device to deny, the kernel ignores the denial: the whitelist is rewritten.
-            if let Some(rules) = v1_device_rules(&read(&dir.join("devices.list")), &l.deny, &char_devices()) {
+            if let Some(rules) = v1_device_rules(&read(&dir.join("devices.list")), &l.deny, char_devices) {
                 write(&dir.join("devices.deny"), "a")?;
                 for r in rules {
                     write(&dir.join("devices.allow"), &r)?;
@@ -299,10 +299,14 @@ fn device_rule(line: &str) -> Option<(char, Option<u64>, Option<u64>, &str)> {
 /// `a` is denied; `None` where a plain `devices.deny` suffices (the default `a *:* rwm`, or no
 /// wildcard covers a denied device). The kernel removes only an exception that matches a
 /// denial exactly, so under `c 195:* rwm` (Docker's rule for GPUs) denying `c 195:1` alone
-/// changes nothing: such a wildcard is expanded to the character devices of `devices` (those
-/// under /dev: type, major, minor) it covers, less the denied ones. Rules that only allow
-/// `mknod` are kept: they open nothing.
-pub(crate) fn v1_device_rules(list: &str, deny: &[(u64, u64)], devices: &[(char, u64, u64)]) -> Option<Vec<String>> {
+/// changes nothing: such a wildcard is expanded to the character devices `devices` lists (those
+/// under /dev: type, major, minor; looked up only then) it covers, less the denied ones. Rules
+/// that only allow `mknod` are kept: they open nothing.
+pub(crate) fn v1_device_rules(
+    list: &str,
+    deny: &[(u64, u64)],
+    devices: impl FnOnce() -> Vec<(char, u64, u64)>,
+) -> Option<Vec<String>> {
     let rules: Vec<_> = list.lines().filter_map(device_rule).collect();
     if rules.iter().any(|r| r.0 == 'a') {
         return None;
@@ -315,13 +319,14 @@ pub(crate) fn v1_device_rules(list: &str, deny: &[(u64, u64)], devices: &[(char,
     if !rules.iter().any(|r| wildcard(r) && deny.iter().any(|&(a, b)| covers(r, a, b))) {
         return None;
     }
+    let devices = devices();
     let mut out = Vec::new();
     for r in &rules {
         if !deny.iter().any(|&(a, b)| covers(r, a, b)) {
             let num = |n: Option<u64>| n.map_or("*".to_string(), |n| n.to_string());
             out.push(format!("{} {}:{} {}", r.0, num(r.1), num(r.2), r.3));
         } else if wildcard(r) {
-            for &(kind, maj, min) in devices {
+            for &(kind, maj, min) in &devices {
                 if kind == 'c' && covers(r, maj, min) && !deny.contains(&(maj, min)) {
                     let line = format!("c {maj}:{min} {}", r.3);
                     if !out.contains(&line) {
@@ -576,7 +581,7 @@ mod tests {
     fn a_wildcard_whitelist_is_expanded_less_the_denied_devices() {
         let list = "c *:* m\nb *:* m\nc 1:3 rwm\nc 136:* rwm\nc 195:* rwm\n";
         let devs = [('c', 1, 3), ('c', 136, 0), ('c', 195, 0), ('c', 195, 1), ('c', 195, 255)];
-        let rules = v1_device_rules(list, &[(195, 1)], &devs).unwrap();
+        let rules = v1_device_rules(list, &[(195, 1)], || devs.to_vec()).unwrap();
         assert_eq!(
             rules,
             ["c *:* m", "b *:* m", "c 1:3 rwm", "c 136:* rwm", "c 195:0 rwm", "c 195:255 rwm"],
@@ -588,8 +593,9 @@ mod tests {
     /// allowed, exceptions denied) and a whitelist that lists the devices one by one.
     #[test]
     fn a_plain_denial_is_left_to_the_kernel_where_it_works() {
-        assert_eq!(v1_device_rules("a *:* rwm\n", &[(195, 1)], &[('c', 195, 1)]), None);
-        assert_eq!(v1_device_rules("c 195:0 rwm\nc 195:1 rwm\n", &[(195, 1)], &[('c', 195, 1)]), None);
-        assert_eq!(v1_device_rules("c 195:* rwm\n", &[], &[('c', 195, 1)]), None);
+        let unread = || -> Vec<(char, u64, u64)> { panic!("/dev is read only to expand a wildcard") };
+        assert_eq!(v1_device_rules("a *:* rwm\n", &[(195, 1)], unread), None);
+        assert_eq!(v1_device_rules("c 195:0 rwm\nc 195:1 rwm\n", &[(195, 1)], unread), None);
+        assert_eq!(v1_device_rules("c 195:* rwm\n", &[], unread), None);
     }
 }

@@ -53,6 +53,10 @@ fn an_entry_runs_at_its_minute_comes_back_and_is_cancelled_only_with_cron() {
     );
     let o = c.run("scontrol", &["hold", &id.to_string()]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("Cannot modify scrontab jobs through scontrol"), "{o:?}");
+    // A signal is not a cancel: the entry stays.
+    let o = c.run("scancel", &["--cron", "-s", "USR1", &id.to_string()]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Job is pending execution"), "{o:?}");
+    assert_eq!(c.ok("scrontab", &["-l"]), text);
     c.ok("scancel", &["--cron", &id.to_string()]);
     c.wait_state(id, &["CANCELLED"], Duration::from_secs(10));
     let disabled = text.replace("#SCRON", "#DISABLED: #SCRON").replace("* * * * *", "#DISABLED: * * * * *");

@@ -154,7 +154,11 @@ impl Owner {
                     results.push(err(cron::CANCEL_NEEDS_CRON));
                     continue;
                 }
-                self.disable_cron_entry(id);
+                // Ended for good (not only signalled): its entry is disabled.
+                let ends = req.signal == 0 || (req.signal == libc_sigkill() && !req.batch_only);
+                if ends && j.status.state != JobState::Completing {
+                    self.disable_cron_entry(id);
+                }
             }
             match j.status.state {
                 s if s.is_finished() => results.push(err("Job/step already completing or completed")),
