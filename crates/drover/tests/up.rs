@@ -6,6 +6,16 @@ use std::time::{Duration, Instant};
 
 const EXE: &str = env!("CARGO_BIN_EXE_drover");
 
+/// Stops the cluster of a state directory when the test ends, passed or failed (a failed
+/// assertion otherwise leaves its daemons running after the test).
+struct DownAtEnd(String);
+
+impl Drop for DownAtEnd {
+    fn drop(&mut self) {
+        let _ = Command::new(EXE).args(["down", "--state-dir", &self.0]).output();
+    }
+}
+
 /// A command of the cluster in `state`, run in `cwd`.
 fn run_in(state: &std::path::Path, cwd: &std::path::Path, prog: &str, args: &[&str]) -> std::process::Output {
     Command::new(state.join("bin").join(prog))
@@ -21,6 +31,7 @@ fn drover_up_runs_jobs_and_keeps_them_across_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("cluster");
     let s = state.display().to_string();
+    let _down = DownAtEnd(s.clone());
     let up = Command::new(EXE).args(["up", "--detach", "--nodes", "2", "--state-dir", &s]).output().unwrap();
     let stdout = String::from_utf8_lossy(&up.stdout).to_string();
     assert!(up.status.success(), "{}{}", stdout, String::from_utf8_lossy(&up.stderr));
@@ -102,6 +113,7 @@ fn drover_up_with_munge_runs_its_own_munged() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("cluster");
     let s = state.display().to_string();
+    let _down = DownAtEnd(s.clone());
     let up = Command::new(EXE)
         .args(["up", "--detach", "--nodes", "1", "--auth", "munge", "--state-dir", &s])
         .output()
@@ -137,6 +149,7 @@ fn drover_up_holds_jobs_to_their_memory() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("cluster");
     let s = state.display().to_string();
+    let _down = DownAtEnd(s.clone());
     let up = Command::new(EXE).args(["up", "--detach", "--nodes", "1", "--state-dir", &s]).output().unwrap();
     assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
     let conf = std::fs::read_to_string(state.join("cgroup.conf")).unwrap();
@@ -169,6 +182,7 @@ fn drover_up_restarts_only_what_is_missing_and_down_stops_everything() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("cluster");
     let s = state.display().to_string();
+    let _down = DownAtEnd(s.clone());
     let up = Command::new(EXE).args(["up", "--detach", "--nodes", "2", "--state-dir", &s]).output().unwrap();
     assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
     let conf = state.join("slurm.conf").display().to_string();
@@ -224,6 +238,7 @@ fn drover_up_with_a_standby_controller_fails_over() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("cluster");
     let s = state.display().to_string();
+    let _down = DownAtEnd(s.clone());
     let up = Command::new(EXE)
         .args(["up", "--detach", "--nodes", "1", "--controllers", "2", "--no-accounting", "--state-dir", &s])
         .output()
