@@ -350,12 +350,14 @@ impl Agent {
         (self.spool.clone(), self.name.clone(), self.cfg.cluster_name.clone(), self.cfg.path.clone())
     }
 
-    /// Leaves a request to end for the supervisor of `dir` if one was launched there and has
-    /// not ended: read when it starts listening, should it not be listening yet.
-    fn leave_term(dir: &Path, line: &str) {
-        if dir.join(spool::LAUNCH).exists() && !dir.join(spool::STATUS).exists() {
+    /// [`Self::tell`], for a request that ends the unit (`terminate`): it is first left in the
+    /// directory of a supervisor launched there that has not ended, which reads it when it
+    /// starts listening, should it not be listening yet.
+    fn tell_ending(dir: &Path, line: &str, terminate: bool) -> bool {
+        if terminate && dir.join(spool::LAUNCH).exists() && !dir.join(spool::STATUS).exists() {
             let _ = std::fs::write(dir.join(spool::TERM), line);
         }
+        Self::tell(dir, line)
     }
 
     /// Sends a request line to the supervisor of `dir`; false when none listens there.
@@ -443,10 +445,7 @@ impl Agent {
                         (false, sig) => format!("sig {sig} all"),
                     };
                     let dir = spool::step_dir(&self.spool, s.job_id, step);
-                    if s.terminate {
-                        Self::leave_term(&dir, &line);
-                    }
-                    if !Self::tell(&dir, &line) {
+                    if !Self::tell_ending(&dir, &line, s.terminate) {
                         self.reported.remove(&(s.job_id, Some(step)));
                         self.report_if_ended((s.job_id, Some(step)), tx);
                     }
@@ -466,17 +465,11 @@ impl Agent {
                     return;
                 }
                 let dir = spool::job_dir(&self.spool, s.job_id);
-                if s.terminate {
-                    Self::leave_term(&dir, &line);
-                }
-                let told_job = Self::tell(&dir, &line);
+                let told_job = Self::tell_ending(&dir, &line, s.terminate);
                 let mut told_steps = false;
                 if !s.batch_only {
                     for d in spool::step_dirs_of(&self.spool, s.job_id) {
-                        if s.terminate {
-                            Self::leave_term(&d, &line);
-                        }
-                        told_steps |= Self::tell(&d, &line);
+                        told_steps |= Self::tell_ending(&d, &line, s.terminate);
                     }
                 }
                 if !told_job {

@@ -71,18 +71,23 @@ pub fn node_name(job_dir: &Path) -> String {
         .unwrap_or_default()
 }
 
-pub fn write_status(dir: &Path, s: &EndStatus) -> std::io::Result<()> {
-    let tmp = dir.join("status.tmp");
-    std::fs::write(&tmp, format!("{}\n{}\n{}\n{}\n", s.exit_status, s.how, s.end_time, s.message.replace('\n', " ")))?;
-    std::fs::rename(tmp, dir.join(STATUS))
+/// Writes `dir/name` whole or not at all (written beside it, then renamed): the agent's scan
+/// may read it at any moment.
+fn write_whole(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(tmp, dir.join(name))
 }
 
-/// Records this process as the supervisor of `dir`, whole or not at all (a scan that found
-/// the file empty took a starting supervisor for a dead one).
+pub fn write_status(dir: &Path, s: &EndStatus) -> std::io::Result<()> {
+    let text = format!("{}\n{}\n{}\n{}\n", s.exit_status, s.how, s.end_time, s.message.replace('\n', " "));
+    write_whole(dir, STATUS, text.as_bytes())
+}
+
+/// Records this process as the supervisor of `dir` (whole: a scan that found the file empty
+/// took a starting supervisor for a dead one).
 pub fn write_pid(dir: &Path) -> std::io::Result<()> {
-    let tmp = dir.join("pid.tmp");
-    std::fs::write(&tmp, std::process::id().to_string())?;
-    std::fs::rename(tmp, dir.join(PID))
+    write_whole(dir, PID, std::process::id().to_string().as_bytes())
 }
 
 /// The pid the supervisor of `dir` recorded, once it has (an empty or partial file is one an
@@ -102,9 +107,7 @@ pub const USAGE: &str = "usage.pb";
 /// What the tasks of a job or step used (an encoded `StatReply`), kept for accounting.
 pub fn write_usage(dir: &Path, u: &drover_proto::v1::StatReply) -> std::io::Result<()> {
     use drover_proto::prost::Message;
-    let tmp = dir.join("usage.tmp");
-    std::fs::write(&tmp, u.encode_to_vec())?;
-    std::fs::rename(tmp, dir.join(USAGE))
+    write_whole(dir, USAGE, &u.encode_to_vec())
 }
 
 pub fn read_usage(dir: &Path) -> Vec<drover_proto::v1::TaskUsage> {

@@ -198,8 +198,10 @@ fn jobs_show_like_slurm() {
     // The array's tasks then run, each its own job, with the lab's output.
     for t in 0..4 {
         let f = c.path().join(format!("slurm-{arr}_{t}.out"));
-        c.wait_until("an array task's output", Duration::from_secs(30), || {
-            f.exists() && c.state(arr).contains("COMPLETED")
+        // That task's own end (another task's end said nothing of this one's output).
+        let task = format!("{arr}_{t}");
+        c.wait_until("an array task's end", Duration::from_secs(30), || {
+            c.ok("squeue", &["-h", "-t", "all", "-j", &task, "-o", "%T"]).trim() == "COMPLETED"
         });
         assert_eq!(std::fs::read_to_string(&f).unwrap(), format!("task {t}\n"));
     }

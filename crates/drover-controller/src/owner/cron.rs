@@ -115,36 +115,35 @@ impl Owner {
     ) -> Result<v1::CrontabUpdateReply, Status> {
         self.crontab_allowed(req.uid, caller)?;
         let t = now();
+        let refuse =
+            |lines: String, error: String| v1::CrontabUpdateReply { failed_lines: lines, error, job_ids: vec![] };
+        // Every entry's request and next time first: a bad one refuses the crontab before any
+        // job is made.
+        let mut specs = Vec::new();
+        for w in if req.remove { Vec::new() } else { req.jobs } {
+            let mut spec = drover_proto::spec_from_wire(w).map_err(Status::invalid_argument)?;
+            let lines = format!("{}-{}", spec.cron_lines.0, spec.cron_lines.1);
+            let next = match spec.cron.as_deref().map(Schedule::parse) {
+                Some(Ok(s)) => next_time(&s, t),
+                Some(Err(e)) => return Ok(refuse(lines, e)),
+                None => return Ok(refuse(lines, "an entry without a schedule".into())),
+            };
+            let Some(next) = next else {
+                return Ok(refuse(lines, "the schedule never matches".into()));
+            };
+            spec.begin_time = Some(next);
+            spec.uid = req.uid;
+            specs.push((lines, spec));
+        }
         let old = self.cron_jobs_of(req.uid);
         let mut made = Vec::new();
         let mut refused = None;
-        if !req.remove {
-            for w in req.jobs {
-                let mut spec = drover_proto::spec_from_wire(w).map_err(Status::invalid_argument)?;
-                let lines = format!("{}-{}", spec.cron_lines.0, spec.cron_lines.1);
-                let next = match spec.cron.as_deref().map(Schedule::parse) {
-                    Some(Ok(s)) => next_time(&s, t),
-                    Some(Err(e)) => {
-                        refused = Some((lines, e));
-                        break;
-                    }
-                    None => {
-                        refused = Some((lines, "an entry without a schedule".into()));
-                        break;
-                    }
-                };
-                let Some(next) = next else {
-                    refused = Some((lines, "the schedule never matches".into()));
+        for (lines, spec) in specs {
+            match self.submit(spec, caller, false) {
+                Ok(r) => made.push(r.job_id),
+                Err(e) => {
+                    refused = Some((lines, e.message().to_string()));
                     break;
-                };
-                spec.begin_time = Some(next);
-                spec.uid = req.uid;
-                match self.submit(spec, caller, false) {
-                    Ok(r) => made.push(r.job_id),
-                    Err(e) => {
-                        refused = Some((lines, e.message().to_string()));
-                        break;
-                    }
                 }
             }
         }
@@ -200,7 +199,8 @@ impl Owner {
     /// time: its run is recorded as it ended (`st.state_desc` names the state for
     /// accounting), and `true` says the caller requeues it.
     pub(super) fn cron_again(&mut self, id: JobId, st: &mut JobStatus, state: JobState, end: i64) -> bool {
-        if st.cancelled_by.is_some() || state == JobState::Cancelled {
+        // Without scrontab (the default) no job has a schedule: nothing is read at a job's end.
+        if !self.cfg.scron_enabled || st.cancelled_by.is_some() || state == JobState::Cancelled {
             return false;
         }
         let Some(j) = self.durable.jobs.get(&id).cloned() else { return false };
