@@ -9,6 +9,7 @@
 //!  test ──► cluster.run("sbatch", ["--wrap", "true"]) ──► Output
 //! ```
 
+pub mod attack;
 pub mod corpus;
 pub mod hosts;
 

@@ -62,9 +62,66 @@ pub async fn client_handshake<S: AsyncRead + AsyncWrite + Unpin>(
     auth: &Auth,
     service: &'static str,
 ) -> Result<Option<Identity>, AuthError> {
-    let challenge = super::random::<16>();
-    let cred = auth.issue(&Purpose::Connect(service), &challenge)?;
-    let body = send_credential(s, &cred, service).await?;
+    let opening = Opening::new(auth, service)?;
+    opening.finish(s, auth).await
+}
+
+/// The client's credential for one connection to `service`, made before the connection is
+/// (so that the two overlap: see [`connect_proved`]), and the challenge it binds.
+pub struct Opening {
+    service: &'static str,
+    challenge: [u8; 16],
+    cred: Vec<u8>,
+}
+
+impl Opening {
+    pub fn new(auth: &Auth, service: &'static str) -> Result<Opening, AuthError> {
+        let challenge = super::random::<16>();
+        let cred = auth.issue(&Purpose::Connect(service), &challenge)?;
+        Ok(Opening { service, challenge, cred })
+    }
+
+    /// Presents the credential on `s` and checks the server's answer (see
+    /// [`client_handshake`]).
+    pub async fn finish<S: AsyncRead + AsyncWrite + Unpin>(
+        self,
+        s: &mut S,
+        auth: &Auth,
+    ) -> Result<Option<Identity>, AuthError> {
+        self.present(s).await?.check(auth)
+    }
+
+    /// Presents the credential on `s` and reads the server's answer, unchecked: a refusal is
+    /// an error here; an answering credential is to be [checked](Unchecked::check) before
+    /// anything the server sends after it is believed.
+    pub async fn present<S: AsyncRead + AsyncWrite + Unpin>(self, s: &mut S) -> Result<Unchecked, AuthError> {
+        let Opening { service, challenge, cred } = self;
+        let body = send_credential(s, &cred, service).await?;
+        Ok(Unchecked { service, challenge, body })
+    }
+}
+
+/// The server's answering credential, read and not yet checked.
+pub struct Unchecked {
+    service: &'static str,
+    challenge: [u8; 16],
+    body: Vec<u8>,
+}
+
+impl Unchecked {
+    /// Checks that the answer comes from the cluster's daemons and is for this connection
+    /// (see [`client_handshake`]).
+    pub fn check(self, auth: &Auth) -> Result<Option<Identity>, AuthError> {
+        client_check(auth, self.service, &self.challenge, self.body)
+    }
+}
+
+fn client_check(
+    auth: &Auth,
+    service: &'static str,
+    challenge: &[u8],
+    body: Vec<u8>,
+) -> Result<Option<Identity>, AuthError> {
     match auth.verify(&body, &Purpose::Reply(service)) {
         Ok((who, binding)) => {
             if !auth.is_trusted(who.uid) {
@@ -232,13 +289,84 @@ pub fn accept_authenticated(
     tokio_stream::wrappers::ReceiverStream::new(rx)
 }
 
+/// Why [`connect_proved`] failed: the address could not be reached, or it was and the
+/// exchange failed (this process's credential could not be made, was refused, or the
+/// server's was not believed).
+#[derive(Debug)]
+pub enum ProvedError {
+    Unreachable(String),
+    Auth(AuthError),
+}
+
+/// A TCP connection to `addr` (`host:port`) on which this process proved who it is to
+/// `service` and, where it can, checked the server's answer.
+///
+/// The credential is made while the connection is being opened, not after: both wait on
+/// another process (`munged`; the server's kernel), and a command that makes one connection
+/// and exits spends a good part of its life on them. A name is looked up on this thread
+/// where the runtime has only this one (a command, which has nothing else to do meanwhile:
+/// a thread for it costs more than the lookup of a name in /etc/hosts) and on tokio's
+/// blocking threads otherwise (a daemon, whose other work must not wait on a slow DNS).
+pub async fn connect_proved(addr: &str, auth: &Auth, service: &'static str) -> Result<TcpStream, ProvedError> {
+    let (s, answer) = connect_unchecked(addr, auth, service).await?;
+    answer.check(auth).map_err(ProvedError::Auth)?;
+    Ok(s)
+}
+
+/// [`connect_proved`] up to the server's answer, read and not yet checked: for a caller that
+/// checks it while its first request is on its way (see `transport`), and believes nothing
+/// the server sends before it has.
+pub async fn connect_unchecked(
+    addr: &str,
+    auth: &Auth,
+    service: &'static str,
+) -> Result<(TcpStream, Unchecked), ProvedError> {
+    let unreachable = |e: std::io::Error| ProvedError::Unreachable(format!("{addr}: {e}"));
+    let addrs: Vec<SocketAddr> = match addr.parse::<SocketAddr>() {
+        Ok(a) => vec![a],
+        Err(_) => {
+            let current_thread = tokio::runtime::Handle::try_current()
+                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
+            if current_thread {
+                use std::net::ToSocketAddrs;
+                addr.to_socket_addrs().map_err(unreachable)?.collect()
+            } else {
+                tokio::net::lookup_host(addr).await.map_err(unreachable)?.collect()
+            }
+        }
+    };
+    // The connection is opened by a task of its own, which runs as soon as this one yields
+    // (on this thread too, in a command's runtime): its connect(2) is under way in the kernel
+    // while the credential is made here.
+    let connecting = tokio::spawn(async move {
+        let mut last = std::io::Error::new(std::io::ErrorKind::InvalidInput, "the name has no address");
+        for a in addrs {
+            match TcpStream::connect(a).await {
+                Ok(s) => return Ok(s),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    });
+    tokio::task::yield_now().await;
+    let opening = Opening::new(auth, service);
+    let mut s = match connecting.await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(unreachable(e)),
+        Err(e) => return Err(ProvedError::Unreachable(format!("{addr}: {e}"))),
+    };
+    let _ = s.set_nodelay(true);
+    let answer = opening.map_err(ProvedError::Auth)?.present(&mut s).await.map_err(ProvedError::Auth)?;
+    Ok((s, answer))
+}
+
 /// A TCP connection to `addr` on which this process proved who it is to `service` (and, where
 /// it can, checked the server). Errors are one line for the user.
 pub async fn connect_stream(addr: &str, auth: &Auth, service: &'static str) -> Result<TcpStream, String> {
-    let mut s = TcpStream::connect(addr).await.map_err(|e| format!("{addr}: {e}"))?;
-    let _ = s.set_nodelay(true);
-    client_handshake(&mut s, auth, service).await.map_err(|e| e.to_string())?;
-    Ok(s)
+    connect_proved(addr, auth, service).await.map_err(|e| match e {
+        ProvedError::Unreachable(e) => e,
+        ProvedError::Auth(e) => e.to_string(),
+    })
 }
 
 /// A gRPC channel over an authenticated connection to `addr` (see [`connect_stream`]). It

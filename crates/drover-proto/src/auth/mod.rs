@@ -27,8 +27,8 @@ use std::sync::Mutex;
 
 pub use drover_model::auth_conf::{AuthConf, AuthKind};
 pub use handshake::{
-    accept_authenticated, channel_over, client_handshake, connect_authenticated, connect_stream, send_credential,
-    server_handshake, AuthedStream, Peer,
+    accept_authenticated, channel_over, client_handshake, connect_authenticated, connect_proved, connect_stream,
+    connect_unchecked, send_credential, server_handshake, AuthedStream, Opening, Peer, ProvedError, Unchecked,
 };
 
 /// Who a verified credential says sent it.

@@ -204,3 +204,34 @@ async fn a_server_of_another_cluster_or_a_replayed_answer_is_not_believed() {
     let e = client_handshake(&mut s, &ours, "controller").await.unwrap_err();
     assert!(matches!(e, AuthError::Invalid(_)), "{e}");
 }
+
+/// `connect_proved` looks a name up (on this thread in a command's runtime, on tokio's
+/// blocking threads in a daemon's) and makes its credential while the connection opens: both
+/// runtimes reach a server by name, and a port nobody listens on is unreachable, not an
+/// authentication failure.
+async fn proved_by_name() {
+    let a = Arc::new(Auth::with_key(KEY, 64030));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let mut incoming = Box::pin(accept_authenticated(listener, a.clone(), "controller", |_, _| {}));
+    let s = connect_proved(&format!("localhost:{port}"), &a, "controller").await.expect("reached by name");
+    use tokio_stream::StreamExt;
+    let accepted = incoming.next().await.unwrap().unwrap();
+    assert_eq!(accepted.peer().uid, nix::unistd::geteuid().as_raw());
+    drop(s);
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    match connect_proved(&format!("127.0.0.1:{closed}"), &a, "controller").await {
+        Err(ProvedError::Unreachable(e)) => assert!(e.contains("refused"), "{e}"),
+        other => panic!("expected unreachable, got {:?}", other.map(|_| ())),
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_command_connects_by_name() {
+    proved_by_name().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_connects_by_name() {
+    proved_by_name().await
+}

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use drover_proto::auth::{send_credential, Auth};
+use drover_proto::auth::Auth;
 use drover_testkit::Cluster;
 
 pub fn conf(c: &Cluster) -> drover_model::conf::Config {
@@ -21,18 +21,7 @@ pub fn rt() -> tokio::runtime::Runtime {
 }
 
 /// A channel to `addr` opened with `cred` (none: plain gRPC, as before authentication).
-pub async fn open(addr: &str, cred: Option<Vec<u8>>, service: &str) -> Result<tonic::transport::Channel, String> {
-    let Some(cred) = cred else {
-        return tonic::transport::Endpoint::try_from(format!("http://{addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .map_err(|e| e.to_string());
-    };
-    let mut s = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-    send_credential(&mut s, &cred, service).await.map_err(|e| e.to_string())?;
-    drover_proto::auth::channel_over(s, addr).await
-}
+pub use drover_testkit::attack::open;
 
 /// What a request came to.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -99,24 +88,5 @@ pub async fn register_node(ch: tonic::transport::Channel) -> Outcome {
 
 /// A job of 1,000 CPUs "for another user" (uid 4242), as the forging attack recorded it.
 pub fn forged_record() -> drover_proto::v1::AcctRecords {
-    use drover_proto::v1;
-    let info = v1::JobInfo {
-        job_id: 990_001,
-        spec: Some(v1::JobSpec { name: "forged".into(), uid: 4242, ..Default::default() }),
-        state: "COMPLETED".into(),
-        submit_time: 1,
-        start_time: 2,
-        end_time: 3600,
-        ..Default::default()
-    };
-    v1::AcctRecords {
-        cluster: "test".into(),
-        jobs: vec![v1::AcctJob {
-            cluster: "test".into(),
-            info: Some(info),
-            alloc_tres: "cpu=1000".into(),
-            ..Default::default()
-        }],
-        ..Default::default()
-    }
+    drover_testkit::attack::forged_record("test")
 }
