@@ -160,3 +160,39 @@ fn the_quick_start_block_parses_into_its_commands() {
     let n = normalise(&["  1 vmhost R 0:03  ".to_string(), "/h/x".to_string()], "vmhost", "/h");
     assert_eq!(n, ["  1 vm R T", "/root/x"]);
 }
+
+/// `cargo run --release -- up` (the README's first command) needs exactly one binary among the
+/// workspace's default members: a second one makes cargo refuse with "could not determine
+/// which binary to run" (a test-kit tool once did; it is an example now).
+#[test]
+fn cargo_run_has_one_binary_to_run() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        // The workspace's root, where the README's command is typed (in a member's folder
+        // cargo picks that member).
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("cargo metadata's JSON");
+    let defaults: Vec<&str> = meta["workspace_default_members"]
+        .as_array()
+        .expect("workspace_default_members")
+        .iter()
+        .filter_map(|m| m.as_str())
+        .collect();
+    let mut bins = Vec::new();
+    for pkg in meta["packages"].as_array().expect("packages") {
+        if !defaults.contains(&pkg["id"].as_str().unwrap_or_default()) {
+            continue;
+        }
+        for target in pkg["targets"].as_array().into_iter().flatten() {
+            let kinds = target["kind"].as_array().into_iter().flatten();
+            if kinds.filter_map(|k| k.as_str()).any(|k| k == "bin") {
+                bins.push(target["name"].as_str().unwrap_or_default().to_string());
+            }
+        }
+    }
+    assert_eq!(bins, ["drover"], "binaries `cargo run` would choose among");
+}
