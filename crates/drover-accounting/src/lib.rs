@@ -77,6 +77,9 @@ pub async fn run(conf_path: &Path) -> Result<(), AccountingError> {
             .map_err(|e| AccountingError::Config(e.to_string()))?,
     );
     drover_proto::auth::self_check(&auth).map_err(|e| AccountingError::Config(e.to_string()))?;
+    if let Some(note) = drover_proto::auth::running_as_note(&auth, "accounting") {
+        log(&note);
+    }
     let url = conf.storage_url();
     let store = Arc::new(store::Store::open(&url).await?);
     let addr = format!("{}:{}", conf.addr, conf.port);

@@ -82,6 +82,13 @@ pub enum UpAuth {
 impl UpAuth {
     /// The authentication lines of a local cluster's `slurm.conf` or `slurmdbd.conf`.
     fn conf_lines(self, dir: &Path, cred: bool) -> String {
+        let me = nix::unistd::geteuid();
+        let name = nix::unistd::User::from_uid(me).ok().flatten().map(|u| u.name);
+        let lines = self.auth_lines(dir, cred);
+        format!("{lines}{}", slurm_user_line(me.as_raw(), name.as_deref()))
+    }
+
+    fn auth_lines(self, dir: &Path, cred: bool) -> String {
         match self {
             UpAuth::Slurm => format!(
                 "# Every connection proves who made it with a token signed by slurm.key (beside this\n\
@@ -97,6 +104,16 @@ impl UpAuth {
                 munge_socket(dir).display()
             ),
         }
+    }
+}
+
+/// A local cluster's daemons run as whoever ran `drover up`: where that is not root, they are
+/// `SlurmUser` (whom the cluster's commands trust to answer for it, and seal their MUNGE
+/// credentials to).
+fn slurm_user_line(uid: u32, name: Option<&str>) -> String {
+    match name {
+        Some(n) if uid != 0 => format!("# The daemons run as you.\nSlurmUser={n}\n"),
+        _ => String::new(),
     }
 }
 
@@ -692,4 +709,16 @@ pub fn stop_dir(dir: &Path) {
         }
     }
     say("stopped");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slurm_user_line;
+
+    #[test]
+    fn a_cluster_of_an_ordinary_user_names_them_slurm_user() {
+        assert_eq!(slurm_user_line(1000, Some("alice")), "# The daemons run as you.\nSlurmUser=alice\n");
+        assert_eq!(slurm_user_line(0, Some("root")), "", "root is SlurmUser by default");
+        assert_eq!(slurm_user_line(1000, None), "", "a uid without a name: nothing to write");
+    }
 }

@@ -99,6 +99,9 @@ pub async fn run(conf_path: &Path, host: Option<&str>) -> Result<(), ControllerE
     // could do neither (no key, munged down) would only refuse everyone later: it stops now.
     let auth = Arc::new(drover_proto::auth::Auth::new(&cfg.auth, &cfg.path, true)?);
     drover_proto::auth::self_check(&auth)?;
+    if let Some(note) = drover_proto::auth::running_as_note(&auth, "controller") {
+        log(&note);
+    }
     let ha = ha::Ha::configure(&cfg, host, auth.clone())?;
     // One controller of a state directory at a time: alone, it holds the directory's lock;
     // with standbys, all hold it shared (so that a salvage waits for every one of them),

@@ -150,8 +150,8 @@ pub async fn connect_target(target: Target) -> Result<LocalChannel, ConnectError
     })
 }
 
-/// A connection whose server has answered the client's credential with its own, which is
-/// checked once the client's first request is written: that request is on its way while
+/// A connection whose server has answered the client's credential with its own (auth/slurm),
+/// which is checked once the client's first request is written: that request is on its way while
 /// the answer is checked (a `munged` round trip, which a command would otherwise wait out
 /// before it even sent its request, and which the server now spends handling it), and
 /// nothing the server sent is read before the answer is believed. As in Slurm, whose
@@ -267,13 +267,15 @@ async fn handshake(target: &Target, gate: &std::sync::Arc<Gate>) -> Result<Local
                 crate::auth::ProvedError::Auth(e) => ConnectError::Auth(e),
             })?;
             gate.reset();
-            let checked = Checked {
-                inner: s,
-                answer: Some((answer, auth.clone())),
-                wrote: false,
-                disbelieved: false,
-                gate: gate.clone(),
+            // auth/munge's answer is checked here and now (an HMAC: no request goes to a
+            // server not believed); auth/slurm's, a credential, once the request is on its way.
+            let answer = if answer.is_sealed() {
+                answer.check(auth).map_err(ConnectError::Auth)?;
+                None
+            } else {
+                Some((answer, auth.clone()))
             };
+            let checked = Checked { inner: s, answer, wrote: false, disbelieved: false, gate: gate.clone() };
             h2(checked, addr).await
         }
     }
@@ -433,7 +435,7 @@ mod tests {
         let ours = Arc::new(Auth::with_key(KEY, nix::unistd::geteuid().as_raw()));
         let (mut client, far) = tokio::io::duplex(1 << 16);
         tokio::spawn(answer(far, server, then));
-        let unchecked = Opening::new(&ours, "controller").unwrap().present(&mut client).await.unwrap();
+        let unchecked = Opening::new(&ours, "controller").unwrap().present(&mut client, &ours).await.unwrap();
         let gate = Arc::new(Gate::default());
         let c = Checked {
             inner: client,

@@ -121,3 +121,166 @@ fn munge_signs_launches_and_a_stopped_munged_is_named() {
         "{e}"
     );
 }
+
+fn auth_as(socket: &Path, slurm_user: &str) -> Auth {
+    let conf = AuthConf {
+        kind: AuthKind::Munge,
+        munge_socket: Some(socket.display().to_string()),
+        slurm_user: slurm_user.into(),
+        ..Default::default()
+    };
+    Auth::new(&conf, "/nonexistent/slurm.conf", true).expect("libmunge loads")
+}
+
+/// A credential sealed to a uid is opened by that uid's processes alone, and a daemon takes
+/// no credential anyone could read where a sealed one belongs.
+#[test]
+fn a_sealed_credential_opens_for_its_uid_alone() {
+    let Some(bin) = need_munge() else { return };
+    let m = start_munged(&bin);
+    let a = auth_on(&m.socket);
+    let me = nix::unistd::geteuid().as_raw();
+    let cred = a.issue_sealed(&Purpose::Connect("controller"), b"a secret", me).unwrap();
+    let (who, secret) = a.verify_sealed(&cred, &Purpose::Connect("controller")).unwrap();
+    assert_eq!((who.uid, secret.as_slice()), (me, &b"a secret"[..]));
+    // Sealed to another uid: munged will not open it for us (nor, unless built to, for root).
+    let other = if me == 65534 { 65533 } else { 65534 };
+    let cred = a.issue_sealed(&Purpose::Connect("controller"), b"a secret", other).unwrap();
+    let e = a.verify_sealed(&cred, &Purpose::Connect("controller")).unwrap_err();
+    assert!(matches!(e, AuthError::NotOurs(_)), "{e}");
+    // The secret is encrypted: a plain credential carries it as it is, a sealed one not.
+    let plain = a.issue(&Purpose::Connect("controller"), b"a secret").unwrap();
+    assert!(raw(&plain).windows(8).any(|w| w == b"a secret"), "the plain credential shows its payload");
+    assert!(!raw(&cred).windows(8).any(|w| w == b"a secret"), "the sealed one hides it");
+    // Anyone's credential where a sealed one belongs.
+    let e = a.verify_sealed(&plain, &Purpose::Connect("controller")).unwrap_err();
+    assert!(e.to_string().contains("anyone could read"), "{e}");
+}
+
+/// The bytes of a MUNGE credential (its base64 between `MUNGE:` and `:`), by coreutils.
+fn raw(cred: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let c = drover_proto::v1::AuthCredential::decode(cred).unwrap();
+    let b64 = c.munge.trim().trim_start_matches("MUNGE:").trim_end_matches(':').to_string();
+    let mut child = Command::new("base64")
+        .arg("-d")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b64.as_bytes()).unwrap();
+    child.wait_with_output().unwrap().stdout
+}
+
+fn frame(code: u8, body: &[u8]) -> Vec<u8> {
+    let mut out = vec![code];
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// A squatter on the port: reads the magic and one credential per answer it gives, and gives
+/// `answers` in turn; then keeps what the client sends after, until it hangs up.
+async fn squatter(answers: Vec<Vec<u8>>) -> (std::net::SocketAddr, tokio::task::JoinHandle<Vec<u8>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let after = tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        for answer in answers {
+            let mut head = [0u8; 8];
+            if s.read_exact(&mut head).await.is_err() {
+                return Vec::new();
+            }
+            let mut cred = vec![0; u32::from_be_bytes(head[4..8].try_into().unwrap()) as usize];
+            s.read_exact(&mut cred).await.unwrap();
+            s.write_all(&answer).await.unwrap();
+        }
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest).await;
+        rest
+    });
+    (addr, after)
+}
+
+/// Under MUNGE a connection costs two credentials, not four: the client's, sealed to the
+/// daemon's uid, carries the secret the server's answer is made with. A daemon running as
+/// another trusted uid than guessed has the client seal again (and it remembers); a squatter
+/// can neither open the credential nor answer for it; a sealed credential is good once.
+#[tokio::test(flavor = "current_thread")]
+async fn a_connection_under_munge_is_proved_both_ways_with_one_credential() {
+    let Some(bin) = need_munge() else { return };
+    if !nix::unistd::geteuid().is_root() {
+        assert!(std::env::var("DROVER_TEST_STRICT").as_deref() != Ok("1"), "cannot run: needs root");
+        eprintln!("skipped: needs root (the daemon must run as a trusted uid)");
+        return;
+    }
+    use drover_proto::auth::{accept_authenticated, connect_proved, send_sealed, ProvedError};
+    use tokio_stream::StreamExt;
+    let m = start_munged(&bin);
+    let server = std::sync::Arc::new(auth_on(&m.socket));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let refused = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let r = refused.clone();
+    let mut incoming = Box::pin(accept_authenticated(listener, server.clone(), "controller", move |_, e| {
+        r.lock().unwrap().push(e.to_string())
+    }));
+
+    // SlurmUser=nobody: the client seals to nobody's uid first; the daemon (root) says it is
+    // root, the client seals again, and the next connection seals to root at once.
+    let client = auth_as(&m.socket, "nobody");
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap().uid.as_raw();
+    assert_eq!(client.daemon_uid("controller"), nobody);
+    let s = connect_proved(&addr, &client, "controller").await.expect("proved after sealing again");
+    assert_eq!(incoming.next().await.unwrap().unwrap().peer().uid, 0);
+    assert_eq!(client.daemon_uid("controller"), 0, "the daemon's uid is remembered");
+    assert_eq!(client.daemon_uid("accounting"), nobody, "per service");
+    drop(s);
+    let root = auth_on(&m.socket);
+    assert_eq!(root.daemon_uid("controller"), 0);
+    let s = connect_proved(&addr, &root, "controller").await.expect("proved at once");
+    assert_eq!(incoming.next().await.unwrap().unwrap().peer().uid, 0);
+    drop(s);
+
+    // A sealed credential replayed (as a relay that saw it would) is refused.
+    let cred = root.issue_sealed(&Purpose::Connect("controller"), &[1; 32], 0).unwrap();
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    send_sealed(&mut s, &cred, "controller").await.expect("its first use");
+    assert_eq!(incoming.next().await.unwrap().unwrap().peer().uid, 0);
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let e = send_sealed(&mut s, &cred, "controller").await.unwrap_err();
+    assert!(e.to_string().contains("replayed"), "{e}");
+    // A credential anyone can read, in the sealed exchange.
+    let plain = root.issue(&Purpose::Connect("controller"), &[1; 32]).unwrap();
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let e = send_sealed(&mut s, &plain, "controller").await.unwrap_err();
+    assert!(e.to_string().contains("anyone could read"), "{e}");
+
+    // Squatters: an answer it made up; a claim to run as an untrusted uid; a claim to run as
+    // root, then an answer it could not make (it cannot open a credential sealed to root).
+    let garbage = frame(0, &[0x5a; 48]);
+    let again_as_root = frame(2, &0u32.to_be_bytes());
+    for (answers, want) in [
+        (vec![garbage.clone()], "not for this connection"),
+        (vec![frame(2, &4242u32.to_be_bytes())], "runs as uid 4242"),
+        (vec![again_as_root, garbage.clone()], "not for this connection"),
+    ] {
+        let (at, _) = squatter(answers).await;
+        match connect_proved(&at.to_string(), &client, "controller").await {
+            Err(ProvedError::Auth(e)) => assert!(e.to_string().contains(want), "{want}: {e}"),
+            other => panic!("{want}: expected a refusal, got {:?}", other.map(|_| ())),
+        }
+    }
+    // The commands' channel checks the answer before any request leaves: the squatter gets
+    // not a byte of it (a job's script, say).
+    let (at, after) = squatter(vec![garbage]).await;
+    let client = std::sync::Arc::new(client);
+    let target = drover_proto::Target::Tcp { addr: at.to_string(), auth: client, service: "controller" };
+    let e = drover_proto::connect_target(target).await.map(|_| ()).unwrap_err();
+    assert!(e.to_string().contains("not for this connection"), "{e}");
+    assert_eq!(after.await.unwrap(), b"", "nothing after the credential");
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let refused = refused.lock().unwrap().clone();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+}

@@ -4,8 +4,11 @@
 //!
 //! ```text
 //! drover-probe issue SERVICE                  this process's credential for SERVICE, in hex
+//!                                             (as Drover's commands make it: under auth/munge
+//!                                             sealed to the daemon's uid)
 //! drover-probe present ADDR SERVICE ACTION    a credential read from stdin (hex; `none`: no
-//!                                             credential, plain gRPC), then ACTION:
+//!                                             credential, plain gRPC) in the exchange of this
+//!                                             host's AuthType, then ACTION:
 //!     ping                                    the controller's Ping
 //!     register NODE                           a node agent's registration as NODE
 //!     cancel JOB                              scancel JOB
@@ -20,9 +23,9 @@
 //! `denied: WHY` (authenticated, not allowed) or `allowed: WHAT`, and exits 0 for each;
 //! usage errors exit 2.
 
-use drover_proto::auth::{Auth, Purpose};
+use drover_proto::auth::{Auth, AuthKind, Purpose};
 use drover_proto::v1;
-use drover_testkit::attack::{forged_record, open};
+use drover_testkit::attack::{forged_record, open_in};
 use std::io::{Read, Write};
 use std::time::Duration;
 
@@ -58,7 +61,12 @@ fn issue(service: &str) -> i32 {
     };
     let made = config().and_then(|cfg| {
         let auth = Auth::new(&cfg.auth, &cfg.path, false).map_err(|e| e.to_string())?;
-        auth.issue(&Purpose::Connect(service), &[0u8; 16]).map_err(|e| e.to_string())
+        // What Drover's own commands present: under MUNGE sealed to the daemon's uid.
+        match auth.kind() {
+            AuthKind::Munge => auth.issue_sealed(&Purpose::Connect(service), &[0u8; 32], auth.daemon_uid(service)),
+            AuthKind::Slurm => auth.issue(&Purpose::Connect(service), &[0u8; 16]),
+        }
+        .map_err(|e| e.to_string())
     });
     match made {
         Ok(cred) => {
@@ -123,9 +131,17 @@ fn present(addr: &str, service: &str, action: &[&str]) -> i32 {
             }
         },
     };
+    // The exchange of this host's AuthType (as its commands would use).
+    let sealed = match config() {
+        Ok(cfg) => cfg.auth.kind == AuthKind::Munge,
+        Err(e) => {
+            eprintln!("drover-probe: {e}");
+            return 2;
+        }
+    };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("invariant: a runtime starts");
     let outcome = rt.block_on(async {
-        let ch = match open(addr, cred, service).await {
+        let ch = match open_in(addr, cred, service, sealed).await {
             Ok(ch) => ch,
             Err(e) => return Ok(Outcome::Refused(e)),
         };

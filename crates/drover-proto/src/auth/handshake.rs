@@ -1,6 +1,14 @@
-//! The start of every TCP connection between Drover's processes, before any RPC:
+//! The start of every TCP connection between Drover's processes, before any RPC. Two
+//! exchanges, by the cluster's `AuthType`:
 //!
 //! ```text
+//! auth/munge: one credential, sealed to the daemon's uid, carries a secret for the answer
+//!  client ── "DRV2", len, credential(connect/<service>, binding = secret; sealed to uid U) ──► server
+//!  client ◄── 0, len, HMAC(secret; uid, gid, host) | uid | gid | host   (accepted)        ── server
+//!  client ◄── 2, len, uid   (this daemon runs as uid, not U: the client seals again, once) ──
+//!  client ◄── 1, len, one-line reason                                  (refused)         ──
+//!
+//! auth/slurm: the server answers with a credential of its own
 //!  client ── "DRV1", len, credential(connect/<service>, binding = challenge) ──────────► server
 //!  client ◄── 0, len, credential(reply/<service>, binding = challenge)   (accepted)  ── server
 //!  client ◄── 1, len, one-line reason                                    (refused)   ──
@@ -8,9 +16,16 @@
 //!
 //! The server believes the client's credential (uid, gid, host) for the life of the
 //! connection and hands it to every request on it ([`Peer`], tonic's connect info). The
-//! client checks the server's answer where it can (root, `SlurmUser`, every MUNGE host): it
-//! must come from the cluster's daemons and answer this connection's challenge, so neither a
-//! process squatting on the port nor a replay of an old answer passes.
+//! client checks the server's answer: it must come from the cluster's daemons (root or
+//! `SlurmUser`) and answer this connection, so neither a process squatting on the port nor a
+//! replay of an old answer passes. Under MUNGE that proof costs no credential of the
+//! server's: only a process of uid U can have the secret (munged decodes a sealed credential
+//! for that uid alone, and once), so an answer made with it is the daemon's. That halves the
+//! MUNGE round trips of a connection (two instead of four), which is most of what a command
+//! like `sbatch` spends. The uid is guessed from `SlurmUser` ([`Auth::daemon_uid`]); a daemon
+//! that runs as another trusted uid says so and the client seals once more. Under auth/slurm
+//! a credential is signed, not encrypted, so it carries no secret; a key holder checks the
+//! server's credential, an ordinary user (who cannot) relies on the server checking theirs.
 
 use super::{Auth, AuthError, Identity, Purpose};
 use std::net::SocketAddr;
@@ -20,7 +35,14 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
+/// The exchange of auth/slurm (the server answers with a credential).
 const MAGIC: &[u8; 4] = b"DRV1";
+/// The exchange of auth/munge (the client's credential is sealed to the daemon).
+const MAGIC_SEALED: &[u8; 4] = b"DRV2";
+/// Answer codes.
+const ACCEPTED: u8 = 0;
+const REFUSED: u8 = 1;
+const SEAL_AGAIN: u8 = 2;
 /// A credential is a few hundred bytes (a MUNGE one under 1 KB); anything larger is not one.
 const MAX_FRAME: usize = 16 << 10;
 /// How long a peer may take over its half of the exchange.
@@ -55,8 +77,7 @@ async fn write_frame<S: AsyncWrite + Unpin>(s: &mut S, head: &[u8], body: &[u8])
 }
 
 /// The client's half: proves who this process is to `service`, then checks the server's
-/// answer (where this process can check credentials). Returns the server's identity, if
-/// checked.
+/// answer (where this process can check it). Returns the server's identity, if checked.
 pub async fn client_handshake<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     auth: &Auth,
@@ -67,18 +88,35 @@ pub async fn client_handshake<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// The client's credential for one connection to `service`, made before the connection is
-/// (so that the two overlap: see [`connect_proved`]), and the challenge it binds.
+/// (so that the two overlap: see [`connect_proved`]), and what the server's answer must show.
 pub struct Opening {
     service: &'static str,
-    challenge: [u8; 16],
-    cred: Vec<u8>,
+    kind: Kind,
+}
+
+enum Kind {
+    /// auth/slurm: the server answers with a credential bound to `challenge`.
+    Answered { challenge: [u8; 16], cred: Vec<u8> },
+    /// auth/munge: the credential is sealed to `uid` and carries `secret`.
+    Sealed { secret: [u8; 32], uid: u32, cred: Vec<u8> },
 }
 
 impl Opening {
     pub fn new(auth: &Auth, service: &'static str) -> Result<Opening, AuthError> {
-        let challenge = super::random::<16>();
-        let cred = auth.issue(&Purpose::Connect(service), &challenge)?;
-        Ok(Opening { service, challenge, cred })
+        match auth.kind() {
+            super::AuthKind::Munge => Opening::sealed(auth, service, auth.daemon_uid(service)),
+            super::AuthKind::Slurm => {
+                let challenge = super::random::<16>();
+                let cred = auth.issue(&Purpose::Connect(service), &challenge)?;
+                Ok(Opening { service, kind: Kind::Answered { challenge, cred } })
+            }
+        }
+    }
+
+    fn sealed(auth: &Auth, service: &'static str, uid: u32) -> Result<Opening, AuthError> {
+        let secret = super::random::<32>();
+        let cred = auth.issue_sealed(&Purpose::Connect(service), &secret, uid)?;
+        Ok(Opening { service, kind: Kind::Sealed { secret, uid, cred } })
     }
 
     /// Presents the credential on `s` and checks the server's answer (see
@@ -88,32 +126,140 @@ impl Opening {
         s: &mut S,
         auth: &Auth,
     ) -> Result<Option<Identity>, AuthError> {
-        self.present(s).await?.check(auth)
+        self.present(s, auth).await?.check(auth)
     }
 
     /// Presents the credential on `s` and reads the server's answer, unchecked: a refusal is
-    /// an error here; an answering credential is to be [checked](Unchecked::check) before
-    /// anything the server sends after it is believed.
-    pub async fn present<S: AsyncRead + AsyncWrite + Unpin>(self, s: &mut S) -> Result<Unchecked, AuthError> {
-        let Opening { service, challenge, cred } = self;
-        let body = send_credential(s, &cred, service).await?;
-        Ok(Unchecked { service, challenge, body })
+    /// an error here; an answer is to be [checked](Unchecked::check) before anything the
+    /// server sends after it is believed. A daemon that says it runs as another uid than the
+    /// one sealed to is sealed to once more, if that uid is one the cluster trusts.
+    pub async fn present<S: AsyncRead + AsyncWrite + Unpin>(
+        self,
+        s: &mut S,
+        auth: &Auth,
+    ) -> Result<Unchecked, AuthError> {
+        let service = self.service;
+        match self.kind {
+            Kind::Answered { challenge, cred } => {
+                let body = send_credential(s, &cred, service).await?;
+                Ok(Unchecked { service, kind: UncheckedKind::Answered { challenge, body } })
+            }
+            Kind::Sealed { mut secret, mut uid, mut cred } => {
+                let mut again = false;
+                loop {
+                    match exchange(s, MAGIC_SEALED, &cred, service).await? {
+                        (ACCEPTED, body) => {
+                            return Ok(Unchecked {
+                                service,
+                                kind: UncheckedKind::Sealed { secret, uid, learned: again, body },
+                            })
+                        }
+                        (SEAL_AGAIN, body) if !again => {
+                            let theirs =
+                                <[u8; 4]>::try_from(body.as_slice()).map(u32::from_be_bytes).map_err(|_| {
+                                    AuthError::Protocol(format!("the {service} asked to seal again to no uid"))
+                                })?;
+                            if !auth.is_trusted(theirs) {
+                                return Err(untrusted(service, theirs, "the server said so"));
+                            }
+                            let o = Opening::sealed(auth, service, theirs)?;
+                            let Kind::Sealed { secret: s2, uid: u2, cred: c2 } = o.kind else {
+                                unreachable!("Opening::sealed makes a sealed opening")
+                            };
+                            (secret, uid, cred, again) = (s2, u2, c2, true);
+                        }
+                        (SEAL_AGAIN, _) => {
+                            return Err(AuthError::Protocol(format!(
+                            "the {service} could not open a credential sealed to uid {uid}, which it said it runs as"
+                        )))
+                        }
+                        (code, _) => {
+                            return Err(AuthError::Protocol(format!("the {service} answered with code {code}")))
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
-/// The server's answering credential, read and not yet checked.
+fn untrusted(service: &str, uid: u32, host: &str) -> AuthError {
+    AuthError::Denied(format!("the {service} answering here runs as uid {uid} ({host}), not as root or SlurmUser"))
+}
+
+/// The server's answer, read and not yet checked.
 pub struct Unchecked {
     service: &'static str,
-    challenge: [u8; 16],
-    body: Vec<u8>,
+    kind: UncheckedKind,
+}
+
+enum UncheckedKind {
+    Answered { challenge: [u8; 16], body: Vec<u8> },
+    Sealed { secret: [u8; 32], uid: u32, learned: bool, body: Vec<u8> },
 }
 
 impl Unchecked {
+    /// Whether this is auth/munge's answer, made with the credential's secret: checked in
+    /// microseconds, with nothing to ask of munged.
+    pub fn is_sealed(&self) -> bool {
+        matches!(self.kind, UncheckedKind::Sealed { .. })
+    }
+
     /// Checks that the answer comes from the cluster's daemons and is for this connection
     /// (see [`client_handshake`]).
     pub fn check(self, auth: &Auth) -> Result<Option<Identity>, AuthError> {
-        client_check(auth, self.service, &self.challenge, self.body)
+        let service = self.service;
+        match self.kind {
+            UncheckedKind::Answered { challenge, body } => client_check(auth, service, &challenge, body),
+            UncheckedKind::Sealed { secret, uid, learned, body } => {
+                let who = open_answer(&secret, service, &body)
+                    .ok_or_else(|| AuthError::Invalid(format!("the {service}'s answer is not for this connection")))?;
+                if who.uid != uid {
+                    return Err(AuthError::Invalid(format!(
+                        "the {service}'s answer names uid {}, not uid {uid} its credential was sealed to",
+                        who.uid
+                    )));
+                }
+                if !auth.is_trusted(who.uid) {
+                    return Err(untrusted(service, who.uid, &who.host));
+                }
+                if learned {
+                    auth.learn_daemon_uid(service, uid);
+                }
+                Ok(Some(who))
+            }
+        }
     }
+}
+
+/// The server's answer to a sealed credential: who it is, under the credential's secret.
+fn sealed_answer(secret: &[u8], service: &str, who: &Identity) -> Vec<u8> {
+    let (uid, gid) = (who.uid.to_be_bytes(), who.gid.to_be_bytes());
+    let mac = super::io_mac(secret, &[b"drover/answer", service.as_bytes(), &uid, &gid, who.host.as_bytes()]);
+    let mut b = Vec::with_capacity(40 + who.host.len());
+    b.extend_from_slice(&mac);
+    b.extend_from_slice(&uid);
+    b.extend_from_slice(&gid);
+    b.extend_from_slice(who.host.as_bytes());
+    b
+}
+
+/// Who a [`sealed_answer`] says answered, if it was made with `secret`.
+fn open_answer(secret: &[u8], service: &str, body: &[u8]) -> Option<Identity> {
+    if body.len() < 40 {
+        return None;
+    }
+    let (mac, rest) = body.split_at(32);
+    let (uid, rest) = rest.split_at(4);
+    let (gid, host) = rest.split_at(4);
+    if !super::io_mac_ok(secret, &[b"drover/answer", service.as_bytes(), uid, gid, host], mac) {
+        return None;
+    }
+    Some(Identity {
+        uid: u32::from_be_bytes(uid.try_into().ok()?),
+        gid: u32::from_be_bytes(gid.try_into().ok()?),
+        host: String::from_utf8_lossy(host).into_owned(),
+    })
 }
 
 fn client_check(
@@ -125,10 +271,7 @@ fn client_check(
     match auth.verify(&body, &Purpose::Reply(service)) {
         Ok((who, binding)) => {
             if !auth.is_trusted(who.uid) {
-                return Err(AuthError::Denied(format!(
-                    "the {service} answering here runs as uid {} on {}, not as root or SlurmUser",
-                    who.uid, who.host
-                )));
+                return Err(untrusted(service, who.uid, &format!("on {}", who.host)));
             }
             if binding != challenge {
                 return Err(AuthError::Invalid(format!("the {service}'s answer is not for this connection")));
@@ -141,54 +284,135 @@ fn client_check(
     }
 }
 
-/// Opens the exchange with `cred` as it is and returns the server's answering credential,
-/// or its reason for refusing (the client half without its checks: for tools, and for tests
-/// that present what an attacker would).
+/// Opens auth/slurm's exchange (`DRV1`) with `cred` as it is and returns the server's
+/// answering credential, or its reason for refusing (the client half without its checks: for
+/// tools, and for tests that present what an attacker would).
 pub async fn send_credential<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     cred: &[u8],
     service: &str,
 ) -> Result<Vec<u8>, AuthError> {
-    write_frame(s, MAGIC, cred).await.map_err(|e| AuthError::Protocol(format!("sending the credential: {e}")))?;
+    send_as_is(s, MAGIC, cred, service).await
+}
+
+/// As [`send_credential`], in auth/munge's exchange (`DRV2`): the server's answer is returned
+/// unchecked, and a request to seal again is an error.
+pub async fn send_sealed<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    cred: &[u8],
+    service: &str,
+) -> Result<Vec<u8>, AuthError> {
+    send_as_is(s, MAGIC_SEALED, cred, service).await
+}
+
+async fn send_as_is<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    magic: &[u8; 4],
+    cred: &[u8],
+    service: &str,
+) -> Result<Vec<u8>, AuthError> {
+    match exchange(s, magic, cred, service).await? {
+        (ACCEPTED, body) => Ok(body),
+        (SEAL_AGAIN, _) => Err(AuthError::Refused(format!("the {service} runs as another uid than sealed to"))),
+        (code, _) => Err(AuthError::Protocol(format!("the {service} answered with code {code}"))),
+    }
+}
+
+/// Writes `magic` and `cred`, reads the server's code and body; a refusal is an error with
+/// the server's reason.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    magic: &[u8; 4],
+    cred: &[u8],
+    service: &str,
+) -> Result<(u8, Vec<u8>), AuthError> {
+    write_frame(s, magic, cred).await.map_err(|e| AuthError::Protocol(format!("sending the credential: {e}")))?;
     let status = tokio::time::timeout(HANDSHAKE_TIMEOUT, s.read_u8())
         .await
         .map_err(|_| AuthError::Protocol(format!("no answer from {service} within {HANDSHAKE_TIMEOUT:?}")))?
         .map_err(|e| AuthError::Protocol(format!("connection ended: {e}")))?;
     let body = read_frame(s).await?;
-    if status != 0 {
+    if status == REFUSED {
         // The server's reason, as it said it.
         return Err(AuthError::Refused(String::from_utf8_lossy(&body).into_owned()));
     }
-    Ok(body)
+    Ok((status, body))
 }
 
-/// The server's half: checks the client's credential for `service`, answers with ours bound
-/// to its challenge, or with the reason it is refused.
+/// The server's half: checks the client's credential for `service` and answers (see the
+/// module's exchanges), or says why it is refused.
 pub async fn server_handshake<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     auth: &Auth,
     service: &'static str,
 ) -> Result<Identity, AuthError> {
-    let mut magic = [0u8; 4];
-    s.read_exact(&mut magic).await.map_err(|e| AuthError::Protocol(format!("connection ended: {e}")))?;
-    if &magic != MAGIC {
-        let e = AuthError::Protocol("no credential (a client of another protocol or an older Drover)".into());
-        let _ = write_frame(s, &[1], e.to_string().as_bytes()).await;
-        return Err(e);
-    }
-    let cred = read_frame(s).await?;
-    let checked = auth.verify(&cred, &Purpose::Connect(service)).and_then(|(who, challenge)| {
-        let reply = auth.issue(&Purpose::Reply(service), &challenge)?;
-        Ok((who, reply))
-    });
-    match checked {
-        Ok((who, reply)) => {
-            write_frame(s, &[0], &reply).await.map_err(|e| AuthError::Protocol(format!("answering: {e}")))?;
+    let result = match read_magic(s).await? {
+        m if &m == MAGIC => serve_answered(s, auth, service).await,
+        m if &m == MAGIC_SEALED => serve_sealed(s, auth, service).await,
+        _ => Err(AuthError::Protocol("no credential (a client of another protocol or an older Drover)".into())),
+    };
+    match result {
+        Ok((who, answer)) => {
+            write_frame(s, &[ACCEPTED], &answer).await.map_err(|e| AuthError::Protocol(format!("answering: {e}")))?;
             Ok(who)
         }
         Err(e) => {
-            let _ = write_frame(s, &[1], e.to_string().as_bytes()).await;
+            let _ = write_frame(s, &[REFUSED], e.to_string().as_bytes()).await;
             Err(e)
+        }
+    }
+}
+
+async fn read_magic<S: AsyncRead + Unpin>(s: &mut S) -> Result<[u8; 4], AuthError> {
+    let mut magic = [0u8; 4];
+    s.read_exact(&mut magic).await.map_err(|e| AuthError::Protocol(format!("connection ended: {e}")))?;
+    Ok(magic)
+}
+
+/// auth/slurm's exchange: the client's identity, and our credential bound to its challenge.
+async fn serve_answered<S: AsyncRead + Unpin>(
+    s: &mut S,
+    auth: &Auth,
+    service: &'static str,
+) -> Result<(Identity, Vec<u8>), AuthError> {
+    let cred = read_frame(s).await?;
+    let (who, challenge) = auth.verify(&cred, &Purpose::Connect(service))?;
+    let reply = auth.issue(&Purpose::Reply(service), &challenge)?;
+    Ok((who, reply))
+}
+
+/// auth/munge's exchange: the client's identity, and our answer under its secret. A
+/// credential sealed to another uid is answered with ours, once, for the client to seal again.
+async fn serve_sealed<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    auth: &Auth,
+    service: &'static str,
+) -> Result<(Identity, Vec<u8>), AuthError> {
+    let me = || Identity {
+        uid: nix::unistd::geteuid().as_raw(),
+        gid: nix::unistd::getegid().as_raw(),
+        host: auth.host().to_string(),
+    };
+    let mut asked = false;
+    loop {
+        let cred = read_frame(s).await?;
+        match auth.verify_sealed(&cred, &Purpose::Connect(service)) {
+            Ok((who, secret)) => {
+                if secret.len() != 32 {
+                    return Err(AuthError::Invalid("a sealed credential without its secret".into()));
+                }
+                return Ok((who, sealed_answer(&secret, service, &me())));
+            }
+            Err(AuthError::NotOurs(_)) if !asked => {
+                asked = true;
+                write_frame(s, &[SEAL_AGAIN], &me().uid.to_be_bytes())
+                    .await
+                    .map_err(|e| AuthError::Protocol(format!("answering: {e}")))?;
+                if &read_magic(s).await? != MAGIC_SEALED {
+                    return Err(AuthError::Protocol("asked to seal again, the client sent something else".into()));
+                }
+            }
+            Err(e) => return Err(e),
         }
     }
 }
@@ -356,7 +580,7 @@ pub async fn connect_unchecked(
         Err(e) => return Err(ProvedError::Unreachable(format!("{addr}: {e}"))),
     };
     let _ = s.set_nodelay(true);
-    let answer = opening.map_err(ProvedError::Auth)?.present(&mut s).await.map_err(ProvedError::Auth)?;
+    let answer = opening.map_err(ProvedError::Auth)?.present(&mut s, auth).await.map_err(ProvedError::Auth)?;
     Ok((s, answer))
 }
 

@@ -28,7 +28,8 @@ use std::sync::Mutex;
 pub use drover_model::auth_conf::{AuthConf, AuthKind};
 pub use handshake::{
     accept_authenticated, channel_over, client_handshake, connect_authenticated, connect_proved, connect_stream,
-    connect_unchecked, send_credential, server_handshake, AuthedStream, Opening, Peer, ProvedError, Unchecked,
+    connect_unchecked, send_credential, send_sealed, server_handshake, AuthedStream, Opening, Peer, ProvedError,
+    Unchecked,
 };
 
 /// Who a verified credential says sent it.
@@ -52,6 +53,10 @@ pub enum AuthError {
     Future { host: String, ahead: i64 },
     #[error("Invalid authentication credential: replayed (a credential is good for one use)")]
     Replayed,
+    /// A credential sealed to another uid than this process's (MUNGE's "Unauthorized
+    /// credential"): made for a daemon of another user.
+    #[error("Invalid authentication credential: {0}")]
+    NotOurs(String),
     /// This process cannot make credentials: the key or munged is missing or unusable.
     #[error("{0}")]
     Unavailable(String),
@@ -108,6 +113,9 @@ pub struct Auth {
     trusted: Vec<u32>,
     seen: Mutex<replay::Seen>,
     key_path: PathBuf,
+    /// The uid each service's daemon was found to run as, where it is not the one guessed
+    /// (see [`Auth::daemon_uid`]).
+    learned: Mutex<Vec<(&'static str, u32)>>,
 }
 
 fn now() -> i64 {
@@ -158,10 +166,29 @@ pub fn io_key_for(secret: &[u8], job: u32, step: Option<u32>, submit_time: i64) 
 /// instead of refusing everyone later.
 pub fn self_check(auth: &Auth) -> Result<(), AuthError> {
     let s = auth.sign_launch(b"self-check".to_vec())?;
-    auth.verify_with(auth.cred_mech(), &s.cred, &Purpose::Launch, auth.cred_expire)?;
+    auth.verify_with(auth.cred_mech(), &s.cred, &Purpose::Launch, auth.cred_expire, false)?;
     let c = auth.issue(&Purpose::Connect("self-check"), b"")?;
     auth.verify(&c, &Purpose::Connect("self-check"))?;
+    if auth.kind() == AuthKind::Munge {
+        // What clients send a daemon: a credential sealed to it (munged's cipher works).
+        let c = auth.issue_sealed(&Purpose::Connect("self-check"), b"", nix::unistd::geteuid().as_raw())?;
+        auth.verify_sealed(&c, &Purpose::Connect("self-check"))?;
+    }
     Ok(())
+}
+
+/// Where a daemon of `service` runs as another uid than its clients seal their credentials
+/// to (auth/munge: `SlurmUser`'s), a line for its log: every connection then costs two more
+/// MUNGE round trips, as the client seals again.
+pub fn running_as_note(auth: &Auth, service: &str) -> Option<String> {
+    let me = nix::unistd::geteuid().as_raw();
+    let guessed = auth.daemon_uid(service);
+    (auth.kind() == AuthKind::Munge && me != guessed).then(|| {
+        format!(
+            "this {service} runs as uid {me}, not as SlurmUser (uid {guessed}): each client's connection \
+             takes two more MUNGE round trips (start it as SlurmUser, or set SlurmUser to its user)"
+        )
+    })
 }
 
 fn this_host() -> String {
@@ -211,6 +238,7 @@ impl Auth {
             trusted,
             seen: Mutex::new(replay::Seen::default()),
             key_path,
+            learned: Mutex::default(),
         })
     }
 
@@ -226,11 +254,17 @@ impl Auth {
             trusted: vec![0, slurm_user_uid],
             seen: Mutex::new(replay::Seen::default()),
             key_path: PathBuf::new(),
+            learned: Mutex::default(),
         }
     }
 
     pub fn kind(&self) -> AuthKind {
         self.kind
+    }
+
+    /// The name of this host, as credentials made here carry it.
+    pub fn host(&self) -> &str {
+        &self.host
     }
 
     /// Whether `uid` speaks for the cluster's daemons (root or `SlurmUser`).
@@ -241,7 +275,33 @@ impl Auth {
     /// A credential of this process's user for `purpose`.
     pub fn issue(&self, purpose: &Purpose, binding: &[u8]) -> Result<Vec<u8>, AuthError> {
         let (uid, gid) = (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw());
-        self.issue_with(&self.mech, uid, gid, purpose, binding, self.ttl)
+        self.issue_with(&self.mech, (uid, gid), purpose, binding, self.ttl, None)
+    }
+
+    /// A credential of this process's user for `purpose` that only processes of `to` can
+    /// read (auth/munge: encrypted, restricted to that uid), so that `binding` may be a
+    /// secret shared with them alone.
+    pub fn issue_sealed(&self, purpose: &Purpose, binding: &[u8], to: u32) -> Result<Vec<u8>, AuthError> {
+        if !matches!(self.mech, Mech::Munge(_)) {
+            return Err(AuthError::Unavailable("only auth/munge seals credentials to a uid".into()));
+        }
+        let (uid, gid) = (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw());
+        self.issue_with(&self.mech, (uid, gid), purpose, binding, self.ttl, Some(to))
+    }
+
+    /// The uid the daemon of `service` (`controller`, `accounting`) is taken to run as:
+    /// `SlurmUser`, as Slurm's slurmctld and slurmdbd do, unless a connection found another.
+    pub fn daemon_uid(&self, service: &str) -> u32 {
+        let learned = self.learned.lock().ok().and_then(|l| l.iter().find(|(s, _)| *s == service).map(|(_, u)| *u));
+        learned.unwrap_or_else(|| self.trusted.last().copied().unwrap_or(0))
+    }
+
+    /// Remembers that the daemon of `service` runs as `uid` (it proved it).
+    pub fn learn_daemon_uid(&self, service: &'static str, uid: u32) {
+        if let Ok(mut l) = self.learned.lock() {
+            l.retain(|(s, _)| *s != service);
+            l.push((service, uid));
+        }
     }
 
     /// A credential for another user: what a key holder (root, SlurmUser) makes for a local
@@ -249,7 +309,7 @@ impl Auth {
     /// caller's own uid and nothing else.
     pub fn issue_for(&self, uid: u32, gid: u32, purpose: &Purpose, binding: &[u8]) -> Result<Vec<u8>, AuthError> {
         match &self.mech {
-            Mech::Slurm(_) => self.issue_with(&self.mech, uid, gid, purpose, binding, self.ttl),
+            Mech::Slurm(_) => self.issue_with(&self.mech, (uid, gid), purpose, binding, self.ttl, None),
             Mech::Munge(_) => {
                 Err(AuthError::Unavailable("auth/munge makes credentials of the calling user only".into()))
             }
@@ -259,11 +319,11 @@ impl Auth {
     fn issue_with(
         &self,
         mech: &Mech,
-        uid: u32,
-        gid: u32,
+        (uid, gid): (u32, u32),
         purpose: &Purpose,
         binding: &[u8],
         ttl: u32,
+        seal: Option<u32>,
     ) -> Result<Vec<u8>, AuthError> {
         let issued = now();
         let claims = v1::AuthClaims {
@@ -293,7 +353,7 @@ impl Auth {
                     ))),
                 };
             }
-            Mech::Munge(m) => v1::AuthCredential { munge: m.encode(&claims, ttl)?, ..Default::default() },
+            Mech::Munge(m) => v1::AuthCredential { munge: m.encode(&claims, ttl, seal)?, ..Default::default() },
         };
         Ok(cred.encode_to_vec())
     }
@@ -311,7 +371,13 @@ impl Auth {
 
     /// Checks a credential made for `purpose` and returns who sent it and what it bound.
     pub fn verify(&self, cred: &[u8], purpose: &Purpose) -> Result<(Identity, Vec<u8>), AuthError> {
-        self.verify_with(&self.mech, cred, purpose, self.ttl)
+        self.verify_with(&self.mech, cred, purpose, self.ttl, false)
+    }
+
+    /// As [`Auth::verify`], for a credential that must have been [sealed](Auth::issue_sealed)
+    /// (to this process's uid: munged decodes no other).
+    pub fn verify_sealed(&self, cred: &[u8], purpose: &Purpose) -> Result<(Identity, Vec<u8>), AuthError> {
+        self.verify_with(&self.mech, cred, purpose, self.ttl, true)
     }
 
     fn verify_with(
@@ -320,9 +386,13 @@ impl Auth {
         cred: &[u8],
         purpose: &Purpose,
         ttl: u32,
+        sealed: bool,
     ) -> Result<(Identity, Vec<u8>), AuthError> {
         let c = v1::AuthCredential::decode(cred).map_err(|_| AuthError::Invalid("not a credential".into()))?;
         let (claims, uid, gid) = match mech {
+            Mech::Slurm(_) if sealed => {
+                return Err(AuthError::Invalid("a sealed credential where auth/slurm is configured".into()))
+            }
             Mech::Slurm(key) => {
                 if !c.munge.is_empty() {
                     return Err(AuthError::Invalid("a MUNGE credential where auth/slurm is configured".into()));
@@ -358,10 +428,15 @@ impl Auth {
                 if c.munge.is_empty() {
                     return Err(AuthError::Invalid("an auth/slurm credential where auth/munge is configured".into()));
                 }
-                let (payload, uid, gid) = m.decode(&c.munge)?;
-                let claims = v1::AuthClaims::decode(payload.as_slice())
+                let d = m.decode(&c.munge)?;
+                if sealed && !d.sealed {
+                    return Err(AuthError::Invalid(
+                        "a credential anyone could read where one for this daemon alone belongs".into(),
+                    ));
+                }
+                let claims = v1::AuthClaims::decode(d.payload.as_slice())
                     .map_err(|_| AuthError::Invalid("unreadable claims".into()))?;
-                (claims, uid, gid)
+                (claims, d.uid, d.gid)
             }
         };
         if claims.purpose != purpose.text() {
@@ -379,7 +454,7 @@ impl Auth {
         use sha2::Digest;
         let digest = sha2::Sha256::digest(&launch);
         let (uid, gid) = (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw());
-        let cred = self.issue_with(self.cred_mech(), uid, gid, &Purpose::Launch, &digest, self.cred_expire)?;
+        let cred = self.issue_with(self.cred_mech(), (uid, gid), &Purpose::Launch, &digest, self.cred_expire, None)?;
         Ok(v1::SignedLaunch { launch: launch.into(), cred: cred.into() })
     }
 
@@ -387,7 +462,7 @@ impl Auth {
     /// life, once. Returns the launch.
     pub fn verify_launch(&self, s: &v1::SignedLaunch) -> Result<v1::Launch, AuthError> {
         use sha2::Digest;
-        let (who, binding) = self.verify_with(self.cred_mech(), &s.cred, &Purpose::Launch, self.cred_expire)?;
+        let (who, binding) = self.verify_with(self.cred_mech(), &s.cred, &Purpose::Launch, self.cred_expire, false)?;
         if !self.is_trusted(who.uid) {
             return Err(AuthError::Denied(format!(
                 "a launch signed by uid {} on {}, not by the controller",

@@ -8,21 +8,34 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
 const MUNGE_OPT_CIPHER_TYPE: c_int = 0;
 const MUNGE_CIPHER_NONE: c_int = 0;
+const MUNGE_CIPHER_DEFAULT: c_int = 1;
 const MUNGE_OPT_TTL: c_int = 4;
 const MUNGE_OPT_SOCKET: c_int = 8;
+const MUNGE_OPT_UID_RESTRICTION: c_int = 9;
+const MUNGE_UID_ANY: u32 = u32::MAX;
 const EMUNGE_SOCKET: c_int = 6;
 const EMUNGE_CRED_EXPIRED: c_int = 15;
 const EMUNGE_CRED_REWOUND: c_int = 16;
 const EMUNGE_CRED_REPLAYED: c_int = 17;
+const EMUNGE_CRED_UNAUTHORIZED: c_int = 18;
 
 type CtxCreate = unsafe extern "C" fn() -> *mut c_void;
 type CtxDestroy = unsafe extern "C" fn(*mut c_void);
 type CtxSet = unsafe extern "C" fn(*mut c_void, c_int, ...) -> c_int;
+type CtxGet = unsafe extern "C" fn(*mut c_void, c_int, ...) -> c_int;
 type CtxStrerror = unsafe extern "C" fn(*mut c_void) -> *const c_char;
 type Encode = unsafe extern "C" fn(*mut *mut c_char, *mut c_void, *const c_void, c_int) -> c_int;
 type Decode =
     unsafe extern "C" fn(*const c_char, *mut c_void, *mut *mut c_void, *mut c_int, *mut u32, *mut u32) -> c_int;
 type Strerror = unsafe extern "C" fn(c_int) -> *const c_char;
+
+/// What [`Munge::decode`] found in a credential.
+pub struct Decoded {
+    pub payload: Vec<u8>,
+    pub uid: u32,
+    pub gid: u32,
+    pub sealed: bool,
+}
 
 pub struct Munge {
     // Keeps the library loaded while the function pointers below are used.
@@ -30,6 +43,7 @@ pub struct Munge {
     ctx_create: CtxCreate,
     ctx_destroy: CtxDestroy,
     ctx_set: CtxSet,
+    ctx_get: CtxGet,
     ctx_strerror: CtxStrerror,
     encode: Encode,
     decode: Decode,
@@ -79,6 +93,7 @@ impl Munge {
                 ctx_create: sym(&lib, b"munge_ctx_create\0")?,
                 ctx_destroy: sym(&lib, b"munge_ctx_destroy\0")?,
                 ctx_set: sym(&lib, b"munge_ctx_set\0")?,
+                ctx_get: sym(&lib, b"munge_ctx_get\0")?,
                 ctx_strerror: sym(&lib, b"munge_ctx_strerror\0")?,
                 encode: sym(&lib, b"munge_encode\0")?,
                 decode: sym(&lib, b"munge_decode\0")?,
@@ -92,7 +107,8 @@ impl Munge {
         }
     }
 
-    fn ctx(&self, ttl: Option<u32>) -> Result<Ctx<'_>, AuthError> {
+    /// A context for encoding (`seal`: see [`Munge::encode`]) or, without `ttl`, decoding.
+    fn ctx(&self, ttl: Option<u32>, seal: Option<u32>) -> Result<Ctx<'_>, AuthError> {
         // SAFETY: plain calls into libmunge; the socket string outlives the context's use.
         unsafe {
             let p = (self.ctx_create)();
@@ -105,9 +121,18 @@ impl Munge {
             }
             if let Some(t) = ttl {
                 (self.ctx_set)(p, MUNGE_OPT_TTL, c_int::try_from(t).unwrap_or(c_int::MAX));
-                // Nothing in our payloads is secret (ids, a nonce, a challenge or a digest):
-                // MUNGE's MAC vouches for them, and skipping the cipher halves munged's work.
-                (self.ctx_set)(p, MUNGE_OPT_CIPHER_TYPE, MUNGE_CIPHER_NONE);
+                match seal {
+                    // A secret rides in it: munged's cipher, and only `uid` may decode it.
+                    Some(uid) => {
+                        (self.ctx_set)(p, MUNGE_OPT_CIPHER_TYPE, MUNGE_CIPHER_DEFAULT);
+                        (self.ctx_set)(p, MUNGE_OPT_UID_RESTRICTION, uid as libc::uid_t);
+                    }
+                    // Nothing else in our payloads is secret (ids, a nonce, a challenge or a
+                    // digest): MUNGE's MAC vouches for them, and the cipher is work saved.
+                    None => {
+                        (self.ctx_set)(p, MUNGE_OPT_CIPHER_TYPE, MUNGE_CIPHER_NONE);
+                    }
+                }
             }
             Ok(ctx)
         }
@@ -126,9 +151,11 @@ impl Munge {
         }
     }
 
-    /// A credential of this process's uid and gid carrying `payload`, good for `ttl` seconds.
-    pub fn encode(&self, payload: &[u8], ttl: u32) -> Result<String, AuthError> {
-        let ctx = self.ctx(Some(ttl))?;
+    /// A credential of this process's uid and gid carrying `payload`, good for `ttl` seconds;
+    /// `seal`ed to a uid, it is encrypted and only that uid's processes can decode it (what
+    /// `munge --restrict-uid` makes; root is no exception unless munged was built to make one).
+    pub fn encode(&self, payload: &[u8], ttl: u32, seal: Option<u32>) -> Result<String, AuthError> {
+        let ctx = self.ctx(Some(ttl), seal)?;
         let mut out: *mut c_char = std::ptr::null_mut();
         let len = c_int::try_from(payload.len()).map_err(|_| AuthError::Invalid("payload too large".into()))?;
         // SAFETY: `out` receives a malloc'd NUL-terminated string on success, freed below.
@@ -151,9 +178,10 @@ impl Munge {
         Ok(s)
     }
 
-    /// The payload, uid and gid of a credential (munged checks it, its life and replay).
-    pub fn decode(&self, cred: &str) -> Result<(Vec<u8>, u32, u32), AuthError> {
-        let ctx = self.ctx(None)?;
+    /// The payload, uid and gid of a credential (munged checks it, its life and replay), and
+    /// whether it was sealed (encrypted, restricted to a uid: see [`Munge::encode`]).
+    pub fn decode(&self, cred: &str) -> Result<Decoded, AuthError> {
+        let ctx = self.ctx(None, None)?;
         let c = CString::new(cred).map_err(|_| AuthError::Invalid("a MUNGE credential with a NUL byte".into()))?;
         let (mut buf, mut len, mut uid, mut gid): (*mut c_void, c_int, u32, u32) = (std::ptr::null_mut(), 0, 0, 0);
         // SAFETY: libmunge fills the out-parameters; `buf` is malloc'd (even on some errors)
@@ -174,7 +202,19 @@ impl Munge {
             crate::v1::AuthClaims::decode(payload.as_slice()).map(|c| c.host).unwrap_or_else(|_| "another host".into())
         };
         match e {
-            0 => Ok((payload, uid, gid)),
+            0 => {
+                let (mut cipher, mut restricted): (c_int, libc::uid_t) = (MUNGE_CIPHER_NONE, MUNGE_UID_ANY);
+                // SAFETY: after a decode the context holds the credential's settings; each
+                // option is read into a variable of its type in munge.h.
+                let sealed = unsafe {
+                    (self.ctx_get)(ctx.p, MUNGE_OPT_CIPHER_TYPE, &mut cipher as *mut c_int) == 0
+                        && (self.ctx_get)(ctx.p, MUNGE_OPT_UID_RESTRICTION, &mut restricted as *mut libc::uid_t) == 0
+                        && cipher != MUNGE_CIPHER_NONE
+                        && restricted != MUNGE_UID_ANY
+                };
+                Ok(Decoded { payload, uid, gid, sealed })
+            }
+            EMUNGE_CRED_UNAUTHORIZED => Err(AuthError::NotOurs(self.message(&ctx, e))),
             EMUNGE_CRED_REPLAYED => Err(AuthError::Replayed),
             EMUNGE_CRED_EXPIRED => Err(AuthError::Invalid(format!(
                 "expired MUNGE credential from {} (check that the clocks of both hosts agree)",
