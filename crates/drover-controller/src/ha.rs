@@ -157,6 +157,7 @@ impl Ha {
 
     /// Stops at once: nothing more is written; the process starts over as a standby.
     pub fn fence(&self, why: &str) -> ! {
+        self.active.store(false, Ordering::Release);
         crate::log(&format!("error: fenced: {why}; writing nothing more and standing by"));
         restart_as_standby()
     }
@@ -166,6 +167,9 @@ impl Ha {
     pub fn release(&self) {
         let term = self.term.load(Ordering::Acquire);
         self.valid_until.store(0, Ordering::Release);
+        // No longer in control: a command asking now waits for the next controller rather
+        // than sending its request here, to a process about to start over.
+        self.active.store(false, Ordering::Release);
         if let Ok(mut b) = self.beat.lock() {
             if b.1 {
                 return;
@@ -212,7 +216,12 @@ impl Ha {
             _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => false,
         };
         let _ = stop_tx.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
+        // Its connections are let go for up to two seconds, then cut: nothing of the standby's
+        // server outlives it.
+        let mut server = server;
+        if tokio::time::timeout(Duration::from_secs(2), &mut server).await.is_err() {
+            server.abort();
+        }
         Ok(won)
     }
 
@@ -438,4 +447,32 @@ fn restart_as_standby() -> ! {
     let err = std::process::Command::new("/proc/self/exe").arg0(arg0).args(args).env(STANDBY_ENV, "1").exec();
     crate::log(&format!("fatal: cannot start over as a standby ({err}); exiting"));
     std::process::exit(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A controller that gives control up (hands over, or is fenced) says at once that it is
+    /// not in control: in the moment before it starts over as a standby, a command asking
+    /// it must wait for the next one instead of sending its request to a process about to
+    /// exec (seen: an sbatch during `scontrol takeover` failed with "connection error").
+    #[test]
+    fn a_controller_that_releases_the_lease_is_no_longer_in_control() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            "ClusterName=c\nSlurmctldHost=ctl1(127.0.0.1)\nSlurmctldHost=ctl2(127.0.0.2)\n\
+             StateSaveLocation={}\nNodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n",
+            dir.path().display()
+        );
+        let cfg = drover_model::conf::parse_str("slurm.conf", &text).unwrap();
+        let auth = Arc::new(drover_proto::auth::Auth::with_key(b"0123456789abcdef0123456789abcdef", 0));
+        let ha = Ha::configure(&cfg, Some("ctl1"), auth).unwrap().expect("two controllers: failover");
+        // (In control as far as status goes: take_control's renewing thread is left out.)
+        ha.term.store(1, Ordering::Release);
+        ha.set_active();
+        assert!(ha.status().active);
+        ha.release();
+        assert!(!ha.status().active, "released: not in control");
+    }
 }

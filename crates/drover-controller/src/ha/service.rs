@@ -32,7 +32,15 @@ impl ControllerHa for HaService {
     async fn status(&self, req: Request<v1::Empty>) -> Result<Response<v1::HaStatus>, Status> {
         drover_proto::caller(&req)
             .ok_or_else(|| Status::unauthenticated("Access/permission denied: no credentials"))?;
-        Ok(Response::new(self.ha.status()))
+        let mut status = self.ha.status();
+        // The standby's own server (no state owner) takes no commands: whoever asks it is
+        // told "not in control", even in the moment this controller takes control and that
+        // server is still letting its connections go (a command would otherwise keep such a
+        // connection and send its request to a server without the commands).
+        if self.tx.lock().map_or(true, |t| t.is_none()) {
+            status.active = false;
+        }
+        Ok(Response::new(status))
     }
 
     async fn takeover(&self, req: Request<v1::Empty>) -> Result<Response<v1::Empty>, Status> {
