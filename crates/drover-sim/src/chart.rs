@@ -36,8 +36,10 @@ pub fn svg(title: &str, runs: &[(String, Vec<JobRow>)]) -> String {
     let plot_h = h - top - bottom;
     // Log scale from 1 s to the next power of ten above the largest mean.
     let max = stats.iter().flatten().map(|s| s.0).fold(1.0f64, f64::max);
-    let decades = max.log10().ceil().max(1.0);
-    let y = |v: f64| top + plot_h * (1.0 - (v.max(1.0).log10() / decades));
+    // libm's log10, not f64::log10: std's calls the C library's, and that one call put
+    // libm.so.6 in the NEEDED list of a binary that starts as every command (tests/linkage.rs).
+    let decades = libm::log10(max).ceil().max(1.0);
+    let y = |v: f64| top + plot_h * (1.0 - (libm::log10(v.max(1.0)) / decades));
     let mut out = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n\
          <rect width=\"{w}\" height=\"{h}\" fill=\"white\"/>\n\
