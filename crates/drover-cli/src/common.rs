@@ -60,7 +60,13 @@ pub fn parse_command<T: clap::Parser, F: Std>(
 ) -> Result<T, i32> {
     let args: Vec<String> = args.into_iter().collect();
     let a = T::try_parse_from(std::iter::once(prog.to_string()).chain(args.iter().cloned())).map_err(|e| {
-        eprintln!("{}", crate::sbatch::clap_error_in(prog, &e, &args));
+        let msg = crate::sbatch::clap_error_in(prog, &e, &args);
+        // sacct and sstat print getopt's line alone, without the pointer to --help.
+        let msg = match prog {
+            "sacct" | "sstat" => msg.lines().filter(|l| !l.starts_with("Try \"")).collect::<Vec<_>>().join("\n"),
+            _ => msg,
+        };
+        eprintln!("{msg}");
         crate::sbatch::clap_status(prog, &e)
     })?;
     let (version, help, usage) = flags(&a).flags();
@@ -519,6 +525,60 @@ pub fn fmt_header_date(t: i64) -> String {
         .unwrap_or_default()
 }
 
+/// `-i/--iterate`'s seconds as squeue and sinfo read them (`atoi`: leading digits); `None`
+/// where that is not above 0.
+pub fn iterate_secs(v: &str) -> Option<u64> {
+    let v = v.trim_start();
+    let digits: String = v.strip_prefix('+').unwrap_or(v).chars().take_while(|c| c.is_ascii_digit()).collect();
+    digits.parse::<u64>().ok().filter(|n| *n > 0)
+}
+
+/// `-i/--iterate`'s value, if given: its seconds, or, refused, `refusal` followed by the
+/// value printed and exit status 1.
+pub fn iterate_opt(v: Option<&str>, refusal: &str) -> Result<Option<u64>, i32> {
+    match v {
+        None => Ok(None),
+        Some(v) => iterate_secs(v).map(Some).ok_or_else(|| {
+            eprintln!("{refusal}{v}");
+            1
+        }),
+    }
+}
+
+/// Runs `show` once, or with `every` again and again that many seconds apart (a blank line
+/// between, as squeue and sinfo print them), until it fails; `show` is told whether it
+/// repeats (its header then carries the date).
+pub fn repeat(every: Option<u64>, mut show: impl FnMut(bool) -> i32) -> i32 {
+    let Some(secs) = every else { return show(false) };
+    loop {
+        let code = show(true);
+        if code != 0 {
+            return code;
+        }
+        println!();
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        std::thread::sleep(std::time::Duration::from_secs(secs));
+    }
+}
+
+/// `-M/--clusters`: this cluster (or `all`) is served; any other name is refused as Slurm's
+/// commands refuse a cluster their database does not know.
+pub fn check_clusters(prog: &str, list: Option<&str>, local: &str) -> Result<(), i32> {
+    let Some(list) = list else { return Ok(()) };
+    match list.split(',').filter(|c| !c.is_empty()).find(|c| !c.eq_ignore_ascii_case("all") && *c != local) {
+        None => Ok(()),
+        Some(bad) => {
+            eprintln!("{prog}: error: No cluster '{bad}' known by database.");
+            eprintln!(
+                "{prog}: error: '{bad}' can't be reached now, or it is an invalid entry for --cluster.  Use 'sacctmgr \
+                 list clusters' to see available clusters."
+            );
+            Err(1)
+        }
+    }
+}
+
 pub fn now() -> i64 {
     jiff::Timestamp::now().as_second()
 }
@@ -710,6 +770,48 @@ pub fn status_msg(s: &tonic::Status) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn iterate_reads_seconds_as_atoi_does() {
+        assert_eq!(super::iterate_secs("5"), Some(5));
+        assert_eq!(super::iterate_secs("10s"), Some(10), "leading digits");
+        assert_eq!(super::iterate_secs(" +3"), Some(3));
+        for bad in ["x", "0", "-2", ""] {
+            assert_eq!(super::iterate_secs(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn clusters_other_than_this_one_are_refused() {
+        use super::check_clusters;
+        assert_eq!(check_clusters("squeue", None, "lab"), Ok(()));
+        assert_eq!(check_clusters("squeue", Some("lab"), "lab"), Ok(()));
+        assert_eq!(check_clusters("squeue", Some("ALL"), "lab"), Ok(()));
+        assert_eq!(check_clusters("squeue", Some("lab,nosuch"), "lab"), Err(1));
+    }
+
+    #[test]
+    fn repeat_runs_once_without_a_period_and_stops_on_a_failure() {
+        let mut runs = Vec::new();
+        assert_eq!(
+            super::repeat(None, |d| {
+                runs.push(d);
+                0
+            }),
+            0
+        );
+        assert_eq!(runs, [false]);
+        let mut n = 0;
+        let code = super::repeat(Some(1), |d| {
+            assert!(d);
+            n += 1;
+            if n == 2 {
+                3
+            } else {
+                0
+            }
+        });
+        assert_eq!((code, n), (3, 2));
+    }
 
     #[test]
     fn the_alloc_node_is_the_hosts_address_named_back() {

@@ -315,7 +315,11 @@ fn fairshare(
             Some(v) => format!("{v:.6}"),
             None => String::new(),
         };
-        out.push_str(&format!("  {name:<22} {:>18.6}   {:>23.6}   {lf}\n", r.norm_shares, r.effectv_usage));
+        out.push_str(&format!(
+            "  {name:<22} {:>18.6}   {:>23.6}   {lf}\n",
+            r.norm_shares.unwrap_or(0.0),
+            r.effectv_usage
+        ));
     }
     let used = me.raw_usage;
     if used > 0.0 {
@@ -366,7 +370,7 @@ mod tests {
             account: account.into(),
             user: user.into(),
             depth,
-            norm_shares: norm,
+            norm_shares: Some(norm),
             effectv_usage: eff,
             level_fs: lf,
             fairshare: fs,

@@ -91,6 +91,11 @@ pub fn is_pending(j: &v1::JobInfo) -> bool {
     j.state == "PENDING"
 }
 
+/// A pending job's begin time (`--begin`) where it waits for it: Slurm's expected start.
+fn begin_ahead(j: &v1::JobInfo) -> Option<i64> {
+    (is_pending(j) && j.reason == "BeginTime").then(|| spec(j).begin_time.filter(|b| *b > 0)).flatten()
+}
+
 pub fn state_short(j: &v1::JobInfo) -> &'static str {
     drover_model::state::JobState::parse(&j.state).map(|s| s.short()).unwrap_or("??")
 }
@@ -342,6 +347,10 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> Cow<'_, str> {
                 fmt_time(j.end_time)
             } else if j.start_time > 0 && !is_pending(j) {
                 limit.map(|l| fmt_time(j.start_time + l as i64)).unwrap_or_else(|| "N/A".into())
+            } else if let Some(begin) = begin_ahead(j) {
+                // Slurm's controller starts a job held to a begin time at that time: its end
+                // follows from its limit, none without one.
+                limit.map(|l| fmt_time(begin + l as i64)).unwrap_or_else(|| "NONE".into())
             } else {
                 "N/A".into()
             }
@@ -351,7 +360,9 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> Cow<'_, str> {
         'g' => group(j),
         'G' => s.gid.to_string(),
         'h' => drover_proto::jobinfo::oversubscribe(s).into(),
-        'H' | 'I' | 'J' | 'X' => "*".into(),
+        'H' | 'I' | 'J' => "*".into(),
+        // No cores kept for the system (core_spec unset).
+        'X' => "N/A".into(),
         'j' => s.name.clone(),
         'k' => s.comment.clone().unwrap_or_else(|| "(null)".into()),
         'K' => array_task_text(j),
@@ -372,18 +383,22 @@ pub fn squeue_field(j: &v1::JobInfo, code: char, now: i64) -> Cow<'_, str> {
         'N' => nodelist(j),
         'o' => s.argv.first().cloned().filter(|a| !a.is_empty()).unwrap_or_else(|| "(null)".into()),
         'O' => "0".into(),
-        'p' => format!("{:.8}", j.priority as f64 / f64::from(u32::MAX)),
+        // squeue's "%16.14f" of the priority over 2^32 - 1.
+        'p' => format!("{:16.14}", j.priority as f64 / f64::from(u32::MAX)),
         'P' => j.partition.clone(),
         'q' => drover_proto::jobinfo::qos(s).to_string(),
         'Q' => j.priority.to_string(),
         'r' => reason_text(j),
         'R' => reason_or_nodes(j),
-        's' => "N/A".into(),
+        // The node selection plugin's data: cons_tres has none to print.
+        's' => String::new(),
         'S' => {
             if j.start_time > 0 {
                 fmt_time(j.start_time)
             } else if is_pending(j) && j.planned_start > 0 {
                 fmt_time(j.planned_start)
+            } else if let Some(begin) = begin_ahead(j) {
+                fmt_time(begin)
             } else {
                 "N/A".into()
             }
@@ -469,6 +484,9 @@ pub fn squeue_extra(j: &v1::JobInfo, name: &str) -> String {
         "tres-per-task" => tres_per_task(j).unwrap_or_else(|| "N/A".into()),
         "licenses" => s.licenses.clone().unwrap_or_else(|| "(null)".into()),
         "derivedec" => "0".into(),
+        // The raw wait status, as squeue's exit_code prints it (a signal in the low byte).
+        "exit_code" => j.exit_status.to_string(),
+        "reasonlist" => reason_or_nodes(j),
         _ => "(null)".into(),
     }
 }
@@ -514,7 +532,7 @@ pub fn squeue_header(code: char) -> &'static str {
         'Q' => "PRIORITY",
         'r' => "REASON",
         'R' => "NODELIST(REASON)",
-        's' => "SELECT_JOBINFO",
+        's' => "",
         'S' => "START_TIME",
         't' => "ST",
         'T' => "STATE",

@@ -203,7 +203,7 @@ struct Args {
     local: bool,
     #[command(flatten)]
     std: common::StdFlagsH,
-    /// Job ids given without -j.
+    /// Words that are no option: refused, as real sacct refuses them (job ids go after -j).
     rest: Vec<String>,
 }
 
@@ -624,7 +624,12 @@ fn query(a: &Args, cluster: &str, now: i64, me: u32) -> Result<v1::AcctQuery, St
     if a.users.is_none() && !a.all_users && me != 0 {
         q.uids.push(me);
     }
-    let jobs: Vec<String> = a.jobs.iter().chain(&a.rest).cloned().collect();
+    if !a.rest.is_empty() {
+        // Words that are no option (sacct takes job ids after -j only), one line each.
+        let words: String = a.rest.iter().map(|w| format!("\nsacct: error:  {w}")).collect();
+        return Err(format!("Unknown arguments:{words}"));
+    }
+    let jobs: Vec<String> = a.jobs.clone();
     let targets = common::parse_targets(&jobs).map_err(|id| format!("Invalid job id: {id}"))?;
     for t in &targets {
         match &t.tasks {

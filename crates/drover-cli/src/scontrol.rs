@@ -287,7 +287,8 @@ fn show(rest: &[String], o: &Opts) -> i32 {
                 Some(a) => match common::parse_targets([a]) {
                     Ok(t) => t,
                     Err(_) => {
-                        eprintln!("Invalid job id specified");
+                        // Refused before any RPC, in scontrol_print_job's words.
+                        eprintln!("scontrol_print_job error: Invalid job id specified");
                         return 1;
                     }
                 },
@@ -366,7 +367,8 @@ fn show(rest: &[String], o: &Opts) -> i32 {
                 reply.nodes.iter().filter(|n| wanted.as_ref().is_none_or(|w| w.contains(&n.name))).collect();
             if nodes.is_empty() {
                 if let Some(a) = arg {
-                    eprintln!("Node {a} not found");
+                    // On standard output, as scontrol prints it.
+                    println!("Node {a} not found");
                     return 1;
                 }
             }
@@ -421,7 +423,7 @@ fn show(rest: &[String], o: &Opts) -> i32 {
                 reply.partitions.iter().filter(|p| arg.as_ref().is_none_or(|a| *a == p.name)).collect();
             if parts.is_empty() {
                 if let Some(a) = arg {
-                    eprintln!("Partition {a} not found");
+                    println!("Partition {a} not found");
                     return 1;
                 }
                 println!("No partitions in the system");
@@ -458,7 +460,8 @@ fn show(rest: &[String], o: &Opts) -> i32 {
             0
         }
         other => {
-            eprintln!("invalid entity:{other} for keyword:show");
+            // Slurm's line ends with a space.
+            eprintln!("invalid entity:{other} for keyword:show ");
             1
         }
     }
@@ -1023,8 +1026,10 @@ fn job_action(action: &str, rest: &[String], fields: &[v1::KeyValue]) -> i32 {
     match r {
         Ok(reply) => {
             let mut rc = 0;
+            let mut last = None;
             for res in reply.results {
                 if !res.error.is_empty() {
+                    last = Some(res.error.clone());
                     if matches!(action, "suspend" | "resume") {
                         // Slurm's words for these, job by job.
                         let e = if res.error == "Invalid job id specified" {
@@ -1039,6 +1044,11 @@ fn job_action(action: &str, rest: &[String], fields: &[v1::KeyValue]) -> i32 {
                     }
                     rc = 1;
                 }
+            }
+            // Hold and release go through slurm_suspend's error path in scontrol, which
+            // ends with the last refusal once more.
+            if let (Some(e), "hold" | "uhold" | "release") = (last, action) {
+                eprintln!("slurm_suspend error: {e}");
             }
             rc
         }
@@ -1089,6 +1099,119 @@ fn top(rest: &[String]) -> i32 {
     }
 }
 
+/// The job fields `scontrol update JobId=...` takes (lower case), as its update_job.c
+/// knows them.
+const JOB_UPDATE_KEYS: &[&str] = &[
+    "account",
+    "admincomment",
+    "arraytaskthrottle",
+    "batchfeatures",
+    "begintime",
+    "burstbuffer",
+    "clusterfeatures",
+    "comment",
+    "contiguous",
+    "corespec",
+    "cpuspertask",
+    "cpuspertres",
+    "deadline",
+    "delayboot",
+    "dependency",
+    "eligibletime",
+    "endtime",
+    "excnodelist",
+    "exclude",
+    "features",
+    "gres",
+    "jobname",
+    "licenses",
+    "mailtype",
+    "mailuser",
+    "mcslabel",
+    "mincpusnode",
+    "minnodes",
+    "minmemorycpu",
+    "minmemorynode",
+    "mintmpdisknode",
+    "name",
+    "nice",
+    "nodelist",
+    "numcpus",
+    "numnodes",
+    "numtasks",
+    "oversubscribe",
+    "partition",
+    "prefer",
+    "priority",
+    "qos",
+    "reboot",
+    "reqcores",
+    "reqnodelist",
+    "reqnodes",
+    "reqprocs",
+    "reqsockets",
+    "reqthreads",
+    "requeue",
+    "reservationname",
+    "resetaccruetime",
+    "shared",
+    "sitefactor",
+    "starttime",
+    "stderr",
+    "stdin",
+    "stdout",
+    "switches",
+    "taskspernode",
+    "timelimit",
+    "timemin",
+    "tresperjob",
+    "trespernode",
+    "userid",
+    "wait4switch",
+    "wckey",
+    "workdir",
+    "mem",
+    "mempercpu",
+    "minmemory",
+    "cpus",
+    "ntasks",
+    "nodes",
+    "tres",
+    "gid",
+    "uid",
+];
+
+/// The key as the user spelled it.
+fn k_orig<'a>(pairs: &'a [(String, String)], lower: &str) -> &'a str {
+    pairs.iter().map(|(k, _)| k.as_str()).find(|k| k.eq_ignore_ascii_case(lower)).unwrap_or("")
+}
+
+/// A node state scontrol's update takes: its own words, or any node state's name (3 letters
+/// at least, any case), as update_node.c matches them.
+fn node_state_ok(v: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "NoResp",
+        "DRAIN",
+        "FAIL",
+        "FUTURE",
+        "RESUME",
+        "POWER_DOWN",
+        "POWER_DOWN_ASAP",
+        "POWER_DOWN_FORCE",
+        "POWER_UP",
+        "UNDRAIN",
+        "UNKNOWN",
+        "DOWN",
+        "IDLE",
+        "ALLOCATED",
+        "ERROR",
+        "MIXED",
+        "CANCEL_REBOOT",
+        "REBOOT",
+    ];
+    v.len() >= 3 && WORDS.iter().any(|w| w.len() >= v.len() && w[..v.len()].eq_ignore_ascii_case(v))
+}
+
 fn update(rest: &[String]) -> i32 {
     // Any `ReservationName=` makes it a reservation's update, as scontrol decides.
     let names_resv = |w: &String| {
@@ -1128,6 +1251,16 @@ fn update(rest: &[String]) -> i32 {
                             return 1;
                         }
                     },
+                    // What scontrol's job update knows; any other key is refused before a
+                    // request leaves.
+                    k if !JOB_UPDATE_KEYS.contains(&k) => {
+                        eprintln!(
+                            "Update of this parameter is not supported: {k_orig}={v}",
+                            k_orig = k_orig(&pairs, k)
+                        );
+                        eprintln!("Request aborted");
+                        return 1;
+                    }
                     "nice" => match crate::jobopts::parse_nice(v) {
                         Some(n) => n.to_string(),
                         None => {
@@ -1153,6 +1286,13 @@ fn update(rest: &[String]) -> i32 {
             let mut reason = String::new();
             for (k, v) in &pairs[1..] {
                 match k.to_ascii_lowercase().as_str() {
+                    "state" if !node_state_ok(v) => {
+                        eprintln!("Invalid input: {k}={v}");
+                        eprintln!("Request aborted");
+                        eprintln!("Valid states are: NoResp DRAIN FAIL FUTURE RESUME POWER_DOWN POWER_UP UNDRAIN");
+                        eprintln!("Not all states are valid given a node's prior state");
+                        return 1;
+                    }
                     "state" => state = v.clone(),
                     "reason" => reason = v.clone(),
                     other => {
@@ -1178,14 +1318,26 @@ fn update(rest: &[String]) -> i32 {
             });
             match r {
                 Ok(()) => 0,
+                // scontrol checks this one itself, in these words alone.
+                Err(e) if e.starts_with("You must specify a reason") => {
+                    eprintln!("{e}");
+                    1
+                }
                 Err(e) => {
                     eprintln!("slurm_update error: {e}");
                     1
                 }
             }
         }
-        other => {
+        other if ["partitionname", "frontendname", "slurmctlddebug", "suspendexcnodes"].contains(&other) => {
             eprintln!("Update of {other} is not supported");
+            1
+        }
+        _ => {
+            eprintln!("No valid entity in update command");
+            eprintln!(
+                "Input line must include \"NodeName\", \"PartitionName\", \"Reservation\", \"JobId\", or \"SlurmctldDebug\""
+            );
             1
         }
     }

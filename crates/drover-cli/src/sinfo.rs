@@ -51,6 +51,11 @@ struct Args {
     json: bool,
     #[arg(short = 'M', long = "clusters")]
     clusters: Option<String>,
+    #[arg(short = 'i', long = "iterate")]
+    iterate: Option<String>,
+    /// Words that are no option: sinfo's getopt loop leaves them, and nothing reads them.
+    #[arg(trailing_var_arg = true)]
+    ignored: Vec<String>,
     #[arg(short = 'T', long = "reservation")]
     reservation: bool,
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
@@ -389,14 +394,26 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(a) => a,
         Err(code) => return code,
     };
+    let every = match common::iterate_opt(a.iterate.as_deref(), "sinfo: error: Error: invalid entry for --iterate=") {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
     let cfg = match common::config_for("sinfo") {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if let Err(code) = common::check_clusters("sinfo", a.clusters.as_deref(), &cfg.cluster_name) {
+        return code;
+    }
+    common::repeat(every, |dated| show(&a, &cfg, dated))
+}
+
+/// One report; `dated`: with the date line above the header (`-i`, as `-l` has it).
+fn show(a: &Args, cfg: &drover_model::conf::Config, dated: bool) -> i32 {
     if a.reservation {
         return crate::resv::sinfo_report(a.noheader);
     }
-    let reply = common::fetch_state(&cfg, v1::StateRequest { nodes: true, partitions: true, ..Default::default() });
+    let reply = common::fetch_state(cfg, v1::StateRequest { nodes: true, partitions: true, ..Default::default() });
     let reply = match reply {
         Ok(r) => r,
         Err(e) => {
@@ -526,7 +543,7 @@ pub fn main(args: Vec<String>) -> i32 {
     }
     let _ = a.exact;
     let mut out = String::new();
-    if date_line && !a.noheader {
+    if (date_line || dated) && !a.noheader {
         out.push_str(&common::fmt_header_date(reply.now));
         out.push('\n');
     }

@@ -53,8 +53,14 @@ struct Args {
     account: Option<String>,
     #[arg(short = 'q', long = "qos")]
     qos: Option<String>,
+    #[arg(short = 'L', long = "licenses")]
+    licenses: Option<String>,
+    #[arg(short = 'R', long = "reservation")]
+    reservation: Option<String>,
     #[arg(short = 'M', long = "clusters")]
     clusters: Option<String>,
+    #[arg(short = 'i', long = "iterate")]
+    iterate: Option<String>,
     #[arg(short = 's', long = "steps", num_args = 0..=1, default_missing_value = "")]
     steps: Option<String>,
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
@@ -94,6 +100,7 @@ pub(crate) const EXTRA: &[(&str, &str)] = &[
     ("delayboot", "DELAY_BOOT"),
     ("derivedec", "DERIVED_EC"),
     ("eligibletime", "ELIGIBLE_TIME"),
+    ("exit_code", "EXIT_CODE"),
     ("hetjobid", "HET_JOB_ID"),
     ("hetjobidset", "HET_JOB_ID_SET"),
     ("hetjoboffset", "HET_JOB_OFFSET"),
@@ -118,6 +125,9 @@ pub(crate) const EXTRA: &[(&str, &str)] = &[
     ("preempttime", "PREEMPT_TIME"),
     ("prefer", "PREFER"),
     ("profile", "PROFILE"),
+    // -O's ReasonList: a waiting job's reason cut to the column (a node list is whole), where
+    // -o's %R prints both whole.
+    ("reasonlist", "NODELIST(REASON)"),
     ("reboot", "REBOOT"),
     ("reqswitch", "REQ_SWITCH"),
     ("requeue", "REQUEUE"),
@@ -184,7 +194,6 @@ fn long_field(name: &str) -> Option<char> {
         "prioritylong" => 'Q',
         "qos" => 'q',
         "reason" => 'r',
-        "reasonlist" => 'R',
         "reqnodes" => 'n',
         "reservation" => 'v',
         "starttime" => 'S',
@@ -198,33 +207,46 @@ fn long_field(name: &str) -> Option<char> {
         "username" => 'u',
         "workdir" => 'Z',
         "schednodes" => 'Y',
-        "exit_code" | "exitcode" => 'X',
         _ => return None,
     })
 }
 
-pub(crate) fn parse_long_format(spec: &str) -> Result<Vec<Item>, String> {
+pub(crate) fn parse_long_format(spec: &str) -> (Vec<Item>, Vec<String>) {
     long_items(spec, long_field, "job")
 }
 
-/// `-O Name[:[.]width],...` as format items, each name's code from `code` (a `what` format
-/// names the refusal): 20 wide by default, the width the whole column's (no separator
-/// between columns, as in Slurm).
-pub(crate) fn long_items(spec: &str, code: impl Fn(&str) -> Option<char>, what: &str) -> Result<Vec<Item>, String> {
-    let mut items = Vec::new();
+/// `-O Name[:[.][width][suffix]],...` as format items, each name's code from `code`: 20 wide
+/// by default, the width the whole column's (no separator between columns), what follows
+/// the width's digits printed after the field, as squeue's `_parse_long_token` reads it. An
+/// unknown name is left out, and what to say about it (a `what` format) is returned beside
+/// the items: Slurm reports it and goes on.
+pub(crate) fn long_items(spec: &str, code: impl Fn(&str) -> Option<char>, what: &str) -> (Vec<Item>, Vec<String>) {
+    let (mut items, mut errors) = (Vec::new(), Vec::new());
     for f in spec.split(',').filter(|f| !f.is_empty()) {
         let (name, size) = match f.split_once(':') {
             Some((n, s)) => (n, Some(s)),
             None => (f, None),
         };
-        let code = code(name).ok_or_else(|| format!("Invalid {what} format specification: {name}"))?;
-        let (right, width) = match size {
-            Some(s) => (s.starts_with('.'), s.trim_start_matches('.').parse::<usize>().ok()),
-            None => (false, Some(20)),
+        let Some(code) = code(name) else {
+            errors.push(format!("Invalid {what} format specification: {name}"));
+            continue;
+        };
+        let (right, width, suffix) = match size {
+            Some(s) => {
+                let right = s.starts_with('.');
+                let s = s.strip_prefix('.').unwrap_or(s);
+                let digits = s.chars().take_while(|c| c.is_ascii_digit()).count();
+                // No width (or 0): the value whole, as squeue's printers take a size of 0.
+                (right, s[..digits].parse::<usize>().ok().filter(|w| *w > 0), &s[digits..])
+            }
+            None => (false, Some(20), ""),
         };
         items.push(Item::Field { code, width, right });
+        if !suffix.is_empty() {
+            items.push(Item::Lit(suffix.to_string()));
+        }
     }
-    Ok(items)
+    (items, errors)
 }
 
 /// The request fields (`JobSpec` tags) the text output will not read with these items: the
@@ -239,6 +261,17 @@ fn spec_skip(items: &[Item]) -> Vec<u32> {
         if !codes.contains(&code) {
             skip.push(tag);
         }
+    }
+    // -O STDOUT, STDERR (which falls back on stdout) and STDIN read their paths.
+    let wants = |name: &str| long_field(name).is_some_and(|c| codes.contains(&c));
+    if wants("stdout") || wants("stderr") {
+        skip.retain(|t| *t != 26);
+    }
+    if wants("stderr") {
+        skip.retain(|t| *t != 27);
+    }
+    if wants("stdin") {
+        skip.retain(|t| *t != 28);
     }
     skip
 }
@@ -319,7 +352,6 @@ fn push_sort_key(out: &mut Vec<u8>, j: &v1::JobInfo, keys: &[(bool, char)], now:
 
 /// Which jobs the command line selects.
 struct Filter {
-    job_ids: Vec<u32>,
     /// `-j N_M`: array elements asked for, as (array id, tasks).
     elements: Vec<(u32, Option<drover_model::array::TaskSet>)>,
     states: Option<Vec<String>>,
@@ -327,6 +359,13 @@ struct Filter {
     parts: Option<Vec<String>>,
     names: Option<Vec<String>>,
     nodes: Option<Vec<String>>,
+    /// `-A`, `-q`: matched whatever their case, as squeue's `_filter_job` does.
+    accounts: Option<Vec<String>>,
+    qos: Option<Vec<String>>,
+    /// `-L`: a job whose licenses name one of these (a substring of one of its `name:count`).
+    licenses: Option<Vec<String>>,
+    /// `-R`: the job's reservation, exactly.
+    reservation: Option<String>,
 }
 
 impl Filter {
@@ -349,7 +388,9 @@ impl Filter {
         let st = JobState::parse(&j.state);
         let state_ok = match &self.states {
             Some(list) => list.iter().any(|s| s == "ALL" || JobState::parse(s).is_some_and(|want| Some(want) == st)),
-            None => !self.job_ids.is_empty() || st.is_some_and(|s| !s.is_finished()),
+            // Pending, running and completing, whether or not ids were given (real squeue -j
+            // of a completed job within MinJobAge prints the header alone).
+            None => st.is_some_and(|s| !s.is_finished()),
         };
         state_ok
             && self.users.as_ref().is_none_or(|u| {
@@ -359,7 +400,25 @@ impl Filter {
             && self.parts.as_ref().is_none_or(|p| p.contains(&j.partition))
             && self.names.as_ref().is_none_or(|n| n.contains(&jobview::spec(j).name))
             && self.nodes.as_ref().is_none_or(|n| j.alloc.iter().any(|a| n.contains(&a.node)))
+            && self.accounts.as_ref().is_none_or(|l| {
+                let have = drover_proto::jobinfo::account(jobview::spec(j));
+                l.iter().any(|x| x.eq_ignore_ascii_case(have))
+            })
+            && self.qos.as_ref().is_none_or(|l| {
+                let have = drover_proto::jobinfo::qos(jobview::spec(j));
+                l.iter().any(|x| x.eq_ignore_ascii_case(have))
+            })
+            && self.licenses.as_ref().is_none_or(|l| {
+                let have = jobview::spec(j).licenses.as_deref().unwrap_or("");
+                have.split(',').any(|token| !token.is_empty() && l.iter().any(|x| token.contains(x.as_str())))
+            })
+            && self.reservation.as_ref().is_none_or(|r| jobview::spec(j).reservation.as_deref() == Some(r.as_str()))
     }
+}
+
+/// A comma-separated option's words.
+fn list(v: &Option<String>) -> Option<Vec<String>> {
+    v.as_ref().map(|s| s.split(',').filter(|x| !x.is_empty()).map(String::from).collect())
 }
 
 /// The job states squeue knows, in the order its error lists them.
@@ -387,6 +446,26 @@ pub fn main(args: Vec<String>) -> i32 {
     if let Some(steps) = &a.steps {
         return steps_main(&a, steps);
     }
+    // Bare words are job ids only after a bare -j (getopt's optional argument), as squeue's
+    // opts.c takes them.
+    if let Some(word) = a.rest.first().filter(|_| !a.jobs.iter().any(|j| j.is_empty())) {
+        eprintln!("squeue: error: Unrecognized option: {word}");
+        crate::help::print("squeue", true);
+        return 1;
+    }
+    // Slurm's error() line, and a newline of its format string's own.
+    let every = match common::iterate_opt(a.iterate.as_deref(), "squeue: error: --iterate=") {
+        Ok(e) => e,
+        Err(code) => {
+            eprintln!();
+            return code;
+        }
+    };
+    common::repeat(every, |dated| show(&a, dated))
+}
+
+/// One listing; `dated`: with the date line above the header (`-i`, as `-l` has it).
+fn show(a: &Args, dated: bool) -> i32 {
     let targets = match common::parse_targets(a.jobs.iter().chain(a.rest.iter())) {
         Ok(t) => t,
         Err(id) => {
@@ -407,6 +486,9 @@ pub fn main(args: Vec<String>) -> i32 {
         Err(code) => return code,
     };
     let _ = jobview::CLUSTER.set(cfg.cluster_name.clone());
+    if let Err(code) = common::check_clusters("squeue", a.clusters.as_deref(), &cfg.cluster_name) {
+        return code;
+    }
     let timing = std::env::var_os("DROVER_TIMING").is_some();
     if let Some(bad) = a.states.as_deref().and_then(bad_job_state) {
         eprintln!("squeue: error: Invalid job state specified: {bad}");
@@ -433,7 +515,6 @@ pub fn main(args: Vec<String>) -> i32 {
     let active_only = a.states.is_none();
     let req = v1::StateRequest { job_ids: job_ids.clone(), jobs: true, active_only, ..Default::default() };
     let filter = Filter {
-        job_ids: job_ids.clone(),
         elements,
         states: a.states.as_ref().map(|s| s.split(',').map(|x| x.to_ascii_uppercase()).collect()),
         users: if a.me {
@@ -444,6 +525,10 @@ pub fn main(args: Vec<String>) -> i32 {
         parts: a.partitions.as_ref().map(|p| p.split(',').map(String::from).collect()),
         names: a.names.as_ref().map(|p| p.split(',').map(String::from).collect()),
         nodes: a.nodes.as_ref().and_then(|n| drover_model::hostlist::Hostlist::parse(n).ok()).map(|h| h.names()),
+        accounts: list(&a.account),
+        qos: list(&a.qos),
+        licenses: list(&a.licenses),
+        reservation: a.reservation.clone(),
     };
     let sort = a.sort.clone().or_else(|| std::env::var("SQUEUE_SORT").ok()).unwrap_or_else(|| {
         if a.start {
@@ -454,13 +539,11 @@ pub fn main(args: Vec<String>) -> i32 {
     });
     let sort = parse_sort(&sort);
     let items = if let Some(f) = &a.format_long {
-        match parse_long_format(f) {
-            Ok(i) => i,
-            Err(e) => {
-                eprintln!("squeue: error: {e}");
-                return 1;
-            }
+        let (items, errors) = parse_long_format(f);
+        for e in errors {
+            eprintln!("squeue: error: {e}");
         }
+        items
     } else {
         let fmt = a.format.clone().or_else(|| std::env::var("SQUEUE_FORMAT").ok()).unwrap_or_else(|| {
             if a.start {
@@ -564,7 +647,7 @@ pub fn main(args: Vec<String>) -> i32 {
         eprintln!("sort {:?}", t0.elapsed());
     }
     let mut out = Vec::with_capacity(lines.text.len() + 256);
-    if a.long && !a.noheader {
+    if (a.long || dated) && !a.noheader {
         out.extend_from_slice(common::fmt_header_date(now).as_bytes());
         out.push(b'\n');
     }
@@ -623,13 +706,13 @@ fn steps_main(a: &Args, steps: &str) -> i32 {
     };
     let parts: Option<Vec<String>> = a.partitions.as_ref().map(|p| p.split(',').map(String::from).collect());
     let items = match &a.format_long {
-        Some(spec) => match crate::steps::squeue_long_items(spec) {
-            Ok(items) => items,
-            Err(e) => {
+        Some(spec) => {
+            let (items, errors) = crate::steps::squeue_long_items(spec);
+            for e in errors {
                 eprintln!("squeue: error: {e}");
-                return 1;
             }
-        },
+            items
+        }
         None => crate::format::parse(&a.format.clone().unwrap_or_else(|| crate::steps::SQUEUE_DEFAULT.into())),
     };
     let (text, errors) = crate::steps::squeue_text(&rows, items, !a.noheader, a.long, reply.now, |r| {
@@ -655,7 +738,9 @@ fn steps_main(a: &Args, steps: &str) -> i32 {
 /// them): times left, limits and used, node lists, the reason list, and a pending array's
 /// `N_[1-3]`.
 fn uncut(code: char, value: &str) -> bool {
-    matches!(code, 'L' | 'l' | 'M' | 'N' | 'Y' | 'R') || (code == 'i' && value.contains('['))
+    matches!(code, 'L' | 'l' | 'M' | 'N' | 'Y' | 'R')
+        || (code == 'i' && value.contains('['))
+        || (Some(code) == long_field("reasonlist") && !value.starts_with('('))
 }
 
 #[derive(Default)]

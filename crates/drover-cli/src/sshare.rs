@@ -282,9 +282,9 @@ fn table(o: &Opts, fs: &[Field], rows: &[v1::ShareRow], cluster: &str) -> String
                 Kind::Cluster => Cell::Str(Some(cluster.to_string())),
                 Kind::User => Cell::Str(user.then(|| r.user.clone())),
                 Kind::RawShares => Cell::Uint(r.raw_shares.map(u64::from)),
-                Kind::NormShares => Cell::Double(Some(r.norm_shares)),
+                Kind::NormShares => Cell::Double(r.norm_shares),
                 Kind::RawUsage => Cell::Uint(Some(r.raw_usage as u64)),
-                Kind::NormUsage => Cell::Double((!root).then_some(r.norm_usage)),
+                Kind::NormUsage => Cell::Double(r.norm_usage.filter(|_| !root)),
                 Kind::Effectv => Cell::Double(Some(r.effectv_usage)),
                 Kind::FairShare => Cell::Double(if user { r.fairshare } else { None }),
                 Kind::LevelFs => Cell::Double(r.level_fs),
@@ -313,7 +313,7 @@ mod tests {
             user: user.into(),
             depth,
             raw_shares: shares,
-            norm_shares: norm,
+            norm_shares: Some(norm),
             raw_usage: usage,
             ..Default::default()
         }
@@ -328,6 +328,20 @@ mod tests {
         assert_eq!(fields("Nope").err().unwrap(), "Invalid field requested: \"nope\"");
     }
 
+    /// `sshare -a -n -P [-A ACCOUNTS]`.
+    fn parsable_all(accounts: &[&str]) -> Opts {
+        Opts {
+            all: true,
+            accounts: accounts.iter().map(|a| a.to_string()).collect(),
+            users: vec![],
+            long: false,
+            noheader: true,
+            parsable: Some(false),
+            users_only: false,
+            format: None,
+        }
+    }
+
     #[test]
     fn accounts_indent_under_the_printed_ones() {
         let rows = vec![
@@ -336,17 +350,38 @@ mod tests {
             row(2, "physics", "alice", Some(1), 1.0, 0.0),
             row(2, "theory", "", Some(1), 0.5, 0.0),
         ];
-        let o = Opts {
-            all: true,
-            accounts: vec!["physics".into()],
-            users: vec![],
-            long: false,
-            noheader: true,
-            parsable: Some(false),
-            users_only: false,
-            format: None,
-        };
+        let o = parsable_all(&["physics"]);
         let t = table(&o, &fields("A,User").unwrap(), &rows, "lab");
         assert_eq!(t, "physics|\n physics|alice\n");
+    }
+
+    /// priority/basic's rows (no normalised shares or usage, everything else 0), as the lab's
+    /// real sshare -P printed them (testdata/corpus/slurm-22.05.txt, sshare/P).
+    #[test]
+    fn basic_rows_print_blank_where_slurm_computes_nothing() {
+        let basic = |depth, account: &str, user: &str, shares| v1::ShareRow {
+            account: account.into(),
+            user: user.into(),
+            depth,
+            raw_shares: shares,
+            level_fs: Some(0.0),
+            fairshare: (!user.is_empty()).then_some(0.0),
+            ..Default::default()
+        };
+        let rows = vec![
+            basic(0, "root", "", None),
+            basic(1, "root", "root", Some(1)),
+            basic(1, "physics", "", Some(1)),
+            basic(2, "physics", "root", Some(1)),
+            basic(2, "theory", "", Some(1)),
+        ];
+        let o = parsable_all(&[]);
+        let t = table(&o, &fields("A,User,RawShares,NormShares,RawUsage,Eff,Fairshare").unwrap(), &rows, "lab");
+        assert_eq!(
+            t,
+            "root||||0|0.000000|\n root|root|1||0|0.000000|0.000000\n physics||1||0|0.000000|\n  physics|root|1||0|0.000000|0.000000\n  theory||1||0|0.000000|\n"
+        );
+        let long = table(&o, &fields("A,User,NormUsage,Eff,Fairshare,LevelFS").unwrap(), &rows[..2], "lab");
+        assert_eq!(long, "root|||0.000000||0.000000\n root|root||0.000000|0.000000|0.000000\n");
     }
 }

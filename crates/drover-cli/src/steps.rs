@@ -121,7 +121,7 @@ fn step_long(c: char) -> Option<&'static (&'static str, &'static str, Option<cha
 }
 
 /// `squeue -s -O` as format items.
-pub fn squeue_long_items(spec: &str) -> Result<Vec<Item>, String> {
+pub fn squeue_long_items(spec: &str) -> (Vec<Item>, Vec<String>) {
     let code = |name: &str| {
         let lower = name.to_ascii_lowercase();
         let i = STEP_LONG.iter().position(|(n, _, _)| *n == lower)?;

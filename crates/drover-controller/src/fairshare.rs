@@ -251,9 +251,9 @@ pub fn compute(
             user: a.user.clone(),
             depth: *depth as u32,
             raw_shares: (!root).then_some(t.shares),
-            norm_shares: s.shares_norm,
+            norm_shares: Some(s.shares_norm),
             raw_usage: s.usage_raw,
-            norm_usage: s.usage_norm,
+            norm_usage: Some(s.usage_norm),
             effectv_usage: s.usage_efctv,
             fairshare: s.factor,
             level_fs: s.level_fs,
@@ -261,6 +261,20 @@ pub fn compute(
         });
     }
     (factors, rows)
+}
+
+/// sshare's rows under priority/basic, which computes nothing: Slurm's associations keep the
+/// values they are made with (`slurmdb_create_assoc_usage`): no normalised shares or usage
+/// (blank), no usage, effective usage and level fairshare 0, a user's fairshare 0.
+pub fn basic_rows(rows: &mut [v1::ShareRow]) {
+    for r in rows {
+        r.norm_shares = None;
+        r.norm_usage = None;
+        r.raw_usage = 0.0;
+        r.effectv_usage = 0.0;
+        r.level_fs = Some(0.0);
+        r.fairshare = (!r.user.is_empty()).then_some(0.0);
+    }
 }
 
 /// `PriorityUsageResetPeriod`: when usage last reset at `last` resets next, on the local
@@ -435,5 +449,28 @@ mod tests {
             (alice.into(), alice.into(), alice.into())
         );
         assert!(of("chem", "").starts_with("cpu=0,"));
+    }
+
+    #[test]
+    fn priority_basic_rows_keep_the_tree_and_compute_nothing() {
+        let mut st = v1::AdminState { assocs: drover_proto::acct::root_assocs("lab"), ..Default::default() };
+        st.assocs.push(v1::AcctAssoc {
+            cluster: "lab".into(),
+            account: "root".into(),
+            user: "alice".into(),
+            parent: "root".into(),
+            ..Default::default()
+        });
+        let mut u = Usage::default();
+        u.raw.insert(("root".into(), "alice".into()), 50.0);
+        let (_, mut rows) = compute(&st, "lab", &u);
+        assert!(rows.iter().any(|r| r.norm_shares.is_some()), "Fair Tree normalises shares");
+        basic_rows(&mut rows);
+        for r in &rows {
+            assert_eq!((r.norm_shares, r.norm_usage, r.raw_usage, r.effectv_usage), (None, None, 0.0, 0.0), "{r:?}");
+            assert_eq!(r.level_fs, Some(0.0));
+            assert_eq!(r.fairshare, (!r.user.is_empty()).then_some(0.0));
+        }
+        assert_eq!(rows.len(), 3, "the tree is kept: root, and its two users");
     }
 }

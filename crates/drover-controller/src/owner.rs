@@ -984,7 +984,8 @@ impl Owner {
             // (usage 0), as Slurm's does: tools ask it which accounts a user may charge.
             self.fs.stale = false;
             if let Some(a) = self.acct_admin.as_deref() {
-                let (_, rows) = crate::fairshare::compute(&a.st, &self.cfg.cluster_name, &Default::default());
+                let (_, mut rows) = crate::fairshare::compute(&a.st, &self.cfg.cluster_name, &Default::default());
+                crate::fairshare::basic_rows(&mut rows);
                 self.fs.rows = Arc::new(rows);
                 self.dirty = true;
             }

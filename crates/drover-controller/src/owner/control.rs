@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// Slurm's ESLURM_ALREADY_DONE: what a hold, release or update of a finished job is told.
+const ALREADY_DONE: &str = "Job has already finished";
+
 impl Owner {
     pub(super) fn can_modify(&self, j: &Job, caller: Caller) -> bool {
         caller.uid == j.uid || self.operator(caller)
@@ -373,6 +376,9 @@ impl Owner {
         let mut st = j.status.clone();
         match req.action.as_str() {
             "hold" | "uhold" => {
+                if j.status.state.is_finished() {
+                    return Err(ALREADY_DONE.into());
+                }
                 if j.status.state != JobState::Pending {
                     return Err("Job is no longer pending execution".into());
                 }
@@ -382,8 +388,13 @@ impl Owner {
                 self.core.handle(Event::Updated(self.sched_job(&self.durable.jobs[&id])));
             }
             "release" => {
+                if j.status.state.is_finished() {
+                    return Err(ALREADY_DONE.into());
+                }
                 if j.status.state != JobState::Pending {
-                    return Err("Job is no longer pending execution".into());
+                    // Nothing holds a started job: Slurm's release of one succeeds, changing
+                    // nothing.
+                    return Ok(());
                 }
                 if matches!(j.status.hold, Some(HoldKind::Admin | HoldKind::LaunchFailed)) && !self.operator(caller) {
                     return Err("Access/permission denied".into());
@@ -436,6 +447,7 @@ impl Owner {
                 }
                 self.suspend_or_resume(id, req.action == "suspend", now())?;
             }
+            "update" if j.status.state.is_finished() => return Err(ALREADY_DONE.into()),
             "update" => self.update_job(&j, st, &req.fields, caller)?,
             other => return Err(format!("unknown job action {other}")),
         }

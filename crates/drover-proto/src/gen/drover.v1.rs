@@ -722,12 +722,13 @@ pub struct ShareRow {
     /// Absent for the root.
     #[prost(uint32, optional, tag = "4")]
     pub raw_shares: ::core::option::Option<u32>,
-    #[prost(double, tag = "5")]
-    pub norm_shares: f64,
+    /// Absent where none is computed (priority/basic), as Slurm's NO_VAL prints blank.
+    #[prost(double, optional, tag = "5")]
+    pub norm_shares: ::core::option::Option<f64>,
     #[prost(double, tag = "6")]
     pub raw_usage: f64,
-    #[prost(double, tag = "7")]
-    pub norm_usage: f64,
+    #[prost(double, optional, tag = "7")]
+    pub norm_usage: ::core::option::Option<f64>,
     #[prost(double, tag = "8")]
     pub effectv_usage: f64,
     /// Users only.

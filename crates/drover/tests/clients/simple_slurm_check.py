@@ -18,8 +18,9 @@ after = Slurm(dependency=dict(afterok=first), job_name="ss-after", output="after
 second = after.sbatch("echo after $SLURM_JOB_DEPENDENCY")
 end = time.time() + 60
 while time.time() < end:
-    # squeue -j lists the jobs in any state (finished ones for MinJobAge).
-    queued = subprocess.run(["squeue", "-h", "-j", f"{first},{second}", "-o", "%i %T"], capture_output=True,
+    # -t all: squeue -j alone, as Slurm 22.05's, lists only pending, running and completing
+    # jobs (finished ones stay in view for MinJobAge with -t).
+    queued = subprocess.run(["squeue", "-h", "-t", "all", "-j", f"{first},{second}", "-o", "%i %T"], capture_output=True,
                             text=True).stdout
     if queued.split()[1::2] == ["COMPLETED"] * 4:
         break
