@@ -144,7 +144,7 @@ pub fn main(args: Vec<String>) -> i32 {
     // The script and paths as bytes: what is not UTF-8 is kept (drover_model::bytes).
     let (raw, script_name, command) = if let Some(w) = &cli.wrap {
         if !cli.script.is_empty() {
-            eprintln!("sbatch: error: script argument not permitted with --wrap option");
+            eprintln!("sbatch: error: Script arguments not permitted with --wrap option");
             return 1;
         }
         let text = format!("#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{w}\n");
