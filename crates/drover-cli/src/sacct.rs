@@ -587,7 +587,8 @@ fn today(now: i64) -> i64 {
         .map_or(now, |z| z.timestamp().as_second())
 }
 
-/// The selection a command line asks for.
+/// The selection a command line asks for; refused, the lines sacct prints, whole (Slurm's
+/// prefixes differ: `fatal:` for a state or job id, none for a time).
 fn query(a: &Args, cluster: &str, now: i64, me: u32) -> Result<v1::AcctQuery, String> {
     let list = |v: &Option<String>| -> Vec<String> {
         v.as_deref().map(|s| s.split(',').filter(|x| !x.is_empty()).map(String::from).collect()).unwrap_or_default()
@@ -609,17 +610,19 @@ fn query(a: &Args, cluster: &str, now: i64, me: u32) -> Result<v1::AcctQuery, St
         };
     }
     for st in list(&a.states) {
-        q.states.push(state_name(&st).ok_or_else(|| format!("Invalid state: {st}"))?.to_string());
+        q.states.push(
+            state_name(&st).ok_or_else(|| format!("sacct: fatal: unrecognized job state value '{st}'"))?.to_string(),
+        );
     }
     for u in list(&a.users) {
-        q.uids.push(common::uid_of(&u).ok_or_else(|| format!("Invalid user id: {u}"))?);
+        q.uids.push(common::uid_of(&u).ok_or_else(|| format!("sacct: error: Invalid user id: {u}"))?);
     }
     for g in list(&a.groups) {
         let gid = g
             .parse::<u32>()
             .ok()
             .or_else(|| nix::unistd::Group::from_name(&g).ok().flatten().map(|gr| gr.gid.as_raw()));
-        q.gids.push(gid.ok_or_else(|| format!("Invalid group id: {g}"))?);
+        q.gids.push(gid.ok_or_else(|| format!("sacct: error: Invalid group id: {g}"))?);
     }
     if a.users.is_none() && !a.all_users && me != 0 {
         q.uids.push(me);
@@ -627,15 +630,15 @@ fn query(a: &Args, cluster: &str, now: i64, me: u32) -> Result<v1::AcctQuery, St
     if !a.rest.is_empty() {
         // Words that are no option (sacct takes job ids after -j only), one line each.
         let words: String = a.rest.iter().map(|w| format!("\nsacct: error:  {w}")).collect();
-        return Err(format!("Unknown arguments:{words}"));
+        return Err(format!("sacct: error: Unknown arguments:{words}"));
     }
     let jobs: Vec<String> = a.jobs.clone();
-    let targets = common::parse_targets(&jobs).map_err(|id| format!("Invalid job id: {id}"))?;
+    let targets = common::parse_targets(&jobs).map_err(|id| format!("sacct: fatal: Bad job/step specified: {id}"))?;
     for t in &targets {
         match &t.tasks {
             Some(tasks) => {
-                let set =
-                    drover_model::array::ArraySpec::parse(tasks).map_err(|_| format!("Invalid job id: {tasks}"))?;
+                let set = drover_model::array::ArraySpec::parse(tasks)
+                    .map_err(|_| format!("sacct: fatal: Bad job/step specified: {tasks}"))?;
                 for task in set.tasks.iter() {
                     q.jobs.push(v1::AcctJobSelector {
                         job_id: t.job_id,
@@ -647,7 +650,7 @@ fn query(a: &Args, cluster: &str, now: i64, me: u32) -> Result<v1::AcctQuery, St
             None => q.jobs.push(v1::AcctJobSelector { job_id: t.job_id, array_task_id: None, step_id: t.step_id }),
         }
     }
-    let parse = |s: &str| past_time(s, now).ok_or_else(|| format!("Invalid time specification: {s}"));
+    let parse = |s: &str| past_time(s, now).ok_or_else(|| format!("Invalid time specification (pos=0): {s}"));
     let start = a.start.as_deref().map(parse).transpose()?;
     let end = a.end.as_deref().map(parse).transpose()?;
     // Slurm's default window: today with no -j or -s; now with -s; everything with -j.
@@ -659,7 +662,7 @@ fn query(a: &Args, cluster: &str, now: i64, me: u32) -> Result<v1::AcctQuery, St
     };
     q.end = end.unwrap_or(if q.start == 0 { 0 } else { now });
     if q.start != 0 && q.end != 0 && q.end < q.start {
-        return Err("Start time requested is after end time.".into());
+        return Err("sacct: error: Start time requested is after end time.".into());
     }
     Ok(q)
 }
@@ -724,8 +727,8 @@ pub fn main(args: Vec<String>) -> i32 {
     let me = nix::unistd::getuid().as_raw();
     let q = match query(&a, &cfg.cluster_name, now, me) {
         Ok(q) => q,
-        Err(e) => {
-            eprintln!("sacct: error: {e}");
+        Err(lines) => {
+            eprintln!("{lines}");
             return 1;
         }
     };
@@ -909,6 +912,6 @@ mod tests {
         assert_eq!(q.start, now - 30 * 86400);
         assert!(q.uids.is_empty());
         let a = Args::try_parse_from(["sacct", "-s", "XX"]).unwrap();
-        assert_eq!(query(&a, "lab", now, 0).unwrap_err(), "Invalid state: XX");
+        assert_eq!(query(&a, "lab", now, 0).unwrap_err(), "sacct: fatal: unrecognized job state value 'XX'");
     }
 }

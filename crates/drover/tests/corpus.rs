@@ -85,8 +85,10 @@ fn the_generated_corpus_answers_as_real_slurm_did() {
             ..Options::default()
         },
     );
-    let work = c.dir.path().join("work");
-    std::fs::create_dir_all(&work).expect("a work directory");
+    // Named as `cargo xtask compat capture` names its own (/tmp/drover-corpus-...): a path
+    // that sacct cuts to its column (WorkDir) then reads the same on both sides.
+    let work_dir = tempfile::Builder::new().prefix("drover-corpus-").tempdir().expect("a work directory");
+    let work = work_dir.path().to_path_buf();
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o755)).expect("chmod work");
