@@ -1,6 +1,7 @@
 //! `scancel`: cancel or signal jobs.
 
 use crate::common::{self, status_msg};
+use crate::jobview;
 use clap::Parser;
 use drover_proto::v1;
 
@@ -56,12 +57,112 @@ pub fn parse_signal(s: &str) -> Option<i32> {
     drover_model::signal::signal_number(s)
 }
 
+/// `-i`: the targets whose cancel the user confirms, asked job by job on standard output in
+/// scancel's words (`Cancel job_id=13 name=x partition=cpu [y/n]? `), the answer a line of
+/// standard input (y or n, asked again otherwise; none is no). Jobs the filters select are
+/// found here; an id that matches no active job is passed on for the controller to refuse.
+fn confirmed(
+    cfg: &drover_model::conf::Config,
+    a: &Args,
+    ids: &[v1::JobTarget],
+    user: Option<&str>,
+) -> Result<Vec<v1::JobTarget>, String> {
+    use std::io::{BufRead, Write};
+    let req = v1::StateRequest {
+        job_ids: ids.iter().map(|t| t.job_id).collect(),
+        jobs: true,
+        active_only: true,
+        ..Default::default()
+    };
+    let jobs = common::jobs_in(common::fetch_state(cfg, req)?);
+    let nodes: Option<Vec<String>> =
+        a.nodelist.as_ref().map(|n| drover_model::hostlist::Hostlist::parse(n).map(|h| h.names()).unwrap_or_default());
+    let selected = |j: &v1::JobInfo| {
+        let spec = jobview::spec(j);
+        let st = j.state.as_str();
+        user.is_none_or(|u| u == jobview::user(j) || u.parse::<u32>() == Ok(spec.uid))
+            && a.name.as_ref().is_none_or(|n| n.split(',').any(|n| n == spec.name))
+            && a.partition.as_ref().is_none_or(|p| p.split(',').any(|p| p == j.partition))
+            && a.state.as_ref().is_none_or(|s| {
+                s.split(',').any(|s| match s.to_ascii_uppercase().as_str() {
+                    "PD" | "PENDING" => st == "PENDING",
+                    "R" | "RUNNING" => st == "RUNNING",
+                    _ => st == "SUSPENDED",
+                })
+            })
+            && nodes.as_ref().is_none_or(|n| j.alloc.iter().any(|al| n.contains(&al.node)))
+    };
+    let ask = |what: String, j: &v1::JobInfo| -> bool {
+        let stdin = std::io::stdin();
+        loop {
+            print!("Cancel {what} name={} partition={} [y/n]? ", jobview::spec(j).name, j.partition);
+            let _ = std::io::stdout().flush();
+            let mut line = String::new();
+            match stdin.lock().read_line(&mut line) {
+                Ok(0) | Err(_) => return false,
+                Ok(_) => match line.chars().next() {
+                    Some('y' | 'Y') => return true,
+                    Some('n' | 'N') => return false,
+                    _ => continue,
+                },
+            }
+        }
+    };
+    let mut out = Vec::new();
+    if ids.is_empty() {
+        for j in jobs.iter().filter(|j| selected(j)) {
+            if ask(format!("job_id={}", jobview::job_id_text(j)), j) {
+                out.push(target_of(j));
+            }
+        }
+        return Ok(out);
+    }
+    for t in ids {
+        let of_it: Vec<&v1::JobInfo> =
+            jobs.iter().filter(|j| (j.job_id == t.job_id || j.array_job_id == t.job_id) && selected(j)).collect();
+        if of_it.is_empty() {
+            out.push(t.clone());
+            continue;
+        }
+        match (t.step_id, &t.tasks) {
+            (Some(step), _) => {
+                if ask(format!("step_id={}.{step}", t.job_id), of_it[0]) {
+                    out.push(t.clone());
+                }
+            }
+            // Tasks named: one question for what was named.
+            (None, Some(tasks)) => {
+                if ask(format!("job_id={}_{tasks}", t.job_id), of_it[0]) {
+                    out.push(t.clone());
+                }
+            }
+            (None, None) => {
+                for j in of_it {
+                    if ask(format!("job_id={}", jobview::job_id_text(j)), j) {
+                        out.push(target_of(j));
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The target that names one job record: a job, an array task, or an array's remainder.
+fn target_of(j: &v1::JobInfo) -> v1::JobTarget {
+    match (j.array_job_id, j.array_task_id) {
+        (0, _) => v1::JobTarget { job_id: j.job_id, ..Default::default() },
+        (a, Some(t)) => v1::JobTarget { job_id: a, tasks: Some(t.to_string()), step_id: None },
+        (a, None) => v1::JobTarget { job_id: a, tasks: Some(jobview::array_task_str(j)), step_id: None },
+    }
+}
+
 pub fn main(args: Vec<String>) -> i32 {
     let a: Args = match common::parse_command("scancel", args, |a: &Args| &a.std) {
         Ok(a) => a,
         Err(code) => return code,
     };
-    let ids = match common::parse_targets(&a.jobs) {
+    let mut ids = match common::parse_targets(&a.jobs) {
         Ok(ids) => ids,
         Err(id) => {
             eprintln!("scancel: error: Invalid job id {id}");
@@ -107,6 +208,21 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let mut user = user;
+    let mut a = a;
+    if a.interactive {
+        // Each job asked about on its own; the request then names only those confirmed.
+        ids = match confirmed(&cfg, &a, &ids, user.as_deref()) {
+            Ok(ids) if ids.is_empty() => return 0,
+            Ok(ids) => ids,
+            Err(e) => {
+                eprintln!("scancel: error: {e}");
+                return 1;
+            }
+        };
+        user = None;
+        (a.name, a.state, a.partition, a.nodelist) = (None, None, None, None);
+    }
     let req = v1::CancelRequest {
         targets: ids,
         signal,

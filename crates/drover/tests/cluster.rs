@@ -422,3 +422,43 @@ fn squeue_keeps_times_and_node_lists_whole() {
     assert!(l.contains(" 1-02:00:00 "), "{l:?}");
     assert_eq!(c.ok("squeue", &["-h", "-j", &id.to_string(), "-o", "%.4l|%.3j"]), "1-02:00:00|wra\n");
 }
+
+/// `scancel -i` asks job by job and cancels only what is confirmed (it was parsed and ignored:
+/// every job named was cancelled unasked). Slurm's prompt, on standard output.
+#[test]
+fn scancel_interactive_cancels_only_what_is_confirmed() {
+    use std::io::Write;
+    let c = cluster(1, 1);
+    let held = |name: &str| {
+        c.ok("sbatch", &["--parsable", "-H", "-J", name, "-o", "/dev/null", "--wrap", "true"]).trim().to_string()
+    };
+    let (keep, drop) = (held("keepme"), held("dropme"));
+    let answer = |id: &str, reply: &str| {
+        let mut child = c
+            .command("scancel", &["-i", id])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("scancel");
+        child.stdin.take().expect("stdin").write_all(reply.as_bytes()).expect("answer");
+        let out = child.wait_with_output().expect("scancel ends");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // An answer that is neither is asked again.
+    let asked = answer(&keep, "maybe\nn\n");
+    assert_eq!(
+        asked,
+        format!("Cancel job_id={keep} name=keepme partition=debug [y/n]? ").repeat(2),
+        "the question, twice"
+    );
+    assert_eq!(answer(&drop, "y\n"), format!("Cancel job_id={drop} name=dropme partition=debug [y/n]? "));
+    let state = |id: &str| c.ok("squeue", &["-h", "-t", "all", "-j", id, "-o", "%T"]).trim().to_string();
+    assert_eq!(state(&keep), "PENDING");
+    assert_eq!(state(&drop), "CANCELLED");
+    // No answer at all (end of input) is no.
+    answer(&keep, "");
+    assert_eq!(state(&keep), "PENDING");
+    c.ok("scancel", &[&keep]);
+}
