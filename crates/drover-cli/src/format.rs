@@ -7,6 +7,27 @@ pub enum Item {
     Field { code: char, width: Option<usize>, right: bool },
 }
 
+/// One `-O/--Format` token, `name[:[.][width][suffix]]`, as squeue's and sinfo's
+/// `_parse_long_token` read it: (name, width, right-justified, suffix). 20 wide without a
+/// `:`; no width or 0 after it prints the value whole.
+pub fn long_token(token: &str) -> (&str, Option<usize>, bool, &str) {
+    let Some((name, size)) = token.split_once(':') else { return (token, Some(20), false, "") };
+    let (right, size) = match size.strip_prefix('.') {
+        Some(s) => (true, s),
+        None => (false, size),
+    };
+    let digits = size.chars().take_while(|c| c.is_ascii_digit()).count();
+    (name, size[..digits].parse::<usize>().ok().filter(|w| *w > 0), right, &size[digits..])
+}
+
+/// A `-O` field and what follows it (its suffix) as format items.
+pub fn push_long_field(out: &mut Vec<Item>, code: char, width: Option<usize>, right: bool, suffix: &str) {
+    out.push(Item::Field { code, width, right });
+    if !suffix.is_empty() {
+        out.push(Item::Lit(suffix.to_string()));
+    }
+}
+
 pub fn parse(fmt: &str) -> Vec<Item> {
     let mut out = Vec::new();
     let mut lit = String::new();
@@ -169,6 +190,15 @@ pub fn render_fields_uncut_into(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_tokens_read_as_slurm_reads_them() {
+        assert_eq!(long_token("JobID"), ("JobID", Some(20), false, ""));
+        assert_eq!(long_token("StateLong:.12"), ("StateLong", Some(12), true, ""));
+        assert_eq!(long_token("JobID:x"), ("JobID", None, false, "x"), "no digits: whole, the rest a suffix");
+        assert_eq!(long_token("CPUs:3|"), ("CPUs", Some(3), false, "|"));
+        assert_eq!(long_token("Name:0"), ("Name", None, false, ""));
+    }
 
     #[test]
     fn parses_widths_and_literals() {

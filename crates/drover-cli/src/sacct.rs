@@ -632,8 +632,7 @@ fn query(a: &Args, cluster: &str, now: i64, me: u32) -> Result<v1::AcctQuery, St
         let words: String = a.rest.iter().map(|w| format!("\nsacct: error:  {w}")).collect();
         return Err(format!("sacct: error: Unknown arguments:{words}"));
     }
-    let jobs: Vec<String> = a.jobs.clone();
-    let targets = common::parse_targets(&jobs).map_err(|id| format!("sacct: fatal: Bad job/step specified: {id}"))?;
+    let targets = common::parse_targets(&a.jobs).map_err(|id| format!("sacct: fatal: Bad job/step specified: {id}"))?;
     for t in &targets {
         match &t.tasks {
             Some(tasks) => {

@@ -1181,11 +1181,6 @@ const JOB_UPDATE_KEYS: &[&str] = &[
     "uid",
 ];
 
-/// The key as the user spelled it.
-fn k_orig<'a>(pairs: &'a [(String, String)], lower: &str) -> &'a str {
-    pairs.iter().map(|(k, _)| k.as_str()).find(|k| k.eq_ignore_ascii_case(lower)).unwrap_or("")
-}
-
 /// A node state scontrol's update takes: its own words, or any node state's name (3 letters
 /// at least, any case), as update_node.c matches them.
 fn node_state_ok(v: &str) -> bool {
@@ -1209,7 +1204,13 @@ fn node_state_ok(v: &str) -> bool {
         "CANCEL_REBOOT",
         "REBOOT",
     ];
-    v.len() >= 3 && WORDS.iter().any(|w| w.len() >= v.len() && w[..v.len()].eq_ignore_ascii_case(v))
+    WORDS.iter().any(|w| names_state(w, v))
+}
+
+/// Whether `v` names node state `word`: 3 letters of it at least, any case (update_node.c's
+/// `xstrncasecmp(val, word, MAX(len, 3))`).
+fn names_state(word: &str, v: &str) -> bool {
+    v.len() >= 3 && word.len() >= v.len() && word[..v.len()].eq_ignore_ascii_case(v)
 }
 
 fn update(rest: &[String]) -> i32 {
@@ -1253,11 +1254,8 @@ fn update(rest: &[String]) -> i32 {
                     },
                     // What scontrol's job update knows; any other key is refused before a
                     // request leaves.
-                    k if !JOB_UPDATE_KEYS.contains(&k) => {
-                        eprintln!(
-                            "Update of this parameter is not supported: {k_orig}={v}",
-                            k_orig = k_orig(&pairs, k)
-                        );
+                    lower if !JOB_UPDATE_KEYS.contains(&lower) => {
+                        eprintln!("Update of this parameter is not supported: {k}={v}");
                         eprintln!("Request aborted");
                         return 1;
                     }
@@ -1301,6 +1299,12 @@ fn update(rest: &[String]) -> i32 {
                     }
                 }
             }
+            // scontrol's own check, before any request, in its words alone.
+            let takes_down = ["DOWN", "DRAIN", "FAIL"].iter().any(|w| names_state(w, &state));
+            if takes_down && reason.is_empty() {
+                eprintln!("You must specify a reason when DOWNING or DRAINING a node. Request denied");
+                return 1;
+            }
             let cfg = match common::load_config() {
                 Ok(c) => c,
                 Err(e) => {
@@ -1318,11 +1322,6 @@ fn update(rest: &[String]) -> i32 {
             });
             match r {
                 Ok(()) => 0,
-                // scontrol checks this one itself, in these words alone.
-                Err(e) if e.starts_with("You must specify a reason") => {
-                    eprintln!("{e}");
-                    1
-                }
                 Err(e) => {
                     eprintln!("slurm_update error: {e}");
                     1

@@ -133,14 +133,7 @@ const STATE_COMPLETE: char = '6';
 fn long_format(spec: &str) -> Vec<Item> {
     let mut out = Vec::new();
     for token in spec.split(',').filter(|t| !t.is_empty()) {
-        let (name, rest) = token.split_once(':').unwrap_or((token, ""));
-        let (right, rest) = match rest.strip_prefix('.') {
-            Some(r) => (true, r),
-            None => (false, rest),
-        };
-        let digits = rest.chars().take_while(|c| c.is_ascii_digit()).count();
-        let width = if token.contains(':') { rest[..digits].parse().unwrap_or(0) } else { 20 };
-        let suffix = &rest[digits..];
+        let (name, width, right, suffix) = format::long_token(token);
         let code = match name.to_ascii_lowercase().as_str() {
             "available" => 'a',
             "allocmem" => ALLOC_MEM,
@@ -195,10 +188,7 @@ fn long_format(spec: &str) -> Vec<Item> {
                 continue;
             }
         };
-        out.push(Item::Field { code, width: (width > 0).then_some(width), right });
-        if !suffix.is_empty() {
-            out.push(Item::Lit(suffix.to_string()));
-        }
+        format::push_long_field(&mut out, code, width, right, suffix);
     }
     out
 }

@@ -223,28 +223,12 @@ pub(crate) fn parse_long_format(spec: &str) -> (Vec<Item>, Vec<String>) {
 pub(crate) fn long_items(spec: &str, code: impl Fn(&str) -> Option<char>, what: &str) -> (Vec<Item>, Vec<String>) {
     let (mut items, mut errors) = (Vec::new(), Vec::new());
     for f in spec.split(',').filter(|f| !f.is_empty()) {
-        let (name, size) = match f.split_once(':') {
-            Some((n, s)) => (n, Some(s)),
-            None => (f, None),
-        };
+        let (name, width, right, suffix) = format::long_token(f);
         let Some(code) = code(name) else {
             errors.push(format!("Invalid {what} format specification: {name}"));
             continue;
         };
-        let (right, width, suffix) = match size {
-            Some(s) => {
-                let right = s.starts_with('.');
-                let s = s.strip_prefix('.').unwrap_or(s);
-                let digits = s.chars().take_while(|c| c.is_ascii_digit()).count();
-                // No width (or 0): the value whole, as squeue's printers take a size of 0.
-                (right, s[..digits].parse::<usize>().ok().filter(|w| *w > 0), &s[digits..])
-            }
-            None => (false, Some(20), ""),
-        };
-        items.push(Item::Field { code, width, right });
-        if !suffix.is_empty() {
-            items.push(Item::Lit(suffix.to_string()));
-        }
+        format::push_long_field(&mut items, code, width, right, suffix);
     }
     (items, errors)
 }
@@ -740,8 +724,11 @@ fn steps_main(a: &Args, steps: &str) -> i32 {
 fn uncut(code: char, value: &str) -> bool {
     matches!(code, 'L' | 'l' | 'M' | 'N' | 'Y' | 'R')
         || (code == 'i' && value.contains('['))
-        || (Some(code) == long_field("reasonlist") && !value.starts_with('('))
+        || (Some(code) == *REASON_LIST_LONG && !value.starts_with('('))
 }
+
+/// `-O ReasonList`'s code, found once: [`uncut`] is asked about every field of every line.
+static REASON_LIST_LONG: std::sync::LazyLock<Option<char>> = std::sync::LazyLock::new(|| long_field("reasonlist"));
 
 #[derive(Default)]
 struct Lines {
